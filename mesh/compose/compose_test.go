@@ -1,0 +1,197 @@
+package compose
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func sample(t *testing.T) *meshdesc.Mesh {
+	t.Helper()
+	m, err := meshdesc.Load(filepath.Join("..", "..", "features", "testdata", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// fakeHashes stands in for bcrypt hashes: the golden file must not depend
+// on random salt.
+func fakeHashes(m *meshdesc.Mesh) map[string]string {
+	h := map[string]string{}
+	for _, p := range Principals(m) {
+		h[p.User] = "$2a$04$hash-of-" + p.User
+	}
+	return h
+}
+
+func TestConfigGolden(t *testing.T) {
+	m := sample(t)
+	got, err := Config(m, Inputs{Hashes: fakeHashes(m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "sample.nats.conf")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./mesh/compose -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("composed configuration differs from %s (run with -update after checking the diff):\n%s", golden, got)
+	}
+	again, _ := Config(m, Inputs{Hashes: fakeHashes(m)})
+	if !bytes.Equal(got, again) {
+		t.Fatal("expected the same bytes from the same inputs")
+	}
+}
+
+func TestConfigRefusesMissingHash(t *testing.T) {
+	m := sample(t)
+	h := fakeHashes(m)
+	delete(h, wire.ModuleUser("node-b", "logger"))
+	if _, err := Config(m, Inputs{Hashes: h}); err == nil || !strings.Contains(err.Error(), "mod.node-b.logger") {
+		t.Fatalf("expected a refusal naming mod.node-b.logger, got %v", err)
+	}
+}
+
+// TestModuleGrantsComeFromTheManifest rebuilds each module user's grants
+// from its manifest alone, independently of the composer's code path.
+func TestModuleGrantsComeFromTheManifest(t *testing.T) {
+	m := sample(t)
+	byUser := index(Principals(m))
+	for _, pl := range m.Placements() {
+		mod, node := pl.Module, pl.Node
+		var pub, sub []string
+		for _, k := range mod.Emits {
+			pub = append(pub, "mesh.mod."+mod.Name+".event."+k)
+		}
+		for _, u := range mod.Uses {
+			target, tool, _ := strings.Cut(u, ".")
+			for _, other := range m.Modules {
+				if other.Seat == target {
+					target = other.Name
+				}
+			}
+			if tool == "*" {
+				pub = append(pub, "mesh.mod."+target+".tool.*")
+			} else {
+				pub = append(pub, "mesh.mod."+target+".tool."+tool)
+			}
+		}
+		if len(mod.Consumes) > 0 {
+			c := node + "_" + mod.Name
+			pub = append(pub, "$JS.API.CONSUMER.INFO.EVENTS."+c, "$JS.API.CONSUMER.MSG.NEXT.EVENTS."+c, "$JS.ACK.EVENTS."+c+".>")
+		}
+		sub = append(sub, "_INBOX."+mod.Name+"."+node+".>")
+		for _, tool := range mod.Tools {
+			sub = append(sub, "mesh.mod."+mod.Name+".tool."+tool)
+		}
+		for _, c := range mod.Consumes {
+			src, pattern, _ := strings.Cut(c, ".")
+			sub = append(sub, "mesh.mod."+src+".event."+pattern)
+		}
+		slices.Sort(pub)
+		slices.Sort(sub)
+		got := byUser["mod."+node+"."+mod.Name]
+		if !slices.Equal(got.Permissions.Publish, pub) {
+			t.Errorf("%s publish: expected %v, got %v", got.User, pub, got.Permissions.Publish)
+		}
+		if !slices.Equal(got.Permissions.Subscribe, sub) {
+			t.Errorf("%s subscribe: expected %v, got %v", got.User, sub, got.Permissions.Subscribe)
+		}
+		if got.Permissions.AllowResponses != (len(mod.Tools) > 0) {
+			t.Errorf("%s allow_responses: expected %v (serves %d tools)", got.User, len(mod.Tools) > 0, len(mod.Tools))
+		}
+	}
+}
+
+// TestAManifestChangeTouchesOnlyItsModule: grants derive from the
+// manifests and nothing else, so editing one manifest changes the grants
+// of that module's users and of nobody else.
+func TestAManifestChangeTouchesOnlyItsModule(t *testing.T) {
+	m := sample(t)
+	before := index(Principals(m))
+	i := slices.IndexFunc(m.Modules, func(mod meshdesc.Module) bool { return mod.Name == "sensor" })
+	m.Modules[i].Emits = append(m.Modules[i].Emits, "battery.low")
+	m.Modules[i].Tools = append(m.Modules[i].Tools, "reset")
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	after := index(Principals(m))
+	for user, p := range after {
+		changed := !samePerms(p.Permissions, before[user].Permissions)
+		if mine := p.Module == "sensor"; changed != mine {
+			t.Errorf("%s: changed=%v, expected changed only for sensor's users", user, changed)
+		}
+	}
+}
+
+// TestInboxesAreScoped: nobody may subscribe a bare _INBOX.> or the whole
+// tree, and each principal's only inbox grant is its own prefix.
+func TestInboxesAreScoped(t *testing.T) {
+	m := sample(t)
+	for _, p := range Principals(m) {
+		own := wire.Under(p.Credential().Inbox())
+		inboxes := 0
+		for _, s := range p.Permissions.Subscribe {
+			if s == ">" || s == "_INBOX.>" || s == "_INBOX.*.>" {
+				t.Errorf("%s may subscribe %q", p.User, s)
+			}
+			if strings.HasPrefix(s, "_INBOX.") {
+				inboxes++
+				if s != own {
+					t.Errorf("%s may subscribe another inbox %q (its own is %q)", p.User, s, own)
+				}
+			}
+		}
+		if inboxes != 1 {
+			t.Errorf("%s: expected exactly its own inbox grant, got %d", p.User, inboxes)
+		}
+		for _, s := range p.Permissions.Publish {
+			if s == ">" || s == "_INBOX.>" {
+				t.Errorf("%s may publish %q", p.User, s)
+			}
+		}
+	}
+}
+
+func TestEveryPrincipalHasAUniqueUser(t *testing.T) {
+	m := sample(t)
+	seen := map[string]bool{}
+	for _, p := range Principals(m) {
+		if seen[p.User] {
+			t.Fatalf("user %q composed twice", p.User)
+		}
+		seen[p.User] = true
+	}
+	// controller + 2 hosts + 3 placements + 2 persons + 1 token
+	if len(seen) != 9 {
+		t.Fatalf("expected 9 users, got %d: %v", len(seen), seen)
+	}
+}
+
+func index(ps []Principal) map[string]Principal {
+	out := map[string]Principal{}
+	for _, p := range ps {
+		out[p.User] = p
+	}
+	return out
+}
+
+func samePerms(a, b Permissions) bool {
+	return slices.Equal(a.Publish, b.Publish) && slices.Equal(a.Subscribe, b.Subscribe) && a.AllowResponses == b.AllowResponses
+}

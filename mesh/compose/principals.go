@@ -1,0 +1,194 @@
+// Package compose derives the bus's users and permissions from the mesh
+// description, and renders the nats-server configuration from them. It is
+// pure and deterministic: the same description and hashes give the same
+// bytes, and every permission is derived from the manifests' emits,
+// consumes, tools and uses and from nothing else (design 25 §4, ADR 0043).
+package compose
+
+import (
+	"slices"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Principal is one user of the bus: who it is and what it may do.
+type Principal struct {
+	// User is the user name it connects as.
+	User string
+	// Kind is one of the wire.Principal* kinds (empty for a module).
+	Kind string
+	// Node is set for hosts and modules.
+	Node string
+	// Module is set for modules.
+	Module string
+	// Name is set for persons and tokens.
+	Name string
+	// Permissions are what the server lets the user do.
+	Permissions Permissions
+}
+
+// Permissions are a user's grants: everything not listed is refused by
+// the server.
+type Permissions struct {
+	Publish   []string
+	Subscribe []string
+	// AllowResponses lets the user answer the reply subject of a message
+	// it received; only principals that serve something get it.
+	AllowResponses bool
+}
+
+// Credential is the credential document the principal is issued, without
+// its URL and fingerprint, which the controller fills in.
+func (p Principal) Credential() wire.Credential {
+	return wire.Credential{Principal: p.Kind, Node: p.Node, Module: p.Module, Name: p.Name}
+}
+
+// Principals lists every user of the mesh, in a fixed order: the
+// controller, each node's host, each module on each node, each person,
+// each enrolment token. m must be valid.
+func Principals(m *meshdesc.Mesh) []Principal {
+	out := []Principal{controller()}
+	for _, n := range m.Nodes {
+		out = append(out, host(n.Name))
+	}
+	for _, pl := range m.Placements() {
+		out = append(out, module(m, pl.Node, pl.Module))
+	}
+	for _, p := range m.Persons {
+		out = append(out, person(m, p))
+	}
+	for _, t := range m.Tokens {
+		out = append(out, enrol(t.ID))
+	}
+	return out
+}
+
+// controller owns the control, node and build trees and the JetStream
+// API; it answers enrolments on the reply subject the request's payload
+// names, which is an enrolment inbox.
+func controller() Principal {
+	return Principal{
+		User: wire.ControllerUser,
+		Kind: wire.PrincipalController,
+		Permissions: perms(
+			[]string{
+				wire.SubjectControlAll, wire.SubjectNodesAll, wire.SubjectBuildAll, wire.SubjectAskAll,
+				wire.JetStreamAPI, wire.ConsumerAcks(wire.StreamControl, wire.ControlConsumer),
+				wire.EnrolInboxes,
+			},
+			[]string{wire.Under(wire.ControllerInbox), wire.NodeAlive("*")},
+			false,
+		),
+	}
+}
+
+// host may publish its own node's control subjects and hear its own
+// declaration and the controller's asks of it, nothing of another node.
+func host(node string) Principal {
+	return Principal{
+		User: wire.HostUser(node),
+		Kind: wire.PrincipalHost,
+		Node: node,
+		Permissions: perms(
+			[]string{wire.NodeControl(node)},
+			[]string{wire.Under(wire.HostInbox(node)), wire.NodeDeclare(node), wire.NodeAsk(node)},
+			true,
+		),
+	}
+}
+
+// module is one module on one node: publish its emits and the tools it
+// uses; serve its tools; bind, fetch from and ack its own consumer only.
+func module(m *meshdesc.Mesh, node string, mod meshdesc.Module) Principal {
+	var pub, sub []string
+	for _, key := range mod.Emits {
+		pub = append(pub, wire.EventSubject(mod.Name, key))
+	}
+	pub = append(pub, toolGrants(m.ResolveTools(mod.Uses))...)
+	if len(mod.Consumes) > 0 {
+		c := wire.ModuleConsumer(node, mod.Name)
+		pub = append(pub,
+			wire.ConsumerInfo(wire.StreamEvents, c),
+			wire.ConsumerNext(wire.StreamEvents, c),
+			wire.ConsumerAcks(wire.StreamEvents, c),
+		)
+	}
+	sub = append(sub, wire.Under(wire.ModuleInbox(node, mod.Name)))
+	for _, tool := range mod.Tools {
+		sub = append(sub, wire.ToolSubject(mod.Name, tool))
+	}
+	sub = append(sub, ConsumerFilters(mod)...)
+	return Principal{
+		User:        wire.ModuleUser(node, mod.Name),
+		Kind:        wire.PrincipalModule,
+		Node:        node,
+		Module:      mod.Name,
+		Permissions: perms(pub, sub, len(mod.Tools) > 0),
+	}
+}
+
+// ConsumerFilters are the subject filters of a module's consumer, one per
+// consumed pattern "<module>.<key pattern>".
+func ConsumerFilters(mod meshdesc.Module) []string {
+	var out []string
+	for _, c := range mod.Consumes {
+		source, pattern, _ := cut(c)
+		out = append(out, wire.EventSubject(source, pattern))
+	}
+	return out
+}
+
+// person may call the tools it was issued, and nothing on control, nodes
+// or builds.
+func person(m *meshdesc.Mesh, p meshdesc.Person) Principal {
+	return Principal{
+		User:        wire.PersonUser(p.Name),
+		Kind:        wire.PrincipalPerson,
+		Name:        p.Name,
+		Permissions: perms(toolGrants(m.ResolveTools(p.Tools)), []string{wire.Under(wire.PersonInbox(p.Name))}, false),
+	}
+}
+
+// enrol may publish an enrolment request and hear its own inbox, nothing
+// else: a leaked token is useless for anything but enrolling.
+func enrol(token string) Principal {
+	return Principal{
+		User:        wire.EnrolUser(token),
+		Kind:        wire.PrincipalEnrol,
+		Name:        token,
+		Permissions: perms([]string{wire.SubjectEnrol}, []string{wire.Under(wire.EnrolInbox(token))}, false),
+	}
+}
+
+func toolGrants(refs []meshdesc.ToolRef) []string {
+	var out []string
+	for _, r := range refs {
+		switch {
+		case r.Module == "*":
+			out = append(out, wire.SubjectAllTools)
+		case r.Tool == "*":
+			out = append(out, wire.ModuleTools(r.Module))
+		default:
+			out = append(out, wire.ToolSubject(r.Module, r.Tool))
+		}
+	}
+	return out
+}
+
+// perms sorts and deduplicates, so that the rendered configuration does
+// not depend on the order a manifest lists things in.
+func perms(pub, sub []string, responses bool) Permissions {
+	slices.Sort(pub)
+	slices.Sort(sub)
+	return Permissions{Publish: slices.Compact(pub), Subscribe: slices.Compact(sub), AllowResponses: responses}
+}
+
+func cut(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}

@@ -1,0 +1,155 @@
+// Package natstest starts the real nats-server in-process with the
+// configuration composed from a mesh description, for integration tests
+// that need the server's own enforcement but no containers.
+package natstest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/pki"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Server is a running in-process server and every principal's credential.
+type Server struct {
+	*server.Server
+	// Creds maps each user to its credential, pointed at this server.
+	Creds map[string]wire.Credential
+	// ConfigPath is the configuration file the server was started with.
+	ConfigPath string
+	// Fingerprint is the server certificate's.
+	Fingerprint string
+
+	t         testing.TB
+	dir       string
+	passwords map[string]string
+	hashes    map[string]string
+}
+
+// Start composes m's configuration with the server on random loopback
+// ports and starts it. It is shut down when the test ends.
+func Start(t testing.TB, m *meshdesc.Mesh) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	now := time.Now()
+	ca, err := pki.NewCA("natstest", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := append([]string{"localhost", "127.0.0.1"}, m.Bus.Names...)
+	certPEM, keyPEM, err := ca.IssueServer(names, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := pki.Fingerprint(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, compose.CertFile), certPEM)
+	write(t, filepath.Join(dir, compose.KeyFile), keyPEM)
+	s := &Server{t: t, dir: dir, Fingerprint: fp, passwords: map[string]string{}, hashes: map[string]string{}}
+	s.ConfigPath = filepath.Join(dir, compose.ConfigFile)
+	s.writeConfig(m)
+
+	opts, err := server.ProcessConfigFile(s.ConfigPath)
+	if err != nil {
+		t.Fatalf("process composed config: %v", err)
+	}
+	opts.NoSigs = true
+	opts.NoLog = true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("new server: %v", err)
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("in-process nats-server not ready in 10s")
+	}
+	s.Server = srv
+	s.fillCreds(m)
+	return s
+}
+
+// Apply recomposes the configuration for a changed description and
+// reloads the server, as the watcher's SIGHUP does in a container.
+func (s *Server) Apply(m *meshdesc.Mesh) {
+	s.t.Helper()
+	s.writeConfig(m)
+	if err := s.Reload(); err != nil {
+		s.t.Fatalf("reload: %v", err)
+	}
+	s.fillCreds(m)
+}
+
+// Dial connects as user with its credential.
+func (s *Server) Dial(ctx context.Context, user string, opts ...bus.Option) (*nats.Conn, error) {
+	cred, ok := s.Creds[user]
+	if !ok {
+		s.t.Fatalf("no credential for user %q", user)
+	}
+	return bus.Dial(ctx, cred, opts...)
+}
+
+// Addr is the client address, host:port.
+func (s *Server) Addr() string {
+	return s.Server.Addr().String()
+}
+
+func (s *Server) writeConfig(m *meshdesc.Mesh) {
+	s.t.Helper()
+	for _, p := range compose.Principals(m) {
+		if _, ok := s.hashes[p.User]; ok {
+			continue
+		}
+		pw := "pw-" + p.User
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.passwords[p.User], s.hashes[p.User] = pw, string(h)
+	}
+	cfg, err := compose.Config(m, compose.Inputs{
+		Hashes:    s.hashes,
+		ConfigDir: s.dir,
+		StoreDir:  filepath.Join(s.dir, "js"),
+		Listen:    "127.0.0.1:-1",
+		Monitor:   "127.0.0.1:-1",
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	write(s.t, s.ConfigPath, cfg)
+}
+
+func (s *Server) fillCreds(m *meshdesc.Mesh) {
+	s.Creds = map[string]wire.Credential{}
+	addr := s.Addr()
+	for _, p := range compose.Principals(m) {
+		c := p.Credential()
+		c.URL = wire.BusURL(p.User, s.passwords[p.User], addr)
+		c.Fingerprint = s.Fingerprint
+		s.Creds[p.User] = c
+	}
+}
+
+func write(t testing.TB, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

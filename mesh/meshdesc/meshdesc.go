@@ -1,0 +1,425 @@
+// Package meshdesc reads and checks the mesh description: the nodes, the
+// modules with their manifests, which module runs on which node, the
+// persons and the enrolment tokens. It is the one input from which the
+// bus's users and permissions are composed (design 25 §4), so everything
+// it accepts is checked here, and an entry that is wrong is named.
+//
+// The format is YAML; docs/mesh-description.md documents it.
+package meshdesc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Default ports of the bus.
+const (
+	DefaultClientPort  = 4222
+	DefaultMonitorPort = 8222
+)
+
+// Mesh is a mesh description.
+type Mesh struct {
+	// Name names the mesh; it is the NATS server's name.
+	Name string `yaml:"name"`
+	// Bus says how the bus is reached.
+	Bus Bus `yaml:"bus"`
+	// Nodes are the machines, each with the modules assigned to it.
+	Nodes []Node `yaml:"nodes"`
+	// Modules are the modules' manifests.
+	Modules []Module `yaml:"modules"`
+	// Persons are the people with a client on the bus.
+	Persons []Person `yaml:"persons,omitempty"`
+	// Tokens are the enrolment tokens not yet spent.
+	Tokens []Token `yaml:"tokens,omitempty"`
+}
+
+// Bus says how the bus is reached.
+type Bus struct {
+	// Names are every name the bus is dialled by: DNS names or IP
+	// addresses. The server's certificate carries all of them; the first
+	// is the one written into credentials.
+	Names []string `yaml:"names"`
+	// Port is the client port (TLS); default 4222.
+	Port int `yaml:"port,omitempty"`
+	// Monitor is the host the monitoring endpoint binds: a name that
+	// resolves, inside the server's container, to its private-network
+	// address only.
+	Monitor string `yaml:"monitor"`
+	// MonitorPort is the monitoring port; default 8222.
+	MonitorPort int `yaml:"monitor_port,omitempty"`
+}
+
+// Node is a machine of the mesh and the modules assigned to it.
+type Node struct {
+	Name    string   `yaml:"name"`
+	Modules []string `yaml:"modules,omitempty"`
+}
+
+// Module is a module's manifest: what it emits, consumes, serves and uses.
+type Module struct {
+	Name string `yaml:"name"`
+	// Seat is the seat the module claims, if any (ADR 0079).
+	Seat string `yaml:"seat,omitempty"`
+	// Emits are the keys of the events the module emits.
+	Emits []string `yaml:"emits,omitempty"`
+	// Consumes are the events the module reacts to, as
+	// "<module>.<key pattern>", with * and > wildcards in the key.
+	Consumes []string `yaml:"consumes,omitempty"`
+	// Tools are the tools the module serves.
+	Tools []string `yaml:"tools,omitempty"`
+	// Uses are the tools the module calls, as "<module or seat>.<tool>",
+	// or "<module or seat>.*" for all of that module's tools.
+	Uses []string `yaml:"uses,omitempty"`
+}
+
+// Person is a person with a client on the bus.
+type Person struct {
+	Name string `yaml:"name"`
+	// Tools are the tools the person may call, in the form of Module.Uses;
+	// "*" alone grants every tool in the mesh (an administrator).
+	Tools []string `yaml:"tools,omitempty"`
+}
+
+// Token is an enrolment token, unspent.
+type Token struct {
+	ID string `yaml:"id"`
+}
+
+// ErrInvalid is wrapped by every refusal of a description.
+var ErrInvalid = errors.New("invalid mesh description")
+
+// Load reads and checks a mesh description file.
+func Load(path string) (*Mesh, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read mesh description: %w", err)
+	}
+	m, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Parse decodes and checks a mesh description. Unknown fields are refused
+// so that a misspelt field is not silently a missing one.
+func Parse(data []byte) (*Mesh, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var m Mesh
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	m.applyDefaults()
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func (m *Mesh) applyDefaults() {
+	if m.Bus.Port == 0 {
+		m.Bus.Port = DefaultClientPort
+	}
+	if m.Bus.MonitorPort == 0 {
+		m.Bus.MonitorPort = DefaultMonitorPort
+	}
+}
+
+// Module returns the manifest of the named module.
+func (m *Mesh) Module(name string) (Module, bool) {
+	i := slices.IndexFunc(m.Modules, func(mod Module) bool { return mod.Name == name })
+	if i < 0 {
+		return Module{}, false
+	}
+	return m.Modules[i], true
+}
+
+// Placement is one module assigned to one node: one user on the bus.
+type Placement struct {
+	Node   string
+	Module Module
+}
+
+// Placements lists every module on every node, in description order.
+func (m *Mesh) Placements() []Placement {
+	var out []Placement
+	for _, n := range m.Nodes {
+		for _, name := range n.Modules {
+			mod, _ := m.Module(name)
+			out = append(out, Placement{Node: n.Name, Module: mod})
+		}
+	}
+	return out
+}
+
+// ToolRef is one tool of one module, or every tool of it (Tool "*").
+type ToolRef struct {
+	Module string
+	Tool   string
+}
+
+// ResolveTools turns "uses"-style entries into tool references, a seat
+// resolved to the module that claims it. It assumes a valid description.
+func (m *Mesh) ResolveTools(entries []string) []ToolRef {
+	var out []ToolRef
+	for _, e := range entries {
+		if e == "*" {
+			out = append(out, ToolRef{Module: "*", Tool: "*"})
+			continue
+		}
+		target, tool, _ := strings.Cut(e, ".")
+		out = append(out, ToolRef{Module: m.holder(target), Tool: tool})
+	}
+	return out
+}
+
+// holder resolves a module or seat name to the module's name.
+func (m *Mesh) holder(target string) string {
+	for _, mod := range m.Modules {
+		if mod.Seat == target {
+			return mod.Name
+		}
+	}
+	return target
+}
+
+// Validate checks the whole description and reports every problem found,
+// each naming its entry.
+func (m *Mesh) Validate() error {
+	var errs *multierror.Error
+	bad := func(where string, format string, args ...any) {
+		errs = multierror.Append(errs, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
+	}
+
+	if err := wire.CheckName(m.Name); err != nil {
+		bad("name", "%v", err)
+	}
+	if len(m.Bus.Names) == 0 {
+		bad("bus.names", "at least one name the bus is dialled by is required")
+	}
+	for i, n := range m.Bus.Names {
+		if !isHostName(n) && net.ParseIP(n) == nil {
+			bad(fmt.Sprintf("bus.names[%d] %q", i, n), "not a DNS name or an IP address")
+		}
+	}
+	if m.Bus.Monitor == "" {
+		bad("bus.monitor", "the private host the monitoring endpoint binds is required")
+	}
+	for _, p := range []struct {
+		field string
+		v     int
+	}{{"bus.port", m.Bus.Port}, {"bus.monitor_port", m.Bus.MonitorPort}} {
+		if p.v < 1 || p.v > 65535 {
+			bad(p.field, "port %d out of range", p.v)
+		}
+	}
+	if m.Bus.Port == m.Bus.MonitorPort {
+		bad("bus.monitor_port", "equals bus.port %d", m.Bus.Port)
+	}
+
+	seen := map[string]string{} // module and seat names share the uses namespace
+	for i, mod := range m.Modules {
+		where := fmt.Sprintf("modules[%d] %q", i, mod.Name)
+		if err := wire.CheckName(mod.Name); err != nil {
+			bad(where, "%v", err)
+		}
+		if slices.Contains(wire.ReservedModuleNames, mod.Name) {
+			bad(where, "the name is reserved (%s)", strings.Join(wire.ReservedModuleNames, ", "))
+		}
+		if prev, dup := seen[mod.Name]; dup {
+			bad(where, "duplicated name (also %s)", prev)
+		} else {
+			seen[mod.Name] = where
+		}
+		if mod.Seat != "" {
+			if err := wire.CheckName(mod.Seat); err != nil {
+				bad(where+".seat", "%v", err)
+			}
+			if prev, dup := seen[mod.Seat]; dup {
+				bad(where+".seat", "seat %q is claimed twice or collides with a module name (also %s)", mod.Seat, prev)
+			} else {
+				seen[mod.Seat] = where + ".seat"
+			}
+		}
+		checkList(bad, where+".emits", mod.Emits, wire.CheckKey)
+		checkList(bad, where+".tools", mod.Tools, wire.CheckToolName)
+	}
+
+	for i, mod := range m.Modules {
+		where := fmt.Sprintf("modules[%d] %q", i, mod.Name)
+		for j, c := range mod.Consumes {
+			m.checkConsume(bad, fmt.Sprintf("%s.consumes[%d] %q", where, j, c), c)
+		}
+		m.checkToolRefs(bad, where+".uses", mod.Uses, false)
+	}
+
+	nodes := map[string]string{}
+	assigned := map[string]bool{}
+	for i, n := range m.Nodes {
+		where := fmt.Sprintf("nodes[%d] %q", i, n.Name)
+		if err := wire.CheckName(n.Name); err != nil {
+			bad(where, "%v", err)
+		}
+		if prev, dup := nodes[n.Name]; dup {
+			bad(where, "duplicated name (also %s)", prev)
+		} else {
+			nodes[n.Name] = where
+		}
+		here := map[string]bool{}
+		for j, name := range n.Modules {
+			w := fmt.Sprintf("%s.modules[%d] %q", where, j, name)
+			if _, ok := m.Module(name); !ok {
+				bad(w, "unknown module")
+			}
+			if here[name] {
+				bad(w, "assigned twice to the same node")
+			}
+			here[name] = true
+			assigned[name] = true
+		}
+	}
+	if len(m.Nodes) == 0 {
+		bad("nodes", "at least one node is required")
+	}
+
+	persons := map[string]string{}
+	for i, p := range m.Persons {
+		where := fmt.Sprintf("persons[%d] %q", i, p.Name)
+		if err := wire.CheckName(p.Name); err != nil {
+			bad(where, "%v", err)
+		}
+		if prev, dup := persons[p.Name]; dup {
+			bad(where, "duplicated name (also %s)", prev)
+		} else {
+			persons[p.Name] = where
+		}
+		m.checkToolRefs(bad, where+".tools", p.Tools, true)
+	}
+	tokens := map[string]string{}
+	for i, t := range m.Tokens {
+		where := fmt.Sprintf("tokens[%d] %q", i, t.ID)
+		if err := wire.CheckName(t.ID); err != nil {
+			bad(where, "%v", err)
+		}
+		if prev, dup := tokens[t.ID]; dup {
+			bad(where, "duplicated id (also %s)", prev)
+		} else {
+			tokens[t.ID] = where
+		}
+	}
+
+	if errs == nil {
+		return nil
+	}
+	errs.ErrorFormat = listErrors
+	return fmt.Errorf("%w:\n%w", ErrInvalid, errs)
+}
+
+func listErrors(errs []error) string {
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		lines[i] = "  - " + e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func checkList(bad func(string, string, ...any), where string, items []string, check func(string) error) {
+	seen := map[string]bool{}
+	for i, it := range items {
+		w := fmt.Sprintf("%s[%d] %q", where, i, it)
+		if err := check(it); err != nil {
+			bad(w, "%v", err)
+		}
+		if seen[it] {
+			bad(w, "duplicated")
+		}
+		seen[it] = true
+	}
+}
+
+// checkConsume checks "<module>.<key pattern>": the module must exist and
+// emit at least one key the pattern matches.
+func (m *Mesh) checkConsume(bad func(string, string, ...any), where, c string) {
+	source, pattern, ok := strings.Cut(c, ".")
+	if !ok {
+		bad(where, `want "<module>.<key pattern>"`)
+		return
+	}
+	if err := wire.CheckKeyPattern(pattern); err != nil {
+		bad(where, "%v", err)
+		return
+	}
+	mod, ok := m.Module(source)
+	if !ok {
+		bad(where, "unknown module %q", source)
+		return
+	}
+	for _, k := range mod.Emits {
+		if wire.MatchKey(pattern, k) {
+			return
+		}
+	}
+	bad(where, "no manifest emits it: module %q emits %v", source, mod.Emits)
+}
+
+// checkToolRefs checks "<module or seat>.<tool>" and "<module or seat>.*";
+// a lone "*" is allowed where star is true.
+func (m *Mesh) checkToolRefs(bad func(string, string, ...any), where string, refs []string, star bool) {
+	for i, r := range refs {
+		w := fmt.Sprintf("%s[%d] %q", where, i, r)
+		if r == "*" && star {
+			continue
+		}
+		target, tool, ok := strings.Cut(r, ".")
+		if !ok {
+			bad(w, `want "<module or seat>.<tool>" or "<module or seat>.*"`)
+			continue
+		}
+		mod, ok := m.Module(m.holder(target))
+		if !ok {
+			bad(w, "unknown module or seat %q", target)
+			continue
+		}
+		if tool == "*" {
+			if len(mod.Tools) == 0 {
+				bad(w, "module %q serves no tools", mod.Name)
+			}
+			continue
+		}
+		if !slices.Contains(mod.Tools, tool) {
+			bad(w, "module %q does not serve tool %q (it serves %v)", mod.Name, tool, mod.Tools)
+		}
+	}
+}
+
+// isHostName reports whether s is a DNS name: dot-separated labels of
+// letters, digits and '-'.
+func isHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,49 @@
+package wire
+
+// Stream names (design 25 §3). The controller is their only writer.
+const (
+	StreamControl = "CONTROL"
+	StreamNodes   = "NODES"
+	StreamBuilds  = "BUILDS"
+	StreamEvents  = "EVENTS"
+	StreamDead    = "DEAD"
+)
+
+// Streams lists every stream the controller asserts, in creation order:
+// DEAD first, because the max-deliveries advisory is only sent when
+// something listens for it.
+var Streams = []string{StreamDead, StreamControl, StreamNodes, StreamBuilds, StreamEvents}
+
+// DeadLetterAdvisories is what DEAD captures: the server's advisory for a
+// message of EVENTS that exhausted its deliveries.
+const DeadLetterAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + StreamEvents + ".*"
+
+// ControlConsumer is the controller's durable consumer on CONTROL.
+const ControlConsumer = "controller"
+
+// BuildsConsumer is the builders' shared durable consumer on BUILDS.
+const BuildsConsumer = "builder"
+
+// ModuleConsumer is the durable consumer of a module on a node. A durable
+// name may not contain a dot, so the two names are joined by '_' (design
+// 19 "Verified, and it is a trap").
+func ModuleConsumer(node, module string) string { return node + "_" + module }
+
+// ConsumerInfo is the JetStream API subject that reads one consumer's info;
+// binding a consumer with nats.go always sends it.
+func ConsumerInfo(stream, consumer string) string {
+	return "$JS.API.CONSUMER.INFO." + stream + "." + consumer
+}
+
+// ConsumerNext is the JetStream API subject a pull request is sent to.
+func ConsumerNext(stream, consumer string) string {
+	return "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer
+}
+
+// ConsumerAcks matches every ack subject of one consumer's deliveries.
+func ConsumerAcks(stream, consumer string) string {
+	return "$JS.ACK." + stream + "." + consumer + ".>"
+}
+
+// JetStreamAPI is the whole JetStream API, the controller's alone.
+const JetStreamAPI = "$JS.API.>"

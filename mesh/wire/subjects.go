@@ -1,0 +1,64 @@
+package wire
+
+// The mesh's subject tree (design 25 §2 with design 19's module subjects,
+// see ARCHITECTURE.md "Wire decisions").
+const (
+	// SubjectAll is the whole mesh tree.
+	SubjectAll = "mesh.>"
+	// SubjectControlAll is every control subject, the controller's own.
+	SubjectControlAll = "mesh.control.>"
+	// SubjectEnrol carries enrolment requests; the reply subject travels in
+	// the payload (design 25 §2, §6).
+	SubjectEnrol = "mesh.control.enrol"
+	// SubjectBuilt carries a build's outcome.
+	SubjectBuilt = "mesh.control.built"
+	// SubjectPush carries an operator's push.
+	SubjectPush = "mesh.control.push"
+	// SubjectReports matches every node's report.
+	SubjectReports = "mesh.control.*.report"
+	// SubjectNodesAll is every node's declaration subject.
+	SubjectNodesAll = "mesh.node.>"
+	// SubjectBuildAll is the build tree.
+	SubjectBuildAll = "mesh.build.>"
+	// SubjectBuildRequest carries work for the build machine.
+	SubjectBuildRequest = "mesh.build.request"
+	// SubjectModuleEvents matches every module's events.
+	SubjectModuleEvents = "mesh.mod.*.event.>"
+	// SubjectSeatEvents matches every seat holder's events.
+	SubjectSeatEvents = "mesh.seat.*.event.>"
+	// SubjectAllTools matches every module's tools (an administrator's grant).
+	SubjectAllTools = "mesh.mod.*.tool.*"
+	// SubjectAskAll is the controller's command api on every node.
+	SubjectAskAll = "mesh.ask.>"
+)
+
+// NodeReport is the subject a node reports on.
+func NodeReport(node string) string { return "mesh.control." + node + ".report" }
+
+// NodeAlive is a node's heartbeat subject, on core NATS only.
+func NodeAlive(node string) string { return "mesh.control." + node + ".alive" }
+
+// NodeControl is every control subject of one node, a host's publish grant.
+func NodeControl(node string) string { return "mesh.control." + node + ".>" }
+
+// NodeDeclare is the subject of a node's declaration, kept last-per-subject.
+func NodeDeclare(node string) string { return "mesh.node." + node + ".declare" }
+
+// NodeAsk is the controller's command api on one node.
+func NodeAsk(node string) string { return "mesh.ask." + node + ".>" }
+
+// EventSubject is the subject a module's event with key is emitted on.
+func EventSubject(module, key string) string { return "mesh.mod." + module + ".event." + key }
+
+// SeatEventSubject is the subject a seat holder's event is emitted on.
+func SeatEventSubject(seat, verb string) string { return "mesh.seat." + seat + ".event." + verb }
+
+// ToolSubject is the subject a module's tool is served on.
+func ToolSubject(module, tool string) string { return "mesh.mod." + module + ".tool." + tool }
+
+// ModuleTools matches every tool of one module.
+func ModuleTools(module string) string { return "mesh.mod." + module + ".tool.*" }
+
+// ToolQueue is the queue group every runtime serving a tool joins, so that
+// several runtimes compete for a call rather than each answering it.
+func ToolQueue(module, tool string) string { return module + "." + tool }
