@@ -13,7 +13,7 @@ import (
 
 	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/compose"
-	"github.com/meshbus/mesh/mesh/internal/natstest"
+	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
