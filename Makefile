@@ -1,0 +1,26 @@
+# Entry points for people and CI. `make help` lists them.
+
+GO ?= go
+# Ryuk's image cannot be pulled here; the harness removes what it creates.
+export TESTCONTAINERS_RYUK_DISABLED = true
+
+.DEFAULT_GOAL := help
+.PHONY: help images test beds vet fmt
+
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+images: ## Build the images (mesh-nats, mesh-controller, mesh-probe) if missing or stale.
+	$(GO) run ./cmd/build-images
+
+test: ## Run every test: unit, integration, and the beds (skipped without Docker).
+	$(GO) test ./...
+
+beds: ## Run every bed against real containers (bedrun all).
+	$(GO) run ./cmd/bedrun all
+
+vet: ## Run go vet on every package.
+	$(GO) vet ./...
+
+fmt: ## Format every Go file in place with gofmt.
+	gofmt -l -w .

@@ -1,0 +1,104 @@
+// Command build-images builds the project's images from the checkout when
+// they are missing or their inputs changed (harness/images); `make images`
+// runs it. With names, it builds only those images.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/meshbus/mesh/harness/images"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("prog", "build-images")
+	all := images.All()
+	names := make([]string, len(all))
+	for i, s := range all {
+		names[i] = s.Name
+	}
+
+	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", "", "module root `dir` (default: the module of the working directory)")
+	tag := fs.String("tag", "local", "image `tag`")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: build-images [flags] [image ...]\n\n"+
+			"Builds the images (default all: %s) when missing or stale.\n\nFlags:\n", strings.Join(names, ", "))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	specs := all
+	if fs.NArg() > 0 {
+		specs = nil
+		for _, name := range fs.Args() {
+			i := slices.IndexFunc(all, func(s images.Spec) bool { return s.Name == name })
+			if i < 0 {
+				fmt.Fprintf(stderr, "build-images: unknown image %q (known: %s)\n", name, strings.Join(names, ", "))
+				return 2
+			}
+			specs = append(specs, all[i])
+		}
+	}
+	if *root == "" {
+		r, err := moduleRoot(ctx)
+		if err != nil {
+			log.Error("find module root", "err", err)
+			return 1
+		}
+		*root = r
+	}
+
+	b := &images.Builder{Root: *root, Out: stdout, Tag: *tag}
+	defer b.Close()
+	start := time.Now()
+	refs, err := b.EnsureAll(ctx, specs...)
+	if err != nil {
+		log.Error("build images", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
+		return 1
+	}
+	ready := make([]string, 0, len(refs))
+	for _, ref := range refs {
+		ready = append(ready, ref)
+	}
+	slices.Sort(ready)
+	fmt.Fprintf(stdout, "ready in %.1fs: %s\n", time.Since(start).Seconds(), strings.Join(ready, " "))
+	return 0
+}
+
+// moduleRoot is the directory of the go.mod governing the working directory.
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside a Go module; pass --root")
+	}
+	return filepath.Dir(gomod), nil
+}

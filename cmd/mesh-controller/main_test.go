@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+const good = `
+name: m
+bus: {names: [localhost, 127.0.0.1], port: PORT, monitor: 127.0.0.1}
+nodes:
+  - {name: a, modules: [em, co]}
+modules:
+  - {name: em, emits: [x.y], tools: [t]}
+  - {name: co, consumes: [em.x.*]}
+`
+
+func cli(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestGenesisRefusesBadDescriptionsWritingNothing(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"unknown module", strings.Replace(good, "[em, co]", "[em, co, ghost]", 1), `nodes[0] "a".modules[2] "ghost": unknown module`},
+		{"duplicated name", good + "  - {name: em}\n", `modules[2] "em": duplicated name`},
+		{"consumed pattern nobody emits", strings.Replace(good, "em.x.*", "em.z", 1), `modules[1] "co".consumes[0] "em.z": no manifest emits it`},
+		{"bad name", strings.Replace(good, "{name: a,", "{name: a.b,", 1), `nodes[0] "a.b"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(c.yaml, "PORT", "4222", 1))
+			for _, state := range []string{filepath.Join(root, "absent"), root + "/empty"} {
+				if strings.HasSuffix(state, "empty") {
+					if err := os.Mkdir(state, 0o700); err != nil {
+						t.Fatal(err)
+					}
+				}
+				code, stdout, stderr := cli(t, context.Background(), "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4")
+				if code != exitFailed {
+					t.Fatalf("expected exit %d, got %d\n%s", exitFailed, code, stderr)
+				}
+				if !strings.Contains(stderr, c.want) {
+					t.Fatalf("expected stderr to name %q, got:\n%s", c.want, stderr)
+				}
+				if stdout != "" {
+					t.Errorf("expected nothing on stdout, got %q", stdout)
+				}
+				entries, err := os.ReadDir(state)
+				if strings.HasSuffix(state, "absent") && !os.IsNotExist(err) {
+					t.Errorf("a refused genesis created %s", state)
+				}
+				if len(entries) > 0 {
+					t.Errorf("a refused genesis wrote into %s: %v", state, entries)
+				}
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{nil, {"bogus"}, {"genesis", "--mesh", "x"}, {"run", "--mesh", "x", "--state", "y", "extra"}, {"apply", "--nope"}} {
+		if code, _, stderr := cli(t, context.Background(), args...); code != exitUsage || !strings.Contains(stderr, "usage") && !strings.Contains(stderr, "flag provided but not defined") {
+			t.Errorf("%v: expected exit %d with usage, got %d:\n%s", args, exitUsage, code, stderr)
+		}
+	}
+}
+
+func TestGenesisApplyAndRun(t *testing.T) {
+	root := t.TempDir()
+	port := freePort(t)
+	meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", strconv.Itoa(port), 1))
+	state := filepath.Join(root, "state")
+	ctx := context.Background()
+
+	code, stdout, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4")
+	if code != exitOK {
+		t.Fatalf("genesis: exit %d\n%s", code, stderr)
+	}
+	var g controller.GenesisResult
+	if err := json.Unmarshal([]byte(stdout), &g); err != nil || len(g.Users) == 0 {
+		t.Fatalf("genesis: expected a JSON summary on stdout, got %q (%v)", stdout, err)
+	}
+	if code, _, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state); code != exitFailed || !strings.Contains(stderr, "already holds a genesis") {
+		t.Fatalf("second genesis: expected exit 1 saying so, got %d:\n%s", code, stderr)
+	}
+
+	writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", strconv.Itoa(port), 1)+"persons:\n  - {name: carol, tools: [em.t]}\n")
+	code, stdout, stderr = cli(t, ctx, "apply", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4")
+	var a controller.ApplyResult
+	if code != exitOK || json.Unmarshal([]byte(stdout), &a) != nil || len(a.Added) != 1 || a.Added[0] != wire.PersonUser("carol") || !a.ConfigChanged {
+		t.Fatalf("apply: expected exit 0 and carol added, got %d %q\n%s", code, stdout, stderr)
+	}
+
+	startServer(t, meshFile, state, port)
+	var logs syncBuffer
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(runCtx, []string{"run", "--mesh", meshFile, "--state", state}, &bytes.Buffer{}, &logs)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), `"msg":"ready"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf(`no "msg":"ready" within 20s:\n%s`, logs.String())
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("run exited %d before ready:\n%s", code, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel() // what SIGTERM does through signal.NotifyContext
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("run: expected exit 0 after the signal, got %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not exit within 10s of the signal")
+	}
+}
+
+// startServer runs nats-server in-process with the state's users, composed
+// for loopback and temporary directories instead of the container's paths.
+func startServer(t *testing.T, meshFile, state string, port int) {
+	t.Helper()
+	m, err := meshdesc.Load(meshFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := controller.LoadSecrets(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := map[string]string{}
+	for u, s := range secrets {
+		hashes[u] = s.Hash
+	}
+	conf, err := compose.Config(m, compose.Inputs{
+		Hashes:    hashes,
+		ConfigDir: filepath.Join(state, controller.NATSDir),
+		StoreDir:  t.TempDir(),
+		Listen:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		Monitor:   "127.0.0.1:0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(writeFile(t, t.TempDir(), "test.conf", string(conf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("nats-server not ready within 10s")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}

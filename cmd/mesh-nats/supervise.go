@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/meshbus/mesh/cmd/mesh-nats/internal/watch"
+)
+
+// supervise runs the child until it exits and returns the status to exit
+// with. It never returns while the child runs.
+func supervise(o options, stdout, stderr io.Writer, log *slog.Logger) int {
+	// Subscribe before starting the child so a stop request arriving during
+	// start-up is queued and forwarded rather than killing us alone.
+	// TERM and INT stop the child; HUP lets an operator force a reload
+	// (`docker kill -s HUP`); USR1 reopens nats-server's log files and USR2
+	// puts it in lame-duck mode.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+
+	cmd := exec.Command(o.server, append([]string{"-c", o.config}, o.childArgs...)...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+
+	w, err := watch.New(watch.Options{
+		Path:     o.config,
+		Interval: o.poll,
+		Logger:   log,
+		Notify: func(oldHash, newHash string) error {
+			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				log.Error("reload failed", "pid", cmd.Process.Pid, "err", err)
+				return err
+			}
+			log.Info("reload sent", "signal", "SIGHUP", "pid", cmd.Process.Pid,
+				"old", short(oldHash), "new", short(newHash))
+			return nil
+		},
+	})
+	if err != nil {
+		log.Error("start watcher", "err", err)
+		return 1
+	}
+	// Take the baseline before the server reads the file, so a change made
+	// while it starts is seen as a change. An unreadable file is the
+	// server's to report; the watcher adopts it once it appears.
+	if err := w.Prime(); err != nil {
+		log.Warn("configuration unreadable at start", "path", o.config, "err", err)
+	}
+
+	if err := cmd.Start(); err != nil {
+		log.Error("start child", "server", o.server, "err", err)
+		return 1
+	}
+	log.Info("started child", "pid", cmd.Process.Pid, "server", o.server, "args", cmd.Args[1:],
+		"config", o.config, "hash", short(w.Hash()), "poll", o.poll.String())
+
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	// The first poll comes one interval after the start; by then nats-server
+	// has installed its signal handlers (it does so in NewServer, right after
+	// parsing the file), so a SIGHUP cannot hit its default action and kill it.
+	ctx, stopWatch := context.WithCancel(context.Background())
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		_ = w.Run(ctx)
+	}()
+	defer func() {
+		stopWatch()
+		<-watching
+	}()
+
+	for {
+		select {
+		case sig := <-sigs:
+			if err := cmd.Process.Signal(sig); err != nil {
+				// Already gone: its exit is about to arrive on exited.
+				if !errors.Is(err, os.ErrProcessDone) {
+					log.Error("forward signal", "signal", sig.String(), "pid", cmd.Process.Pid, "err", err)
+				}
+				continue
+			}
+			log.Info("forwarded signal", "signal", sig.String(), "pid", cmd.Process.Pid)
+		case err := <-exited:
+			code := exitStatus(cmd.ProcessState, err)
+			log.Info("child exited", "pid", cmd.Process.Pid, "status", code, "state", cmd.ProcessState.String())
+			return code
+		}
+	}
+}
+
+// exitStatus maps the child's end to our exit status, with the shell's
+// 128+signal convention for a child killed by a signal.
+func exitStatus(ps *os.ProcessState, waitErr error) int {
+	if ps == nil {
+		if waitErr != nil {
+			return 1
+		}
+		return 0
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// short abbreviates a hex hash for log lines; 16 hex digits are plenty to
+// tell configurations apart.
+func short(h string) string {
+	if len(h) > 16 {
+		return h[:16]
+	}
+	return h
+}

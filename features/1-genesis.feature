@@ -1,0 +1,115 @@
+@genesis
+Feature: Genesis — a mesh raised from nothing, the server standing on it
+  Design 25 §10, step 1. The mesh does not yet live on this bus: nothing speaks it
+  until step 3's implementations exist. So what this bed proves is the server, its
+  configuration and the permissions — each of which the server itself enforces, and
+  a plain client can therefore check from outside.
+
+  The mesh is raised from features/testdata/mesh.yaml: nodes node-a and node-b;
+  sensor (emits reading and alarm.raised, serves calibrate) and catalog (seat
+  mesh-catalog, serves catalog_tools) on node-a; logger (consumes sensor.reading and
+  sensor.alarm.>, uses mesh-catalog.catalog_tools) on node-b; persons alice and bob;
+  one enrolment token.
+
+  Background:
+    Given a mesh raised from nothing from "testdata/mesh.yaml"
+
+  Scenario: The streams exist with the retention of design 25 §3, and a second start changes nothing
+    Then the server has exactly these streams:
+      | stream  | retention | subjects                                                                          | max per subject |
+      | CONTROL | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push | unlimited       |
+      | NODES   | limits    | mesh.node.>                                                                       | 1               |
+      | BUILDS  | workqueue | mesh.build.>                                                                      | unlimited       |
+      | EVENTS  | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                           | unlimited       |
+      | DEAD    | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                               | unlimited       |
+    And the server has exactly these durable pull consumers:
+      | stream  | consumer      | filters                                                    |
+      | CONTROL | controller    |                                                            |
+      | BUILDS  | builder       |                                                            |
+      | EVENTS  | node-b_logger | mesh.mod.sensor.event.reading, mesh.mod.sensor.event.alarm.> |
+    When I read every stream and consumer the server has
+    And the controller is stopped and started again
+    Then every stream and consumer is as it was: same configuration, same creation time, none added or removed
+
+  Scenario: The server accepts exactly the users composed from the manifests
+    Then each of these users connects with the credential genesis wrote for it:
+      | user               |
+      | controller         |
+      | host.node-a        |
+      | host.node-b        |
+      | mod.node-a.sensor  |
+      | mod.node-a.catalog |
+      | mod.node-b.logger  |
+      | person.alice       |
+      | person.bob         |
+      | enrol.tok-node-c   |
+    And a user absent from the manifests is refused by the server
+    And a composed user presenting another's password is refused by the server
+    And for every user, the server refuses exactly what its composed grants do not allow, over every subject of the mesh
+
+  Scenario Outline: A module cannot publish outside its emits
+    Given the module "<module>" on "<node>" is connected with its own credential
+    When it publishes on "<subject>"
+    Then the server <verdict> the publish
+
+    Examples:
+      | module | node   | subject                        | verdict |
+      | sensor | node-a | mesh.mod.sensor.event.reading  | accepts |
+      | sensor | node-a | mesh.mod.sensor.event.forged   | refuses |
+      | sensor | node-a | mesh.mod.logger.event.reading  | refuses |
+      | sensor | node-a | mesh.control.node-a.report     | refuses |
+      | logger | node-b | mesh.mod.sensor.event.reading  | refuses |
+      | logger | node-b | mesh.node.node-b.declare       | refuses |
+
+  Scenario Outline: A module cannot subscribe outside its consumes
+    Given the module "<module>" on "<node>" is connected with its own credential
+    When it subscribes to "<subject>"
+    Then the server <verdict> the subscription
+
+    Examples:
+      | module | node   | subject                           | verdict |
+      | logger | node-b | mesh.mod.sensor.event.reading     | accepts |
+      | logger | node-b | mesh.mod.sensor.event.alarm.>     | accepts |
+      | logger | node-b | mesh.mod.sensor.event.>           | refuses |
+      | logger | node-b | mesh.mod.catalog.event.anything   | refuses |
+      | logger | node-b | mesh.node.node-b.declare          | refuses |
+      | sensor | node-a | mesh.mod.sensor.event.reading     | refuses |
+      | sensor | node-a | mesh.>                            | refuses |
+
+  Scenario: A module cannot acknowledge another module's delivery
+    Given the module "sensor" on "node-a" has emitted the event "reading"
+    And the module "logger" on "node-b" has fetched it from its consumer without acknowledging it
+    When the module "sensor" on "node-a" acknowledges that delivery
+    Then the server refuses the publish
+    And the delivery is still pending on the consumer "node-b_logger"
+    When the module "logger" on "node-b" acknowledges that delivery
+    Then nothing is pending on the consumer "node-b_logger"
+
+  Scenario: A principal cannot subscribe another's inbox prefix
+    Given the module "logger" on "node-b" is connected with its own credential
+    When it subscribes to its own inbox prefix
+    Then the server accepts the subscription
+    When it subscribes to the inbox prefix of the module "sensor" on "node-a"
+    Then the server refuses the subscription
+    When it subscribes to "_INBOX.>"
+    Then the server refuses the subscription
+    When it subscribes to the inbox prefix of the person "alice"
+    Then the server refuses the subscription
+
+  Scenario: The monitoring port answers on the private network only
+    When a probe on the private network asks "http://nats:8222/healthz"
+    Then it is answered with status 200
+    When a probe on the outside network asks "http://nats-outside:8222/healthz"
+    Then its connection is refused
+    When a probe on the outside network connects to "nats-outside:4222"
+    Then it connects
+
+  Scenario: A change to the composed configuration alone is live within one poll interval, without a restart
+    Given I note the nats container's id, start time and server process
+    And the person "alice" is connected with her own credential
+    When the controller applies "testdata/mesh-changed.yaml", which issues the person "carol" and revokes "alice"
+    Then the person "carol" connects within one watcher-poll interval of the configuration being written
+    And the person "alice" is refused by the server
+    And the open connection of "alice" has been closed by the server
+    And the nats container is the same container, started at the same time, running the same server process
+    And the server reloaded its configuration without restarting

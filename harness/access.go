@@ -1,0 +1,94 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/meshbus/mesh/harness/controller"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Container returns the handle of the long-running container playing
+// role: RoleNATS or RoleController.
+func (c *Cluster) Container(role string) (*Container, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.roles[role]
+	if !ok {
+		return nil, fmt.Errorf("container %q: %w (want %s or %s)", role, ErrUnknownRole, RoleNATS, RoleController)
+	}
+	return h, nil
+}
+
+// Credential reads the credential document genesis or apply minted for
+// user (a wire user name: wire.ControllerUser, wire.ModuleUser(…) …).
+func (c *Cluster) Credential(user string) (wire.Credential, error) {
+	path, err := c.CredentialFile(user)
+	if err != nil {
+		return wire.Credential{}, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("read credential of %s: %w", user, err)
+	}
+	cred, err := wire.ParseCredential(b)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("read credential of %s: %w", user, err)
+	}
+	return cred, nil
+}
+
+// CredentialFile is the host path of user's credential document.
+func (c *Cluster) CredentialFile(user string) (string, error) {
+	if user == "" || user != filepath.Base(user) || strings.HasPrefix(user, ".") {
+		return "", fmt.Errorf("credential file: %q is not a user name", user)
+	}
+	return filepath.Join(c.state, "credentials", user+".json"), nil
+}
+
+// BusAddress is 127.0.0.1:<port> where the bus's client port is published
+// on this host. Ask again after restarting the nats container: Docker may
+// choose another port.
+func (c *Cluster) BusAddress(ctx context.Context) (string, error) {
+	if c.nats == nil {
+		return "", errors.New("bus address: the nats container is not running")
+	}
+	addr, err := c.nats.ClientAddress(ctx)
+	if err != nil {
+		return "", infra("bus address", err)
+	}
+	c.mu.Lock()
+	c.busAddr = addr
+	c.mu.Unlock()
+	return addr, nil
+}
+
+// StateDir is the host directory holding the controller's state (bound
+// at /var/lib/mesh): tls/, secrets.json, nats/nats.conf, credentials/.
+func (c *Cluster) StateDir() string { return c.state }
+
+// MeshFile is the host path of the description the cluster was raised
+// from (bound at /mesh/mesh.yaml).
+func (c *Cluster) MeshFile() string {
+	return filepath.Join(c.meshDir, filepath.Base(controller.MeshFile))
+}
+
+// NetworkName is the Docker name of the network Private or Outside.
+func (c *Cluster) NetworkName(which string) (string, error) {
+	n, ok := c.networks[which]
+	if !ok {
+		return "", fmt.Errorf("network %q: %w (want %s or %s)", which, ErrUnknownRole, Private, Outside)
+	}
+	return n, nil
+}
+
+// Session is the run the cluster belongs to.
+func (c *Cluster) Session() *Session { return c.s }
+
+// SaveLogs writes every container's output to dir/<role>.log (see
+// Session.SaveLogs).
+func (c *Cluster) SaveLogs(ctx context.Context, dir string) error { return c.s.SaveLogs(ctx, dir) }

@@ -1,0 +1,260 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
+
+	"github.com/meshbus/mesh/harness/controller"
+	"github.com/meshbus/mesh/harness/nats"
+)
+
+// Networks of a cluster, as Probe and NetworkName name them.
+const (
+	// Private is the mesh's own network: every container is on it.
+	Private = "private"
+	// Outside stands outside the mesh: only the bus's client port is
+	// meant to be reachable from it.
+	Outside = "outside"
+)
+
+// Aliases by which the containers are reached on the networks.
+const (
+	AliasNATS        = "nats"
+	AliasNATSOutside = "nats-outside"
+	AliasController  = "controller"
+)
+
+// DefaultPoll is how often the nats entrypoint polls its configuration
+// when GenesisOptions.Poll is zero.
+const DefaultPoll = time.Second
+
+// GenesisOptions configures RaiseGenesis.
+type GenesisOptions struct {
+	// MeshFile is the host path of the mesh description to raise.
+	MeshFile string
+	// Poll is how often the nats entrypoint polls nats.conf. Zero:
+	// DefaultPoll.
+	Poll time.Duration
+	// ReadyTimeout bounds each container's wait for readiness and each
+	// one-shot's run. Zero: one minute.
+	ReadyTimeout time.Duration
+}
+
+// Cluster is a mesh raised in containers: the networks, the nats
+// container, the controller container, and the host directories bound
+// into them. Step definitions observe it from outside through its methods.
+type Cluster struct {
+	s            *Session
+	images       imageSet
+	state        string // host dir bound at /var/lib/mesh
+	meshDir      string // host dir bound at /mesh
+	js           string // host dir bound at /data in nats
+	poll         time.Duration
+	readyTimeout time.Duration
+	networks     map[string]string // Private/Outside -> Docker network name
+	nats         *nats.Container
+
+	mu      sync.Mutex
+	roles   map[string]*Container
+	busAddr string // as of the last BusAddress, for Describe
+}
+
+// RaiseGenesis raises the genesis cluster of the description
+// opts.MeshFile: images, networks, the state minted by `mesh-controller
+// genesis`, the nats container, the controller container. It narrates
+// each phase with its time. On error, what was created stays until Close,
+// so the caller can SaveLogs first.
+func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Cluster, error) {
+	c := &Cluster{
+		s:            s,
+		state:        filepath.Join(s.work, "state"),
+		meshDir:      filepath.Join(s.work, "mesh"),
+		js:           filepath.Join(s.work, "js"),
+		poll:         opts.Poll,
+		readyTimeout: opts.ReadyTimeout,
+		networks: map[string]string{
+			Private: "mesh-" + s.id,
+			Outside: "mesh-" + s.id + "-outside",
+		},
+		roles: map[string]*Container{},
+	}
+	if c.poll == 0 {
+		c.poll = DefaultPoll
+	}
+	if c.readyTimeout == 0 {
+		c.readyTimeout = defaultReadyTimeout
+	}
+	if opts.MeshFile == "" {
+		return nil, errors.New("raise genesis: no mesh file given")
+	}
+
+	clock := newPhases("genesis cluster run=" + s.id)
+	s.narrate("raising genesis cluster run=%s from %s (work %s)", s.id, opts.MeshFile, s.work)
+	steps := []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"images", c.ensureImages},
+		{"dirs", func(context.Context) error { return c.makeDirs(opts.MeshFile) }},
+		{"networks", c.createNetworks},
+		{"genesis", c.genesis},
+		{"nats", c.startNATS},
+		{"controller", c.startController},
+	}
+	for _, step := range steps {
+		if err := step.do(ctx); err != nil {
+			s.narrate("%s", clock.failed(step.name))
+			return c, fmt.Errorf("raise genesis cluster run=%s: %w", s.id, err)
+		}
+		clock.done(step.name)
+	}
+	s.narrate("%s", clock.summary())
+	return c, nil
+}
+
+func (c *Cluster) ensureImages(ctx context.Context) error {
+	set, err := c.s.ensureImages(ctx)
+	if err != nil {
+		return err
+	}
+	c.images = set
+	return nil
+}
+
+func (c *Cluster) makeDirs(meshFile string) error {
+	for _, dir := range []string{c.state, c.js} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("prepare work dir: %s already exists: the work dir holds a cluster already", dir)
+			}
+			return fmt.Errorf("prepare work dir: %w", err)
+		}
+	}
+	if err := os.MkdirAll(c.meshDir, 0o755); err != nil {
+		return fmt.Errorf("prepare work dir: %w", err)
+	}
+	return c.StageFile(meshFile, filepath.Base(controller.MeshFile))
+}
+
+// createNetworks creates the private and outside networks, both at once:
+// each takes the engine half a second or more.
+func (c *Cluster) createNetworks(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, which := range []string{Private, Outside} {
+		wg.Go(func() {
+			labels := c.s.Labels()
+			labels[LabelRole] = "network-" + which
+			_, err := c.s.docker.NetworkCreate(ctx, c.networks[which], client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
+			if err != nil {
+				errs[i] = infra("create network "+c.networks[which], err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if c.s.isClosed() {
+		// Close may have listed the networks before they existed.
+		err := removeLabelled(context.WithoutCancel(ctx), c.s.docker, LabelRun+"="+c.s.id)
+		return errors.Join(fmt.Errorf("create networks: %w", ErrClosed), err)
+	}
+	return nil
+}
+
+// controllerBinds are the binds every controller container gets.
+func (c *Cluster) controllerBinds() []testcontainers.ContainerCustomizer {
+	return []testcontainers.ContainerCustomizer{
+		controller.WithStateDir(c.state),
+		controller.WithMeshDir(c.meshDir),
+	}
+}
+
+func (c *Cluster) genesis(ctx context.Context) error {
+	out, exit, err := c.runController(ctx, "genesis", controller.Args("genesis", filepath.Base(controller.MeshFile)))
+	if err != nil {
+		return err
+	}
+	if exit != 0 {
+		return fmt.Errorf("genesis: mesh-controller genesis exited %d:\n%s", exit, tail(out, tailLines))
+	}
+	return nil
+}
+
+func (c *Cluster) startNATS(ctx context.Context) error {
+	defaults, err := c.imageCmd(ctx, c.images.nats)
+	if err != nil {
+		return err
+	}
+	opts := append(c.s.common(RoleNATS),
+		testcontainers.WithCmd(defaults...),
+		nats.WithPoll(c.poll),
+		nats.WithConfigDir(filepath.Join(c.state, "nats")),
+		nats.WithStoreDir(c.js),
+		network.WithNetworkName([]string{AliasNATS}, c.networks[Private]),
+		network.WithNetworkName([]string{AliasNATSOutside}, c.networks[Outside]),
+		nats.WithStartupTimeout(c.readyTimeout),
+	)
+	ctr, runErr := nats.Run(ctx, c.images.nats, opts...)
+	var got started
+	if ctr != nil {
+		got = ctr
+	}
+	h, err := c.s.adopt(ctx, RoleNATS, nats.ReadyLog, c.readyTimeout, got, runErr)
+	if h != nil {
+		c.setRole(RoleNATS, h)
+	}
+	if err != nil {
+		return err
+	}
+	c.nats = ctr
+	_, err = c.BusAddress(ctx)
+	return err
+}
+
+func (c *Cluster) startController(ctx context.Context) error {
+	opts := append(c.s.common(RoleController), c.controllerBinds()...)
+	opts = append(opts,
+		network.WithNetworkName([]string{AliasController}, c.networks[Private]),
+		controller.WithStartupTimeout(c.readyTimeout),
+	)
+	ctr, runErr := controller.Run(ctx, c.images.controller, opts...)
+	var got started
+	if ctr != nil {
+		got = ctr
+	}
+	h, err := c.s.adopt(ctx, RoleController, controller.ReadyLog, c.readyTimeout, got, runErr)
+	if h != nil {
+		c.setRole(RoleController, h)
+	}
+	return err
+}
+
+// imageCmd is the image's default command, kept after the flags the
+// harness puts in front of it.
+func (c *Cluster) imageCmd(ctx context.Context, image string) ([]string, error) {
+	res, err := c.s.docker.ImageInspect(ctx, image)
+	if err != nil {
+		return nil, infra("inspect image "+image, err)
+	}
+	if res.Config == nil {
+		return nil, nil
+	}
+	return res.Config.Cmd, nil
+}
+
+func (c *Cluster) setRole(role string, h *Container) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roles[role] = h
+}

@@ -1,0 +1,32 @@
+// Package harness raises a mesh in real containers for the beds and lets
+// the step definitions observe it from outside.
+//
+// A Session is one run: it owns a run id, the labels on everything it
+// creates, a work directory and a log directory. A Cluster is what a
+// Session raises (RaiseGenesis): the private and outside networks, the
+// nats container and the controller container, plus the one-shot
+// containers run against them (genesis, apply, probes).
+//
+// testcontainers-go is used with its reaper (Ryuk) disabled, because its
+// image cannot be pulled here; the harness owns cleanup instead.
+// Session.Close removes every container and network labelled with the run
+// id, always; it is idempotent and safe to call concurrently. NewSession
+// first removes what runs that died left behind (their mesh.pid process is
+// gone from this host). A runner ties Close to SIGINT and SIGTERM so:
+//
+//	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	s, err := harness.NewSession(ctx, opts)
+//	if err != nil { … }
+//	release := s.CloseOnCancel(ctx) // Close runs as soon as a signal cancels ctx,
+//	defer release()                 // even while the runner is blocked elsewhere
+//	defer s.Close(context.WithoutCancel(ctx))
+//
+// With --keep the runner skips the deferred Close (and still releases);
+// Cluster.Describe then says how to reach and remove what is left up.
+//
+// Failures of the machinery (no Docker engine, an image that would not
+// build, a container Docker would not create or start) wrap
+// ErrInfrastructure, so a runner can report them apart from failures of
+// the product.
+package harness

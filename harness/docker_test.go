@@ -1,0 +1,144 @@
+package harness
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// needDocker skips a test where no Docker engine answers, saying so.
+func needDocker(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := DockerAvailable(ctx); err != nil {
+		t.Skipf("no Docker engine answers, skipping: %v", err)
+	}
+}
+
+// deadPID returns a pid no process has: above any pid_max Linux allows,
+// checked with kill(pid, 0).
+func deadPID(t *testing.T) int {
+	t.Helper()
+	for pid := 4194304 + 1000; pid < 4194304+2000; pid++ {
+		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+			return pid
+		}
+	}
+	t.Fatal("found no dead pid")
+	return 0
+}
+
+// leftovers counts the containers and networks labelled mesh.run=run.
+func leftovers(t *testing.T, docker *client.Client, run string) (containers, networks int) {
+	t.Helper()
+	ctx := context.Background()
+	filter := make(client.Filters).Add("label", LabelRun+"="+run)
+	cs, err := docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := docker.NetworkList(ctx, client.NetworkListOptions{Filters: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(cs.Items), len(ns.Items)
+}
+
+func TestReapRemovesDeadRuns(t *testing.T) {
+	needDocker(t)
+	ctx := context.Background()
+	docker, err := dockerClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ownerLabels("dead" + newRunID())
+	dead[LabelPID] = strconv.Itoa(deadPID(t))
+	alive := ownerLabels("live" + newRunID())
+	for _, labels := range []map[string]string{dead, alive} {
+		name := "mesh-test-" + labels[LabelRun]
+		if _, err := docker.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = removeLabelled(context.Background(), docker, LabelRun+"="+alive[LabelRun])
+		_ = removeLabelled(context.Background(), docker, LabelRun+"="+dead[LabelRun])
+	})
+
+	s, err := NewSession(ctx, SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+
+	if _, n := leftovers(t, docker, dead[LabelRun]); n != 0 {
+		t.Fatalf("expected the dead run's network removed, got %d left", n)
+	}
+	if _, n := leftovers(t, docker, alive[LabelRun]); n != 1 {
+		t.Fatalf("expected the live run's network kept, got %d", n)
+	}
+}
+
+func TestCloseRemovesEverythingOfTheRun(t *testing.T) {
+	needDocker(t)
+	ctx := context.Background()
+	s, err := NewSession(ctx, SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := s.Labels()
+	for _, name := range []string{"mesh-" + s.ID(), "mesh-" + s.ID() + "-outside"} {
+		if _, err := s.docker.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, n := leftovers(t, s.docker, s.ID()); n != 2 {
+		t.Fatalf("expected 2 networks before Close, got %d", n)
+	}
+	release := s.CloseOnCancel(ctx)
+	defer release()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, n := leftovers(t, s.docker, s.ID()); c+n != 0 {
+		t.Fatalf("expected nothing of run %s after Close, got %d containers and %d networks", s.ID(), c, n)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("expected a second Close to succeed, got %v", err)
+	}
+	if _, err := s.track(ctx, "late", "0123456789ab", "", 0); err == nil {
+		t.Fatal("expected tracking a container after Close to fail")
+	}
+}
+
+func TestCloseOnCancel(t *testing.T) {
+	needDocker(t)
+	s, err := NewSession(context.Background(), SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if _, err := s.docker.NetworkCreate(context.Background(), "mesh-"+s.ID(), client.NetworkCreateOptions{Driver: "bridge", Labels: s.Labels()}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.CloseOnCancel(ctx)
+	cancel() // what a SIGINT does to signal.NotifyContext's context
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, n := leftovers(t, s.docker, s.ID())
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expected the run's network removed after cancel, still %d", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

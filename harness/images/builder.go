@@ -1,0 +1,295 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+)
+
+// Labels set on every image Builder makes.
+const (
+	// LabelInputs holds the Inputs digest the image was built from.
+	LabelInputs = "mesh.inputs"
+	// LabelImage names the Spec, so our images can be found by label.
+	LabelImage = "mesh.image"
+)
+
+// engine is the part of the Docker API Builder uses; the moby client
+// implements it.
+type engine interface {
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ImageBuild(ctx context.Context, buildContext io.Reader, opts client.ImageBuildOptions) (client.ImageBuildResult, error)
+	ImageRemove(ctx context.Context, image string, opts client.ImageRemoveOptions) (client.ImageRemoveResult, error)
+	Close() error
+}
+
+// Builder ensures images exist and match the checkout. Set Root; the rest
+// has defaults. A Builder may be used from several goroutines, but builds
+// are serialised: the machine is small and go build is parallel already.
+type Builder struct {
+	// Root is the module root (the directory holding go.mod).
+	Root string
+	// Out receives one progress line per step; nil discards them.
+	Out io.Writer
+	// Tag is the tag of every image; default "local".
+	Tag string
+	// GOARCH is the target architecture; default the one we run on.
+	GOARCH string
+	// GoCmd is the go command; default "go" from PATH.
+	GoCmd string
+
+	mu        sync.Mutex
+	docker    engine
+	goVersion string
+}
+
+// Ref is the image reference Ensure returns for s, e.g. mesh-nats:local.
+func (b *Builder) Ref(s Spec) string {
+	tag := b.Tag
+	if tag == "" {
+		tag = "local"
+	}
+	return s.Name + ":" + tag
+}
+
+// Close releases the Docker client, if one was made.
+func (b *Builder) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.docker == nil {
+		return nil
+	}
+	err := b.docker.Close()
+	b.docker = nil
+	return err
+}
+
+// EnsureAll ensures every spec in turn and returns name → reference for
+// those that succeeded. It goes on past a failure, so one broken image does
+// not hide the state of the others; the errors are joined.
+func (b *Builder) EnsureAll(ctx context.Context, specs ...Spec) (map[string]string, error) {
+	refs := make(map[string]string, len(specs))
+	var errs []error
+	for _, s := range specs {
+		ref, err := b.Ensure(ctx, s)
+		if err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		refs[s.Name] = ref
+	}
+	return refs, errors.Join(errs...)
+}
+
+// Ensure makes sure the image of s exists with the label of the current
+// inputs, building it if it is missing or stale, and returns its reference.
+func (b *Builder) Ensure(ctx context.Context, s Spec) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ref := b.Ref(s)
+	if err := s.check(); err != nil {
+		return "", fmt.Errorf("ensure %s: %w", ref, err)
+	}
+	root, err := filepath.Abs(b.Root)
+	if err != nil {
+		return "", fmt.Errorf("ensure %s: %w", ref, err)
+	}
+	digest, err := b.digest(ctx, root, s)
+	if err != nil {
+		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
+	}
+	docker, err := b.engine(ctx)
+	if err != nil {
+		return "", fmt.Errorf("ensure %s: %w", ref, err)
+	}
+
+	reason, oldID := "missing", ""
+	cur, err := docker.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		oldID = cur.ID
+		if cur.Config != nil && cur.Config.Labels[LabelInputs] == digest {
+			b.printf("image %s up to date\n", ref)
+			return ref, nil
+		}
+		reason = "inputs changed"
+	case !cerrdefs.IsNotFound(err):
+		return "", fmt.Errorf("ensure %s: inspect image: %w", ref, infra(err))
+	}
+
+	start := time.Now()
+	b.printf("building %s (%s) …\n", ref, reason)
+	id, err := b.build(ctx, docker, root, s, ref, digest)
+	if err != nil {
+		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
+	}
+	b.printf("built %s in %.1fs (%s)\n", ref, time.Since(start).Seconds(), shortID(id))
+	if oldID != "" && oldID != id {
+		b.removeIfDangling(ctx, docker, oldID)
+	}
+	return ref, nil
+}
+
+// digest computes the inputs digest of s.
+func (b *Builder) digest(ctx context.Context, root string, s Spec) (string, error) {
+	in, err := b.inputs(ctx, root, s)
+	if err != nil {
+		return "", err
+	}
+	return in.Digest(root)
+}
+
+// inputs gathers the Inputs of s with go list.
+func (b *Builder) inputs(ctx context.Context, root string, s Spec) (Inputs, error) {
+	if b.goVersion == "" {
+		v, err := goVersion(ctx, b.goCmd(), root)
+		if err != nil {
+			return Inputs{}, err
+		}
+		b.goVersion = v
+	}
+	pkgs := make([]string, len(s.Binaries))
+	for i, bin := range s.Binaries {
+		pkgs[i] = bin.Package
+	}
+	files, err := moduleFiles(ctx, b.goCmd(), root, b.buildEnv(root), pkgs)
+	if err != nil {
+		return Inputs{}, err
+	}
+	return Inputs{GoVersion: b.goVersion, Platform: "linux/" + b.goarch(), Spec: s, Files: files}, nil
+}
+
+// build compiles the binaries into a temporary context and builds the image.
+func (b *Builder) build(ctx context.Context, docker engine, root string, s Spec, ref, digest string) (string, error) {
+	dir, err := os.MkdirTemp("", "mesh-image-")
+	if err != nil {
+		return "", fmt.Errorf("make build context: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	for _, bin := range s.Binaries {
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, b.goCmd(), "build", "-trimpath", "-ldflags=-s -w",
+			"-o", filepath.Join(dir, bin.Name), bin.Package)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), b.buildEnv(root)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %w\n%s", bin.Package, err, strings.TrimSpace(string(out)))
+		}
+		b.printf("  go build %s … %.1fs\n", bin.Name, time.Since(start).Seconds())
+	}
+	start := time.Now()
+	id, err := dockerBuild(ctx, docker, dir, s, ref, map[string]string{LabelInputs: digest, LabelImage: s.Name})
+	if err != nil {
+		return "", err
+	}
+	b.printf("  docker build … %.1fs\n", time.Since(start).Seconds())
+	return id, nil
+}
+
+// removeIfDangling removes the image the new build replaced, unless it is
+// still tagged elsewhere or used by a container; failing that is not worth
+// failing the build for.
+func (b *Builder) removeIfDangling(ctx context.Context, docker engine, id string) {
+	old, err := docker.ImageInspect(ctx, id)
+	if err != nil || len(old.RepoTags) > 0 {
+		return
+	}
+	if _, err := docker.ImageRemove(ctx, id, client.ImageRemoveOptions{PruneChildren: true}); err != nil {
+		b.printf("  kept previous image %s: %v\n", shortID(id), err)
+		return
+	}
+	b.printf("  removed previous image %s\n", shortID(id))
+}
+
+// engine connects to Docker on first use, the way testcontainers-go does
+// for the rest of the harness, so both talk to the same engine.
+func (b *Builder) engine(ctx context.Context) (engine, error) {
+	if b.docker != nil {
+		return b.docker, nil
+	}
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return nil, infra(fmt.Errorf("connect to docker: %w", err))
+	}
+	b.docker = cli
+	return cli, nil
+}
+
+// buildEnv is the environment of go list and go build: static binaries
+// for Linux, so that what is hashed is what is built.
+func (b *Builder) buildEnv(root string) []string {
+	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + b.goarch(), "PWD=" + root}
+}
+
+func (b *Builder) goarch() string {
+	if b.GOARCH != "" {
+		return b.GOARCH
+	}
+	return runtime.GOARCH
+}
+
+func (b *Builder) goCmd() string {
+	if b.GoCmd != "" {
+		return b.GoCmd
+	}
+	return "go"
+}
+
+func (b *Builder) printf(format string, args ...any) {
+	if b.Out != nil {
+		fmt.Fprintf(b.Out, format, args...)
+	}
+}
+
+// check refuses a spec that could not make a usable image.
+func (s Spec) check() error {
+	if s.Name == "" || strings.ToLower(s.Name) != s.Name || strings.ContainsAny(s.Name, ":/@ ") {
+		return fmt.Errorf("check spec: bad image name %q", s.Name)
+	}
+	if len(s.Binaries) == 0 {
+		return fmt.Errorf("check spec %s: no binaries", s.Name)
+	}
+	seen := map[string]bool{}
+	for _, bin := range s.Binaries {
+		if bin.Package == "" || bin.Name == "" || strings.ContainsAny(bin.Name, "/ ") || bin.Name == "Dockerfile" {
+			return fmt.Errorf("check spec %s: bad binary %+v", s.Name, bin)
+		}
+		if seen[bin.Name] {
+			return fmt.Errorf("check spec %s: binary name %q twice", s.Name, bin.Name)
+		}
+		seen[bin.Name] = true
+	}
+	return nil
+}
+
+// infra marks err as trouble of the machine rather than of the product,
+// unless it already is.
+func infra(err error) error {
+	if errors.Is(err, ErrInfrastructure) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrInfrastructure, err)
+}
+
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,78 @@
+// Package images builds the project's container images offline, from the
+// checkout, and only when they are missing or their inputs changed.
+//
+// There is no registry here: every image of ours is a few static Go
+// binaries in a FROM scratch image. An image's inputs (Go version, go.mod,
+// go.sum, the Spec and every source file of our module its binaries are
+// built from) are hashed into the label mesh.inputs; an image whose label
+// matches is reused as it is, so a bed never pays for a build it does not
+// need.
+package images
+
+import "errors"
+
+// ErrInfrastructure marks failures of the machine rather than of the
+// product: no Docker engine, go list or go build failing, a Docker build
+// refused. The runner reports them apart from failed scenarios.
+var ErrInfrastructure = errors.New("infrastructure")
+
+// module is our module's path; the specs name our packages under it.
+const module = "github.com/meshbus/mesh"
+
+// Binary is one program copied into an image.
+type Binary struct {
+	// Package is an import path in our module or of a dependency pinned in
+	// go.mod (github.com/nats-io/nats-server/v2).
+	Package string
+	// Name is the file name at the image's root: /<Name>.
+	Name string
+}
+
+// Spec describes one image.
+type Spec struct {
+	// Name is the repository name; the image is tagged <Name>:local.
+	Name       string
+	Binaries   []Binary
+	Entrypoint []string
+	Cmd        []string
+}
+
+// NATS is mesh-nats: our entrypoint supervising nats-server built from the
+// module version pinned in go.mod (design 25 §5).
+func NATS() Spec {
+	return Spec{
+		Name: "mesh-nats",
+		Binaries: []Binary{
+			{Package: module + "/cmd/mesh-nats", Name: "mesh-nats"},
+			{Package: "github.com/nats-io/nats-server/v2", Name: "nats-server"},
+		},
+		Entrypoint: []string{"/mesh-nats"},
+		Cmd:        []string{"--config=/etc/nats/nats.conf", "--server=/nats-server", "--poll=1s"},
+	}
+}
+
+// Controller is mesh-controller. Its default command runs the controller
+// on the container layout of the brief (state at /var/lib/mesh, the
+// description at /mesh/mesh.yaml); genesis and apply override it.
+func Controller() Spec {
+	return Spec{
+		Name:       "mesh-controller",
+		Binaries:   []Binary{{Package: module + "/cmd/mesh-controller", Name: "mesh-controller"}},
+		Entrypoint: []string{"/mesh-controller"},
+		Cmd:        []string{"run", "--mesh=/mesh/mesh.yaml", "--state=/var/lib/mesh"},
+	}
+}
+
+// Probe is mesh-probe, the one-shot observer run on a chosen network.
+func Probe() Spec {
+	return Spec{
+		Name:       "mesh-probe",
+		Binaries:   []Binary{{Package: module + "/stand-ins/probe", Name: "mesh-probe"}},
+		Entrypoint: []string{"/mesh-probe"},
+	}
+}
+
+// All is every image the beds use.
+func All() []Spec {
+	return []Spec{NATS(), Controller(), Probe()}
+}

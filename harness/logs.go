@@ -1,0 +1,89 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// tailLines is how much of a container's output an error quotes.
+const tailLines = 30
+
+// Logs returns everything the container wrote, stdout and stderr
+// interleaved as they were written.
+func (c *Container) Logs(ctx context.Context) (string, error) {
+	var b bytes.Buffer
+	if err := c.copyLogs(ctx, &b, &b); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// stdout returns what the container wrote to its standard output alone.
+func (c *Container) stdout(ctx context.Context) (string, error) {
+	var out, discard bytes.Buffer
+	if err := c.copyLogs(ctx, &out, &discard); err != nil {
+		return "", err
+	}
+	return out.String(), nil
+}
+
+func (c *Container) copyLogs(ctx context.Context, stdout, stderr *bytes.Buffer) error {
+	rc, err := c.docker.ContainerLogs(ctx, c.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return infra("read logs of "+c.role, err)
+	}
+	defer rc.Close()
+	// Our containers run without a TTY, so the stream is multiplexed.
+	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil {
+		return infra("read logs of "+c.role, err)
+	}
+	return nil
+}
+
+// SaveLogs writes the output of every container the session has run —
+// the long-running ones and the finished one-shots, which are kept until
+// Close for this — to dir/<role>.log. It attempts every container and
+// returns every failure.
+func (s *Session) SaveLogs(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("save logs: %w", err)
+	}
+	var result *multierror.Error
+	for _, c := range s.tracked() {
+		logs, err := c.Logs(ctx)
+		if err != nil {
+			result = multierror.Append(result, err)
+			continue
+		}
+		path := filepath.Join(dir, c.role+".log")
+		if err := os.WriteFile(path, []byte(logs), 0o644); err != nil {
+			result = multierror.Append(result, fmt.Errorf("save logs of %s: %w", c.role, err))
+		}
+	}
+	return result.ErrorOrNil()
+}
+
+// tracked is a snapshot of the containers the session has created.
+func (s *Session) tracked() []*Container {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Container(nil), s.containers...)
+}
+
+// tail returns the last n lines of text.
+func tail(text string, n int) string {
+	text = strings.TrimRight(text, "\n")
+	lines := strings.Split(text, "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("… (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}

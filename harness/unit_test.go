@@ -1,0 +1,109 @@
+package harness
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseTop(t *testing.T) {
+	titles := []string{"UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"}
+	rows := [][]string{
+		{"1000", "4242", "4200", "0", "10:00", "?", "00:00:00", "/mesh-nats --poll=1s"},
+		{"1000", "4250", "4242", "0", "10:00", "?", "00:00:01", "/nats-server -c /etc/nats/nats.conf"},
+	}
+	got, err := parseTop(titles, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].PID != 4250 || got[1].PPID != 4242 || !strings.HasPrefix(got[1].Command, "/nats-server") {
+		t.Fatalf("expected nats-server 4250 child of 4242, got %+v", got)
+	}
+	if _, err := parseTop([]string{"PID", "CMD"}, nil); err == nil {
+		t.Fatal("expected an error for a table without PPID, got none")
+	}
+	if _, err := parseTop(titles, [][]string{{"x"}}); err == nil {
+		t.Fatal("expected an error for a short row, got none")
+	}
+}
+
+func TestParseProbe(t *testing.T) {
+	r, err := parseProbe("{\"ok\":true,\"status\":200,\"body\":\"{}\",\"error\":\"\"}\n")
+	if err != nil || !r.OK || r.Status != 200 || r.Body != "{}" {
+		t.Fatalf("expected ok 200 {}, got %+v, %v", r, err)
+	}
+	r, err = parseProbe("noise\n{\"ok\":false,\"status\":0,\"body\":\"\",\"error\":\"connection refused\"}\n\n")
+	if err != nil || r.OK || r.Error != "connection refused" {
+		t.Fatalf("expected refused from the last line, got %+v, %v", r, err)
+	}
+	if _, err := parseProbe(""); err == nil {
+		t.Fatal("expected an error for no output, got none")
+	}
+	if _, err := parseProbe("not json"); err == nil {
+		t.Fatal("expected an error for a line that is not JSON, got none")
+	}
+}
+
+func TestOwnerAlive(t *testing.T) {
+	me := ownerLabels("abc123")
+	if !ownerAlive(me) {
+		t.Fatalf("expected this process to be alive by its own labels %v", me)
+	}
+	dead := ownerLabels("abc123")
+	dead[LabelPID] = strconv.Itoa(deadPID(t))
+	if ownerAlive(dead) {
+		t.Fatalf("expected pid %s to be dead", dead[LabelPID])
+	}
+	if _, ok := processStart(os.Getpid()); ok {
+		recycled := ownerLabels("abc123")
+		recycled[LabelPIDStart] = "1"
+		if ownerAlive(recycled) {
+			t.Fatal("expected a pid with another start time to count as dead (recycled)")
+		}
+	}
+	other := ownerLabels("abc123")
+	other[LabelPID] = dead[LabelPID]
+	other[LabelHost] = "some-other-host"
+	if !ownerAlive(other) {
+		t.Fatal("expected a run of another host to be left alone")
+	}
+	if !ownerAlive(map[string]string{LabelHarness: "1"}) {
+		t.Fatal("expected something without a pid label to be left alone")
+	}
+}
+
+func TestRoleNames(t *testing.T) {
+	s := &Session{id: "ab12cd", roles: map[string]int{}}
+	got := []string{s.roleName("probe"), s.roleName("probe"), s.roleName("genesis"), s.roleName("probe")}
+	want := []string{"probe", "probe-2", "genesis", "probe-3"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("expected roles %v, got %v", want, got)
+		}
+	}
+	if n := s.containerName("probe-2"); n != "mesh-ab12cd-probe-2" {
+		t.Fatalf("expected mesh-ab12cd-probe-2, got %s", n)
+	}
+}
+
+func TestPhases(t *testing.T) {
+	p := newPhases("genesis cluster run=ab12")
+	p.done("networks")
+	p.done("genesis")
+	if s := p.summary(); !strings.HasPrefix(s, "raised genesis cluster run=ab12: networks 0.0s, genesis 0.0s (total ") {
+		t.Fatalf("unexpected summary %q", s)
+	}
+	if s := p.failed("nats"); !strings.Contains(s, "genesis 0.0s, nats FAILED after") {
+		t.Fatalf("unexpected failure line %q", s)
+	}
+}
+
+func TestTail(t *testing.T) {
+	if got := tail("a\nb\nc\n", 2); got != "… (1 lines before)\nb\nc" {
+		t.Fatalf("unexpected tail %q", got)
+	}
+	if got := tail("a\n", 5); got != "a" {
+		t.Fatalf("unexpected tail %q", got)
+	}
+}

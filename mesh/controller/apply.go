@@ -1,0 +1,181 @@
+package controller
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/pki"
+)
+
+// ErrNotReloadable refuses a change apply cannot make live: nats-server
+// rejects a whole reload that touches its listeners, name or store
+// (NATS-NOTES "Reload"), and a bus name the certificate does not carry
+// would fail every client's name check.
+var ErrNotReloadable = errors.New("change cannot be applied to a running bus")
+
+// ApplyResult says what apply changed.
+type ApplyResult struct {
+	// Added are the users minted by this apply.
+	Added []string `json:"added"`
+	// Removed are the users revoked by this apply.
+	Removed []string `json:"removed"`
+	// ConfigChanged is true when nats.conf was rewritten.
+	ConfigChanged bool `json:"config_changed"`
+	// CredentialsWritten are the users whose credential file was written.
+	CredentialsWritten []string `json:"credentials_written"`
+}
+
+// Apply recomposes a state directory after the description changed: the
+// secrets of principals that still exist are kept, new principals are
+// minted, removed ones are dropped with their credential files, and
+// nats.conf is replaced atomically, only if its content changed, so the
+// nats container's watcher reloads exactly once per real change.
+//
+// The writes are ordered so that an interrupted apply is finished by
+// running it again: secrets first, then credentials, nats.conf last (the
+// one that makes the change live).
+func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
+	o = o.withDefaults()
+	l := Layout{dir}
+	old, err := LoadSecrets(dir)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	certPEM, err := os.ReadFile(l.ServerCert())
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("%w: %v", ErrNoGenesis, err)
+	}
+	if err := checkCertNames(certPEM, m.Bus.Names); err != nil {
+		return ApplyResult{}, err
+	}
+	fp, err := pki.Fingerprint(certPEM)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+
+	res := ApplyResult{Added: []string{}, Removed: []string{}, CredentialsWritten: []string{}}
+	principals := compose.Principals(m)
+	secrets := Secrets{}
+	for _, p := range principals {
+		if sec, ok := old[p.User]; ok {
+			secrets[p.User] = sec
+			continue
+		}
+		sec, err := mintSecret(o.BcryptCost)
+		if err != nil {
+			return ApplyResult{}, err
+		}
+		secrets[p.User] = sec
+		res.Added = append(res.Added, p.User)
+	}
+	for _, u := range slices.Sorted(maps.Keys(old)) {
+		if _, ok := secrets[u]; !ok {
+			res.Removed = append(res.Removed, u)
+		}
+	}
+	conf, err := composeConfig(m, secrets, o)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	if err := checkReloadable(l.NATSConfig(), conf); err != nil {
+		return ApplyResult{}, err
+	}
+	docs := map[string][]byte{}
+	for _, p := range principals {
+		if docs[p.User], err = credentialDoc(m, p, secrets[p.User], fp); err != nil {
+			return ApplyResult{}, err
+		}
+	}
+
+	// Everything is composed and checked; only now is anything written.
+	if _, err := writeAtomic(l.Secrets(), secrets.marshal(), 0o600); err != nil {
+		return res, err
+	}
+	for _, p := range principals {
+		changed, err := writeAtomic(l.Credential(p.User), docs[p.User], 0o600)
+		if err != nil {
+			return res, err
+		}
+		if changed {
+			res.CredentialsWritten = append(res.CredentialsWritten, p.User)
+		}
+	}
+	for _, u := range res.Removed {
+		if err := os.Remove(l.Credential(u)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return res, fmt.Errorf("revoke %s: %w", u, err)
+		}
+	}
+	if res.ConfigChanged, err = writeAtomic(l.NATSConfig(), conf, 0o644); err != nil {
+		return res, err
+	}
+	for _, u := range res.Added {
+		o.Logger.Info("user added", "user", u)
+	}
+	for _, u := range res.Removed {
+		o.Logger.Info("user removed", "user", u)
+	}
+	o.Logger.Info("applied", "dir", dir, "added", len(res.Added), "removed", len(res.Removed), "config_changed", res.ConfigChanged)
+	return res, nil
+}
+
+// checkCertNames refuses bus names the server certificate does not carry:
+// apply does not re-issue the certificate (that would change the pinned
+// fingerprint of every credential in the mesh).
+func checkCertNames(certPEM []byte, names []string) error {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return fmt.Errorf("read server certificate: no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("read server certificate: %w", err)
+	}
+	for i, n := range names {
+		if err := cert.VerifyHostname(n); err != nil {
+			return fmt.Errorf("%w: bus.names[%d] %q is not in the server certificate (apply does not re-issue it)", ErrNotReloadable, i, n)
+		}
+	}
+	return nil
+}
+
+// checkReloadable compares everything but the accounts (users and
+// permissions, which reload) and TLS (which reloads for new handshakes)
+// between the running configuration and the new one.
+func checkReloadable(path string, conf []byte) error {
+	oldData, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	var was, now map[string]any
+	if json.Unmarshal(oldData, &was) != nil {
+		// Not ours (edited by hand in the server's own syntax): nothing to
+		// compare against; the composed file replaces it.
+		return nil
+	}
+	if err := json.Unmarshal(conf, &now); err != nil {
+		return fmt.Errorf("read composed configuration: %w", err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(now)) {
+		if k == "accounts" || k == "tls" {
+			continue
+		}
+		if !reflect.DeepEqual(was[k], now[k]) {
+			return fmt.Errorf("%w: %s would change from %v to %v (nats-server cannot reload it; compose it once, at genesis)",
+				ErrNotReloadable, k, was[k], now[k])
+		}
+	}
+	return nil
+}

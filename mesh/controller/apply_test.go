@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// edit changes the bed's description: carol joins, the enrolment token is
+// spent (removed).
+func edit(t *testing.T, m *meshdesc.Mesh) *meshdesc.Mesh {
+	c := *m
+	c.Persons = append(slices.Clone(m.Persons), meshdesc.Person{Name: "carol", Tools: []string{"sensor.calibrate"}})
+	c.Tokens = nil
+	return revalidate(t, &c)
+}
+
+func TestApplyAddsAndRemovesUsers(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	l := Layout{b.dir}
+	before, _ := LoadSecrets(b.dir)
+	confBefore, _ := os.ReadFile(l.NATSConfig())
+	stBefore, _ := os.Stat(l.NATSConfig())
+
+	m2 := edit(t, b.m)
+	res, err := Apply(m2, b.dir, b.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol, tok := wire.PersonUser("carol"), wire.EnrolUser("tok-node-c")
+	if !slices.Equal(res.Added, []string{carol}) || !slices.Equal(res.Removed, []string{tok}) || !res.ConfigChanged {
+		t.Fatalf("expected +%s -%s and a new nats.conf, got %+v", carol, tok, res)
+	}
+	after, _ := LoadSecrets(b.dir)
+	for u, sec := range before {
+		if u == tok {
+			continue
+		}
+		if after[u] != sec {
+			t.Errorf("%s: secret changed by an apply that kept the user", u)
+		}
+	}
+	if _, ok := after[tok]; ok {
+		t.Errorf("%s: secret kept after removal", tok)
+	}
+	if _, err := os.Stat(l.Credential(tok)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: credential file not deleted: %v", tok, err)
+	}
+	if c := b.credential(carol); c.Principal != wire.PrincipalPerson || c.Name != "carol" {
+		t.Errorf("carol's credential: got %+v", c)
+	}
+	conf, _ := os.ReadFile(l.NATSConfig())
+	if bytes.Equal(conf, confBefore) || !bytes.Contains(conf, []byte(after[carol].Hash)) || bytes.Contains(conf, []byte(`"`+tok+`"`)) {
+		t.Fatal("nats.conf does not carry carol and drop the token")
+	}
+	// Replaced by a rename, not rewritten in place: a reader sees the old
+	// file or the new one, never a torn one.
+	stAfter, _ := os.Stat(l.NATSConfig())
+	if os.SameFile(stBefore, stAfter) {
+		t.Error("nats.conf was written in place; expected a new file renamed over it")
+	}
+	entries, _ := os.ReadDir(filepath.Join(l.Dir, NATSDir))
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+
+	// The same description again changes nothing, not even the file.
+	res, err = Apply(m2, b.dir, b.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Added)+len(res.Removed)+len(res.CredentialsWritten) > 0 || res.ConfigChanged {
+		t.Fatalf("expected a second apply to change nothing, got %+v", res)
+	}
+	if st, _ := os.Stat(l.NATSConfig()); !os.SameFile(stAfter, st) {
+		t.Error("an apply with nothing to change replaced nats.conf")
+	}
+}
+
+// TestApplyIsLiveAfterReload: the composed change, reloaded by the
+// server, admits the new user and refuses the removed one.
+func TestApplyIsLiveAfterReload(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	b.start()
+	tok := wire.EnrolUser("tok-node-c")
+	nc, err := b.dial(tok)
+	if err != nil {
+		t.Fatalf("the token should connect before the apply: %v", err)
+	}
+	nc.Close()
+	tokCred := b.credential(tok)
+
+	if _, err := Apply(edit(t, b.m), b.dir, b.opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.srv.Reload(); err != nil {
+		t.Fatalf("the server refused to reload the applied configuration: %v", err)
+	}
+	nc, err = b.dial(wire.PersonUser("carol"))
+	if err != nil {
+		t.Fatalf("carol should connect after the apply: %v", err)
+	}
+	nc.Close()
+	if nc, err := dialWith(tokCred); err == nil {
+		nc.Close()
+		t.Fatal("the removed token still connects")
+	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("expected an authorization refusal, got %v", err)
+	}
+}
+
+func TestApplyRefusesWhatCannotReload(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	m2 := *b.m
+	m2.Bus.Names = append(slices.Clone(b.m.Bus.Names), "nats-elsewhere")
+	if _, err := Apply(revalidate(t, &m2), b.dir, b.opts); !errors.Is(err, ErrNotReloadable) || !strings.Contains(err.Error(), "nats-elsewhere") {
+		t.Fatalf("expected ErrNotReloadable naming the new bus name, got %v", err)
+	}
+	o := b.opts
+	o.Server.Listen = "127.0.0.1:1"
+	if _, err := Apply(b.m, b.dir, o); !errors.Is(err, ErrNotReloadable) || !strings.Contains(err.Error(), "listen") {
+		t.Fatalf("expected ErrNotReloadable naming listen, got %v", err)
+	}
+	if _, err := Apply(b.m, t.TempDir(), b.opts); !errors.Is(err, ErrNoGenesis) {
+		t.Fatalf("expected ErrNoGenesis on an empty directory, got %v", err)
+	}
+}

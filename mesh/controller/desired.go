@@ -1,0 +1,162 @@
+package controller
+
+import (
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Desired is everything the controller asserts on the bus.
+type Desired struct {
+	// Streams are in creation order (wire.Streams): DEAD first, so the
+	// max-deliveries advisory has a listener before anything can fail.
+	Streams []DesiredStream
+}
+
+// DesiredStream is one stream and the consumers on it.
+type DesiredStream struct {
+	Config    jetstream.StreamConfig
+	Consumers []jetstream.ConsumerConfig
+	// Prune deletes the stream's consumers that are not listed: on EVENTS
+	// the controller is the only writer of consumers, so one it does not
+	// know belongs to a placement that no longer exists.
+	Prune bool
+}
+
+// DesiredState derives the streams and consumers from the description and
+// the policy. It reads names and subjects from mesh/wire only.
+func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
+	byName := map[string]DesiredStream{
+		wire.StreamDead: {Config: jetstream.StreamConfig{
+			Name:      wire.StreamDead,
+			Subjects:  []string{wire.DeadLetterAdvisories},
+			Retention: jetstream.LimitsPolicy,
+			Storage:   jetstream.FileStorage,
+			MaxAge:    p.DeadMaxAge,
+		}},
+		wire.StreamControl: {
+			Config: jetstream.StreamConfig{
+				Name: wire.StreamControl,
+				// mesh.control.> except alive: heartbeats stay on core NATS.
+				Subjects:  []string{wire.SubjectReports, wire.SubjectEnrol, wire.SubjectBuilt, wire.SubjectPush},
+				Retention: jetstream.WorkQueuePolicy,
+				Storage:   jetstream.FileStorage,
+			},
+			Consumers: []jetstream.ConsumerConfig{workConsumer(wire.ControlConsumer)},
+		},
+		wire.StreamNodes: {Config: jetstream.StreamConfig{
+			Name:              wire.StreamNodes,
+			Subjects:          []string{wire.SubjectNodesAll},
+			Retention:         jetstream.LimitsPolicy,
+			Storage:           jetstream.FileStorage,
+			MaxMsgsPerSubject: 1,
+		}},
+		wire.StreamBuilds: {
+			Config: jetstream.StreamConfig{
+				Name:      wire.StreamBuilds,
+				Subjects:  []string{wire.SubjectBuildAll},
+				Retention: jetstream.WorkQueuePolicy,
+				Storage:   jetstream.FileStorage,
+			},
+			Consumers: []jetstream.ConsumerConfig{workConsumer(wire.BuildsConsumer)},
+		},
+		wire.StreamEvents: {
+			Config: jetstream.StreamConfig{
+				Name:       wire.StreamEvents,
+				Subjects:   []string{wire.SubjectModuleEvents, wire.SubjectSeatEvents},
+				Retention:  jetstream.LimitsPolicy,
+				Storage:    jetstream.FileStorage,
+				MaxAge:     p.EventsMaxAge,
+				MaxBytes:   p.EventsMaxBytes,
+				Duplicates: p.EventsDuplicates,
+			},
+			Consumers: moduleConsumers(m, p),
+			Prune:     true,
+		},
+	}
+	var d Desired
+	for _, name := range wire.Streams {
+		d.Streams = append(d.Streams, byName[name])
+	}
+	return d
+}
+
+// workConsumer is the one durable pull consumer of a work-queue stream: a
+// work queue requires explicit acks and DeliverAll.
+func workConsumer(name string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       name,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxDeliver:    unlimitedDeliveries,
+	}
+}
+
+// moduleConsumers is one durable pull consumer per placement of a module
+// that consumes something, filtered to exactly what its manifest consumes.
+func moduleConsumers(m *meshdesc.Mesh, p Policy) []jetstream.ConsumerConfig {
+	var out []jetstream.ConsumerConfig
+	for _, pl := range m.Placements() {
+		if len(pl.Module.Consumes) == 0 {
+			continue
+		}
+		out = append(out, jetstream.ConsumerConfig{
+			Durable:       wire.ModuleConsumer(pl.Node, pl.Module.Name),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			// The same derivation as the module's grants, so what the
+			// consumer delivers and what the module may hear cannot part.
+			FilterSubjects: reduceFilters(compose.ConsumerFilters(pl.Module)),
+			MaxDeliver:     p.EventsMaxDeliver,
+			AckWait:        p.EventsAckWait,
+		})
+	}
+	return out
+}
+
+// reduceFilters drops repeated filters and filters covered by another one:
+// the server refuses a consumer whose filters overlap (one a subset of
+// another), while a manifest may well consume both sensor.alarm.> and
+// sensor.alarm.raised. The union of what is delivered is unchanged.
+func reduceFilters(filters []string) []string {
+	var out []string
+	for i, f := range filters {
+		covered := false
+		for j, g := range filters {
+			if i == j {
+				continue
+			}
+			// Of two equal filters keep the first; a strict subset goes.
+			if f == g && j < i || f != g && subjectSubset(f, g) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// subjectSubset reports whether every subject matching pattern a also
+// matches pattern b.
+func subjectSubset(a, b string) bool {
+	ta, tb := strings.Split(a, "."), strings.Split(b, ".")
+	for i, t := range tb {
+		if t == ">" {
+			return len(ta) > i
+		}
+		if i >= len(ta) || ta[i] == ">" {
+			return false
+		}
+		if t != "*" && ta[i] != t {
+			return false
+		}
+	}
+	return len(ta) == len(tb)
+}

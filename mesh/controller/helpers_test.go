@@ -1,0 +1,189 @@
+package controller
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// bed is one test's mesh: a description, a state directory raised by
+// genesis with the server's files pointed at temporary directories, and,
+// once started, a nats-server running in-process on a loopback port.
+type bed struct {
+	t        *testing.T
+	m        *meshdesc.Mesh
+	meshPath string
+	dir      string
+	opts     Options
+	srv      *server.Server
+}
+
+// sampleMesh is the beds' sample with the bus on a free loopback port and
+// a second consumer whose manifest consumes overlapping patterns.
+func sampleMesh(t *testing.T) *meshdesc.Mesh {
+	t.Helper()
+	m, err := meshdesc.Load(filepath.Join("..", "..", "features", "testdata", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Bus.Names = []string{"localhost", "127.0.0.1"}
+	m.Bus.Port = freePort(t)
+	m.Bus.Monitor = "127.0.0.1"
+	m.Modules = append(m.Modules, meshdesc.Module{Name: "watcher", Consumes: []string{"sensor.alarm.raised", "sensor.alarm.>"}})
+	m.Nodes[0].Modules = append(m.Nodes[0].Modules, "watcher")
+	return revalidate(t, m)
+}
+
+// revalidate round-trips a description through its file format, so that a
+// test's edits are checked as a user's would be.
+func revalidate(t *testing.T, m *meshdesc.Mesh) *meshdesc.Mesh {
+	t.Helper()
+	data, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := meshdesc.Parse(data)
+	if err != nil {
+		t.Fatalf("test description invalid: %v\n%s", err, data)
+	}
+	return out
+}
+
+func writeMesh(t *testing.T, path string, m *meshdesc.Mesh) {
+	t.Helper()
+	data, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newBed runs genesis for m. The composed configuration differs from the
+// container's only in where its files and listeners are.
+func newBed(t *testing.T, m *meshdesc.Mesh) *bed {
+	t.Helper()
+	root := t.TempDir()
+	b := &bed{t: t, m: m, meshPath: filepath.Join(root, "mesh.yaml"), dir: filepath.Join(root, "state")}
+	b.opts = Options{
+		BcryptCost: bcrypt.MinCost,
+		Server: compose.Inputs{
+			ConfigDir: filepath.Join(b.dir, NATSDir),
+			StoreDir:  filepath.Join(root, "js"),
+			Listen:    net.JoinHostPort("127.0.0.1", strconv.Itoa(m.Bus.Port)),
+			Monitor:   "127.0.0.1:0", // port 0: no monitoring endpoint in tests
+		},
+	}
+	writeMesh(t, b.meshPath, m)
+	if _, err := Genesis(m, b.dir, b.opts); err != nil {
+		t.Fatalf("genesis: %v", err)
+	}
+	return b
+}
+
+// start runs nats-server in-process on the composed nats.conf.
+func (b *bed) start() {
+	t := b.t
+	t.Helper()
+	opts, err := server.ProcessConfigFile(Layout{b.dir}.NATSConfig())
+	if err != nil {
+		t.Fatalf("process config: %v", err)
+	}
+	opts.NoSigs = true
+	opts.NoLog = true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("new server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("nats-server not ready within 10s")
+	}
+	b.srv = s
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+}
+
+func (b *bed) credential(user string) wire.Credential {
+	b.t.Helper()
+	data, err := os.ReadFile(Layout{b.dir}.Credential(user))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	c, err := wire.ParseCredential(data)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return c
+}
+
+// dial connects as user with its credential, through the pinned TLS.
+func (b *bed) dial(user string) (*nats.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return bus.Dial(ctx, b.credential(user))
+}
+
+// js is a JetStream context as the controller, which the test uses both
+// to observe the server and to make it drift.
+func (b *bed) js() jetstream.JetStream {
+	b.t.Helper()
+	nc, err := b.dial(wire.ControllerUser)
+	if err != nil {
+		b.t.Fatalf("dial as controller: %v", err)
+	}
+	b.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return js
+}
+
+// assert runs one assertion with the default policy.
+func (b *bed) assert(js jetstream.JetStream) (Report, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return Assert(ctx, js, DesiredState(b.m, DefaultPolicy()), nil)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func dialWith(c wire.Credential) (*nats.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return bus.Dial(ctx, c)
+}

@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// passwordBytes is the entropy of a minted password: 192 bits, which a
+// bcrypt hash leaking out of nats.conf cannot be brute-forced back from.
+const passwordBytes = 24
+
+// Options tune genesis and apply.
+type Options struct {
+	// BcryptCost is the cost of the password hashes; default
+	// bcrypt.DefaultCost. Tests lower it (bcrypt.MinCost) for speed.
+	BcryptCost int
+	// Server overrides where the composed configuration puts the server's
+	// files and listeners (its Hashes are ignored). The zero value is the
+	// container's layout: /etc/nats, /data, the description's ports. Apply
+	// must be given the same overrides genesis was, since nats-server
+	// cannot reload a listener or store change.
+	Server compose.Inputs
+	// Now is the clock certificates are dated by; default time.Now.
+	Now func() time.Time
+	// Logger receives what changed; default discards.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.BcryptCost == 0 {
+		o.BcryptCost = bcrypt.DefaultCost
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// mintSecret draws a password from crypto/rand and hashes it; only the
+// hash goes into the server's configuration.
+func mintSecret(cost int) (Secret, error) {
+	raw := make([]byte, passwordBytes)
+	if _, err := rand.Read(raw); err != nil {
+		return Secret{}, fmt.Errorf("mint password: %w", err)
+	}
+	// URL-safe alphabet: the password travels in the credential's URL.
+	pw := base64.RawURLEncoding.EncodeToString(raw)
+	hash, err := bcrypt.GenerateFromPassword([]byte(pw), cost)
+	if err != nil {
+		return Secret{}, fmt.Errorf("hash password: %w", err)
+	}
+	return Secret{Password: pw, Hash: string(hash)}, nil
+}
+
+// composeConfig renders nats.conf from the description and the hashes.
+func composeConfig(m *meshdesc.Mesh, secrets Secrets, o Options) ([]byte, error) {
+	in := o.Server
+	in.Hashes = secrets.hashes()
+	return compose.Config(m, in)
+}
+
+// credentialDoc is a principal's credential document, checked before it
+// is written: the first bus name and port, the pinned fingerprint.
+func credentialDoc(m *meshdesc.Mesh, p compose.Principal, sec Secret, fingerprint string) ([]byte, error) {
+	c := p.Credential()
+	c.URL = busURL(m, p.User, sec.Password)
+	c.Fingerprint = fingerprint
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("credential of %s: %w", p.User, err)
+	}
+	return c.Marshal(), nil
+}
+
+func busURL(m *meshdesc.Mesh, user, password string) string {
+	return wire.BusURL(user, password, bus.HostPort(m.Bus.Names[0], m.Bus.Port))
+}

@@ -1,0 +1,134 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/meshbus/mesh/mesh/compose"
+)
+
+// The state directory's layout (the brief's CLI contract). The nats/
+// directory is what the nats container mounts at /etc/nats.
+const (
+	TLSDir         = "tls"
+	CACertFile     = "ca-cert.pem"
+	CAKeyFile      = "ca-key.pem"
+	SecretsFile    = "secrets.json"
+	NATSDir        = "nats"
+	CredentialsDir = "credentials"
+)
+
+// Sentinel errors the CLI and callers branch on.
+var (
+	// ErrGenesisExists refuses a second genesis over an existing one.
+	ErrGenesisExists = errors.New("state directory already holds a genesis")
+	// ErrNoGenesis means apply or run found no genesis in the directory.
+	ErrNoGenesis = errors.New("state directory holds no genesis")
+)
+
+// Layout names the files of a state directory.
+type Layout struct{ Dir string }
+
+// Secrets is the secrets file.
+func (l Layout) Secrets() string { return filepath.Join(l.Dir, SecretsFile) }
+
+// NATSConfig is the composed server configuration.
+func (l Layout) NATSConfig() string { return filepath.Join(l.Dir, NATSDir, compose.ConfigFile) }
+
+// ServerCert is the server's certificate.
+func (l Layout) ServerCert() string { return filepath.Join(l.Dir, NATSDir, compose.CertFile) }
+
+// ServerKey is the server's private key.
+func (l Layout) ServerKey() string { return filepath.Join(l.Dir, NATSDir, compose.KeyFile) }
+
+// CACert is the authority's certificate.
+func (l Layout) CACert() string { return filepath.Join(l.Dir, TLSDir, CACertFile) }
+
+// CAKey is the authority's private key.
+func (l Layout) CAKey() string { return filepath.Join(l.Dir, TLSDir, CAKeyFile) }
+
+// Credential is the credential document of a user.
+func (l Layout) Credential(user string) string {
+	return filepath.Join(l.Dir, CredentialsDir, user+".json")
+}
+
+// Secret is one principal's password and its bcrypt hash. The password is
+// kept so that credential documents can be rewritten (a new bus address)
+// without revoking anyone.
+type Secret struct {
+	Password string `json:"password"`
+	Hash     string `json:"hash"`
+}
+
+// Secrets maps user names to their secrets.
+type Secrets map[string]Secret
+
+func (s Secrets) hashes() map[string]string {
+	out := make(map[string]string, len(s))
+	for u, sec := range s {
+		out[u] = sec.Hash
+	}
+	return out
+}
+
+func (s Secrets) marshal() []byte {
+	b, _ := json.MarshalIndent(s, "", "  ") // a map of strings always marshals
+	return append(b, '\n')
+}
+
+// LoadSecrets reads the secrets file of a state directory.
+func LoadSecrets(dir string) (Secrets, error) {
+	data, err := os.ReadFile(Layout{dir}.Secrets())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s is missing (run genesis first)", ErrNoGenesis, Layout{dir}.Secrets())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read secrets: %w", err)
+	}
+	var s Secrets
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("read secrets %s: %w", Layout{dir}.Secrets(), err)
+	}
+	return s, nil
+}
+
+// writeAtomic replaces path with data through a temporary file in the same
+// directory and a rename, so that a reader (the nats container's watcher,
+// a module reading its credential) sees the old content or the new one,
+// never a torn file. It reports whether the content changed; unchanged
+// content is not rewritten.
+func writeAtomic(path string, data []byte, perm fs.FileMode) (bool, error) {
+	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
+		return false, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	// fsync before the rename: after a crash the new name must not point
+	// at an empty file.
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,80 @@
+package steps_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/harness"
+	"github.com/meshbus/mesh/steps"
+)
+
+// TestBeds runs every registered bed against real containers, as `bedrun
+// all` does. Where no Docker engine answers it is skipped, saying so; CI
+// has one. The progress goes to the test log (go test -v shows it live).
+func TestBeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("beds skipped in -short mode: they raise real containers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if err := harness.DockerAvailable(ctx); err != nil {
+		t.Skipf("beds skipped: no Docker engine answers (%v)", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	features := filepath.Join(root, "features")
+	set, err := beds.Lookup("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(t.TempDir(), "report")
+	if dir := os.Getenv("BED_REPORT_DIR"); dir != "" {
+		report = dir
+	}
+	out := &testWriter{t: t}
+	w := steps.New(steps.Options{Root: root, FeaturesDir: features, Out: out})
+	defer func() {
+		if err := w.Close(context.WithoutCancel(ctx)); err != nil {
+			t.Errorf("tear down: %v", err)
+		}
+	}()
+	res, err := beds.Run(ctx, beds.Options{
+		Beds:        set,
+		FeaturesDir: features,
+		ReportDir:   report,
+		Out:         out,
+		Suite:       w.InitSuite,
+		Scenario:    w.InitScenario,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() {
+		t.Fatalf("beds failed; report in %s", report)
+	}
+}
+
+// testWriter sends the runner's progress to the test log, line by line.
+type testWriter struct {
+	t    *testing.T
+	part string
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.part += string(p)
+	for {
+		i := strings.IndexByte(w.part, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.t.Log(w.part[:i])
+		w.part = w.part[i+1:]
+	}
+}

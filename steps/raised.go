@@ -1,0 +1,51 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshbus/mesh/harness"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+)
+
+// raised is one cluster and what the steps need to know of it.
+type raised struct {
+	meshFile string
+	mesh     *meshdesc.Mesh
+	session  *harness.Session
+	cluster  *harness.Cluster
+	poll     time.Duration
+	// tainted is set by a step that changes the cluster in a way a later
+	// scenario could notice (a message stored, a user revoked).
+	tainted bool
+}
+
+// raise raises a cluster from the description; if that fails, the
+// containers' logs are saved into logDir (when set) before teardown.
+func raise(ctx context.Context, opts Options, meshFile, logDir string) (*raised, error) {
+	m, err := meshdesc.Load(meshFile)
+	if err != nil {
+		return nil, err
+	}
+	s, err := harness.NewSession(ctx, harness.SessionOptions{Root: opts.Root, Out: opts.Out})
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.RaiseGenesis(ctx, harness.GenesisOptions{MeshFile: meshFile, Poll: opts.Poll})
+	if err != nil {
+		if logDir != "" {
+			_ = s.SaveLogs(context.WithoutCancel(ctx), logDir)
+		}
+		closeErr := s.Close(context.WithoutCancel(ctx))
+		if closeErr != nil {
+			return nil, fmt.Errorf("%w (and tearing down: %v)", err, closeErr)
+		}
+		return nil, err
+	}
+	return &raised{meshFile: meshFile, mesh: m, session: s, cluster: c, poll: opts.Poll}, nil
+}
+
+func (r *raised) close(ctx context.Context) error {
+	return r.session.Close(ctx)
+}

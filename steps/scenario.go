@@ -1,0 +1,168 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"strings"
+
+	"github.com/cucumber/godog"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/harness"
+	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
+)
+
+// stepTimeout bounds any one step's wait on the cluster.
+const stepTimeout = 2 * time.Minute
+
+// teardownTimeout bounds the After hook, which runs even when the run's
+// context has ended.
+const teardownTimeout = 2 * time.Minute
+
+// scenario is one scenario's state.
+type scenario struct {
+	w *World
+	r *raised
+
+	clients map[string]*client // by user
+	it      *client            // the principal the last Given connected
+
+	lastOp      observe.Op
+	lastSubject string
+	lastErr     error
+	counted     stored // the stream count of lastSubject before a publish
+
+	emitted  *jetstream.PubAck
+	delivery jetstream.Msg
+
+	streams    map[string]observe.Stream
+	probe      harness.ProbeResult
+	before     natsIdentity
+	written    time.Time
+	firstLogin <-chan login
+	revoked    map[string]savedCredential
+}
+
+// client is a connection as one principal, with its credential.
+type client struct {
+	*observe.Client
+	cred wire.Credential
+}
+
+// savedCredential is a credential kept after apply deleted its file.
+type savedCredential = wire.Credential
+
+func (s *scenario) after(ctx context.Context, sc *godog.Scenario, err error) (context.Context, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	for _, c := range s.clients {
+		c.Close()
+	}
+	if s.r == nil {
+		return ctx, nil
+	}
+	if err != nil {
+		if dir := beds.ArtifactDir(ctx); dir != "" {
+			if saveErr := s.r.cluster.SaveLogs(ctx, dir); saveErr != nil {
+				beds.Logf(ctx, "saving container logs: %v", saveErr)
+			} else {
+				beds.Logf(ctx, "container logs saved in %s", dir)
+			}
+		}
+		// A failed scenario may have left the cluster in any state.
+		s.r.tainted = true
+	}
+	if relErr := s.w.release(ctx, s.r); relErr != nil {
+		return ctx, fmt.Errorf("tear down cluster: %w", relErr)
+	}
+	return ctx, nil
+}
+
+// cluster is the scenario's cluster, or an error if none was raised.
+func (s *scenario) cluster() (*raised, error) {
+	if s.r == nil {
+		return nil, errNoCluster
+	}
+	return s.r, nil
+}
+
+// connect returns a connection as user, dialling it once per scenario.
+func (s *scenario) connect(ctx context.Context, user string) (*client, error) {
+	if c, ok := s.clients[user]; ok && !c.IsClosed() {
+		return c, nil
+	}
+	r, err := s.cluster()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := r.cluster.Credential(user)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.dial(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	s.clients[user] = c
+	return c, nil
+}
+
+// dial connects with cred through the bus's published port.
+func (s *scenario) dial(ctx context.Context, cred wire.Credential) (*client, error) {
+	addr, err := s.r.cluster.BusAddress(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c, err := observe.Dial(ctx, cred, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &client{Client: c, cred: cred}, nil
+}
+
+// jetStream is the controller's view of JetStream, for reading streams
+// and consumers from outside.
+func (s *scenario) jetStream(ctx context.Context) (jetstream.JetStream, error) {
+	c, err := s.connect(ctx, wire.ControllerUser)
+	if err != nil {
+		return nil, err
+	}
+	return jetstream.New(c.Conn)
+}
+
+// eventually polls check until it succeeds or the deadline passes, and
+// then returns its last error.
+func eventually(ctx context.Context, within time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %s: %w", within, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// isAuthorization reports whether err is the server refusing a login or
+// closing a connection whose user was revoked.
+func isAuthorization(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+}

@@ -1,0 +1,143 @@
+// Package steps holds the step definitions of the beds: thin sentences
+// that call the harness, which raises the cluster, and package observe,
+// which looks at it from outside. A World lives for a whole run; each
+// scenario gets its own state, made in InitScenario.
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cucumber/godog"
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/meshbus/mesh/harness"
+)
+
+// Options configure the step definitions of a run.
+type Options struct {
+	// Root is the checkout images are built from; empty: found from the
+	// working directory.
+	Root string
+	// FeaturesDir is where feature files and their testdata are; paths in
+	// sentences are relative to it. Default "features".
+	FeaturesDir string
+	// Keep leaves every cluster up at the end of the run and prints how to
+	// reach it.
+	Keep bool
+	// Poll is the nats entrypoint's configuration poll interval; default
+	// harness.DefaultPoll.
+	Poll time.Duration
+	// Out receives the harness's narration and, with Keep, how to reach
+	// the clusters.
+	Out io.Writer
+}
+
+// World is the state of one run: the clusters raised so far. A cluster is
+// shared by the scenarios that raise the same description, until one of
+// them changes it (taints it) or fails; then it is torn down and the next
+// scenario raises a fresh one.
+type World struct {
+	opts Options
+
+	mu       sync.Mutex
+	clusters map[string]*raised // by description path, the reusable ones
+	retired  []*raised          // kept up for --keep
+}
+
+// New makes the World of a run.
+func New(opts Options) *World {
+	if opts.FeaturesDir == "" {
+		opts.FeaturesDir = "features"
+	}
+	if opts.Poll == 0 {
+		opts.Poll = harness.DefaultPoll
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	return &World{opts: opts, clusters: map[string]*raised{}}
+}
+
+// InitSuite binds the suite hooks.
+func (w *World) InitSuite(*godog.TestSuiteContext) {}
+
+// InitScenario binds every step definition and the scenario hooks.
+func (w *World) InitScenario(sc *godog.ScenarioContext) {
+	s := &scenario{w: w, clients: map[string]*client{}}
+	sc.After(s.after)
+	s.bindServer(sc)
+	s.bindStreams(sc)
+	s.bindAccounts(sc)
+}
+
+// path resolves a path named in a sentence.
+func (w *World) path(rel string) string { return filepath.Join(w.opts.FeaturesDir, rel) }
+
+// acquire returns a clean cluster raised from the description, raising
+// one if none is up.
+func (w *World) acquire(ctx context.Context, meshFile, logDir string) (*raised, error) {
+	w.mu.Lock()
+	r, ok := w.clusters[meshFile]
+	w.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := raise(ctx, w.opts, meshFile, logDir)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.clusters[meshFile] = r
+	w.mu.Unlock()
+	return r, nil
+}
+
+// release ends a scenario's use of a cluster. A tainted cluster is not
+// reused: it is torn down, or with Keep kept aside.
+func (w *World) release(ctx context.Context, r *raised) error {
+	if !r.tainted {
+		return nil
+	}
+	w.mu.Lock()
+	if w.clusters[r.meshFile] == r {
+		delete(w.clusters, r.meshFile)
+	}
+	if w.opts.Keep {
+		w.retired = append(w.retired, r)
+		w.mu.Unlock()
+		return nil
+	}
+	w.mu.Unlock()
+	return r.close(ctx)
+}
+
+// Close ends the run: every cluster still up is torn down, or with Keep
+// described so a person can reach it.
+func (w *World) Close(ctx context.Context) error {
+	w.mu.Lock()
+	all := append([]*raised(nil), w.retired...)
+	for _, r := range w.clusters {
+		all = append(all, r)
+	}
+	w.clusters, w.retired = map[string]*raised{}, nil
+	w.mu.Unlock()
+
+	var errs *multierror.Error
+	for _, r := range all {
+		if w.opts.Keep {
+			fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s (raised from %s):\n%s\n", r.session.ID(), r.meshFile, r.cluster.Describe())
+			continue
+		}
+		errs = multierror.Append(errs, r.close(ctx))
+	}
+	return errs.ErrorOrNil()
+}
+
+// errNoCluster is a step run before the Background raised one.
+var errNoCluster = errors.New("no cluster raised in this scenario (a Given step raises one)")
