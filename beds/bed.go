@@ -1,0 +1,107 @@
+package beds
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Bed is one acceptance suite: the features that prove a step of design 25 §10.
+type Bed struct {
+	// Name is how a person calls the bed: lower case, e.g. "genesis".
+	Name string
+	// Step is the step of design 25 §9 the bed proves; beds run in step order.
+	Step int
+	// Aliases are other names Lookup accepts, e.g. "genesis-broker".
+	Aliases []string
+	// Owner is who answers for the bed when it fails.
+	Owner string
+	// Summary says in one line what the bed proves.
+	Summary string
+	// Features are the bed's feature files, relative to the features directory
+	// ("1-genesis.feature"), run in this order.
+	Features []string
+	// Timeout bounds the whole bed, teardown included; the runner cancels the
+	// scenarios' context when it passes.
+	Timeout time.Duration
+}
+
+// ErrBadBed is wrapped by every registration error: a bed that is malformed, or that
+// collides with another bed or with a bedrun command.
+var ErrBadBed = errors.New("bad bed")
+
+// nameRE is what a bed name or alias may be: it must survive a shell, a file name
+// (the report directory has one sub-directory per bed) and a junit suite name.
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// reserved reports whether n cannot name a bed because Lookup or bedrun gives it
+// another meaning.
+func reserved(n string) bool {
+	switch n {
+	case "all", "list", "help", "images":
+		return true
+	}
+	return false
+}
+
+// check reports what is wrong with b on its own; features, when not nil, is the
+// directory its feature files must exist in.
+func (b Bed) check(features fs.FS) error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	if b.Step < 1 {
+		bad("step %d: must be 1 or more", b.Step)
+	}
+	for _, n := range append([]string{b.Name}, b.Aliases...) {
+		if !nameRE.MatchString(n) {
+			bad("name %q: must match %s", n, nameRE)
+		}
+		if reserved(n) {
+			bad("name %q: reserved for bedrun", n)
+		}
+	}
+	if b.Owner == "" {
+		bad("no owner")
+	}
+	if b.Summary == "" {
+		bad("no summary")
+	}
+	if b.Timeout <= 0 {
+		bad("timeout %s: must be positive", b.Timeout)
+	}
+	if len(b.Features) == 0 {
+		bad("no features")
+	}
+	seen := map[string]bool{}
+	for _, f := range b.Features {
+		switch {
+		case seen[f]:
+			bad("feature %s: listed twice", f)
+		case !fs.ValidPath(f) || path.Ext(f) != ".feature":
+			bad("feature %q: must be a relative path to a .feature file", f)
+		case features != nil:
+			if _, err := fs.Stat(features, f); err != nil {
+				bad("feature %s: %w", f, err)
+			}
+		}
+		seen[f] = true
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w %s: %w", ErrBadBed, b.label(), errors.Join(errs...))
+	}
+	return nil
+}
+
+// label names b in messages even when its name is the thing that is wrong.
+func (b Bed) label() string {
+	if b.Name == "" {
+		return "step " + strconv.Itoa(b.Step)
+	}
+	return b.Name
+}

@@ -1,0 +1,13 @@
+// Package beds holds the beds — the executable acceptance suites of design 25 §10, one per
+// step of the move to NATS — and runs them through godog.
+//
+// A bed is data (Bed): a name, a step number, an owner, the feature files it runs and a
+// timeout. Every bed is registered by one explicit call in registerAll, checked as it is
+// added, so a duplicated name or a missing feature fails before anything runs.
+//
+// Run executes the selected beds in step order, strictly (an undefined, pending or ambiguous
+// step fails), narrating every scenario and step with its timing, and writes junit.xml,
+// cucumber.json and measurements.json into a report directory. The step definitions are not
+// here: the caller binds them through Options.Suite and Options.Scenario, and a step talks
+// back to the runner through its context (Measure, Logf, ArtifactDir, Current).
+package beds

@@ -1,0 +1,191 @@
+package beds
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/cucumber/godog"
+	messages "github.com/cucumber/messages/go/v34"
+)
+
+// Scenario is one scenario of a bed as parsed, before anything runs: what `bedrun list`
+// prints and what Run expects to see executed. An outline gives one per example row.
+type Scenario struct {
+	// Feature is the feature file, relative to the features directory.
+	Feature string
+	// Line is the scenario's line (the example row's, for an outline).
+	Line int
+	// Name is the scenario's name.
+	Name string
+	// Example is the example row's values, for a scenario of an outline.
+	Example []string
+	// Tags are the scenario's tags, inherited ones included.
+	Tags []string
+	// Steps are the step lines with their keywords ("Given a mesh").
+	Steps []string
+
+	// src is what cucumber.json needs of the source beyond the above.
+	src *source
+}
+
+// source locates a scenario and its steps in the Gherkin document.
+type source struct {
+	feature     *messages.Feature
+	keyword     string
+	description string
+	tags        []srcTag
+	steps       []srcStep
+}
+
+type srcTag struct {
+	name string
+	line int
+}
+
+type srcStep struct {
+	keyword string
+	text    string
+	line    int
+	arg     *messages.PickleStepArgument
+}
+
+// Title is the name, with the example's values for a scenario of an outline: the rows of an
+// outline share a name.
+func (s Scenario) Title() string {
+	if len(s.Example) == 0 {
+		return s.Name
+	}
+	return s.Name + " (" + strings.Join(s.Example, ", ") + ")"
+}
+
+// Where is "feature:line", the form godog and editors accept.
+func (s Scenario) Where() string { return fmt.Sprintf("%s:%d", s.Feature, s.Line) }
+
+// Scenarios parses b's feature files in features with godog's own parser and returns the
+// scenarios tags selects (godog's tag expression; "" selects all), in run order. It raises
+// nothing.
+func Scenarios(features fs.FS, b Bed, tags string) ([]Scenario, error) {
+	if err := checkTags(tags); err != nil {
+		return nil, err
+	}
+	suite := godog.TestSuite{Options: &godog.Options{
+		FS:    features,
+		Paths: b.Features,
+		Tags:  tags,
+	}}
+	feats, err := suite.RetrieveFeatures()
+	if err != nil {
+		return nil, fmt.Errorf("parse features of bed %s: %w", b.Name, err)
+	}
+	var out []Scenario
+	for _, f := range feats {
+		ast := index(f.GherkinDocument)
+		for _, p := range f.Pickles {
+			s := Scenario{Feature: p.Uri, Name: p.Name, src: &source{feature: f.Feature}}
+			if p.Location != nil {
+				s.Line = int(p.Location.Line)
+			}
+			if sc := ast.scenarios[p.AstNodeIds[0]]; sc != nil {
+				s.src.keyword, s.src.description = sc.Keyword, sc.Description
+			}
+			if len(p.AstNodeIds) > 1 {
+				s.Example = ast.rows[p.AstNodeIds[1]]
+			}
+			for _, t := range p.Tags {
+				s.Tags = append(s.Tags, t.Name)
+				s.src.tags = append(s.src.tags, srcTag{t.Name, ast.lines[t.AstNodeId]})
+			}
+			for _, st := range p.Steps {
+				kw, ok := ast.keywords[st.AstNodeIds[0]]
+				if !ok {
+					kw = typeKeyword(st.Type)
+				}
+				s.Steps = append(s.Steps, kw+st.Text)
+				s.src.steps = append(s.src.steps, srcStep{kw, st.Text, ast.lines[st.AstNodeIds[0]], st.Argument})
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// ast indexes a Gherkin document by node id: the keyword a step is written with ("And "),
+// the line of a step or tag, and the scenarios.
+type ast struct {
+	keywords  map[string]string
+	lines     map[string]int
+	scenarios map[string]*messages.Scenario
+	rows      map[string][]string // example row -> its values
+}
+
+func index(doc *messages.GherkinDocument) ast {
+	a := ast{keywords: map[string]string{}, lines: map[string]int{}, scenarios: map[string]*messages.Scenario{}, rows: map[string][]string{}}
+	if doc == nil || doc.Feature == nil {
+		return a
+	}
+	tags := func(ts []*messages.Tag) {
+		for _, t := range ts {
+			a.lines[t.Id] = int(t.Location.Line)
+		}
+	}
+	steps := func(ss []*messages.Step) {
+		for _, s := range ss {
+			a.keywords[s.Id] = s.Keyword
+			a.lines[s.Id] = int(s.Location.Line)
+		}
+	}
+	child := func(bg *messages.Background, sc *messages.Scenario) {
+		if bg != nil {
+			steps(bg.Steps)
+		}
+		if sc != nil {
+			a.scenarios[sc.Id] = sc
+			tags(sc.Tags)
+			steps(sc.Steps)
+			for _, ex := range sc.Examples {
+				tags(ex.Tags)
+				for _, row := range ex.TableBody {
+					var vals []string
+					for _, c := range row.Cells {
+						vals = append(vals, c.Value)
+					}
+					a.rows[row.Id] = vals
+				}
+			}
+		}
+	}
+	tags(doc.Feature.Tags)
+	for _, c := range doc.Feature.Children {
+		child(c.Background, c.Scenario)
+		if c.Rule != nil {
+			tags(c.Rule.Tags)
+			for _, rc := range c.Rule.Children {
+				child(rc.Background, rc.Scenario)
+			}
+		}
+	}
+	return a
+}
+
+// typeKeyword is the keyword of a step whose source is unknown.
+func typeKeyword(t messages.PickleStepType) string {
+	switch t {
+	case messages.PickleStepType_CONTEXT:
+		return "Given "
+	case messages.PickleStepType_ACTION:
+		return "When "
+	case messages.PickleStepType_OUTCOME:
+		return "Then "
+	}
+	return "* "
+}
+
+// scenarioKey identifies a scenario across two parses of the same files: godog's pickle ids
+// are generated, its locations are not.
+func scenarioKey(uri string, loc *messages.Location) string {
+	if loc == nil {
+		return uri
+	}
+	return fmt.Sprintf("%s:%d", uri, loc.Line)
+}

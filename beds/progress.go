@@ -1,0 +1,236 @@
+package beds
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// printer writes the live progress: one line per scenario, step, measurement and narration,
+// and a summary per bed. On a terminal (color) a running step shows as a line that its
+// verdict overwrites; elsewhere only verdicts are printed, so logs stay clean.
+type printer struct {
+	out   io.Writer
+	color bool
+	// open is the running step's line, shown on a terminal until the step ends.
+	open string
+	// quiet is the running step's text elsewhere: printed only if the step narrates, so its
+	// notes do not read as the previous step's.
+	quiet string
+}
+
+const (
+	ansiReset  = "\x1b[0m"
+	ansiBold   = "\x1b[1m"
+	ansiDim    = "\x1b[2m"
+	ansiRed    = "\x1b[31m"
+	ansiGreen  = "\x1b[32m"
+	ansiYellow = "\x1b[33m"
+	ansiCyan   = "\x1b[36m"
+	clearLine  = "\r\x1b[K"
+)
+
+func (p *printer) paint(code, s string) string {
+	if !p.color || s == "" {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+// println writes a whole line, first moving a running step's line out of the way.
+func (p *printer) println(line string) {
+	if p.quiet != "" {
+		fmt.Fprintln(p.out, "  ⋯ "+p.quiet)
+		p.quiet = ""
+	}
+	if p.open != "" {
+		fmt.Fprint(p.out, clearLine)
+	}
+	fmt.Fprintln(p.out, line)
+	if p.open != "" {
+		fmt.Fprint(p.out, p.open)
+	}
+}
+
+// running shows a step that has started: on a terminal at once, elsewhere when it first
+// narrates.
+func (p *printer) running(text string) {
+	if !p.color {
+		p.quiet = text
+		return
+	}
+	p.open = p.paint(ansiDim, "  ⋯ "+text)
+	fmt.Fprint(p.out, p.open)
+}
+
+// done ends the running step's line with its verdict.
+func (p *printer) done(line string) {
+	p.quiet = ""
+	if p.open != "" {
+		fmt.Fprint(p.out, clearLine)
+		p.open = ""
+	}
+	fmt.Fprintln(p.out, line)
+}
+
+// mark is the one-character verdict of a status.
+func (p *printer) mark(s Status) string {
+	switch s {
+	case Passed:
+		return p.paint(ansiGreen, "✓")
+	case Failed, Errored:
+		return p.paint(ansiRed, "✗")
+	case Undefined, Pending, Ambiguous:
+		return p.paint(ansiYellow, "?")
+	}
+	return p.paint(ansiDim, "-")
+}
+
+func (p *printer) bedStart(b Bed, n int) {
+	p.println(p.paint(ansiBold, fmt.Sprintf("━━ %s · step %d · %s · timeout %s", b.Name, b.Step, plural(n, "scenario"), b.Timeout)))
+}
+
+func (p *printer) scenarioStart(bed string, s *ScenarioResult, featuresDir string) {
+	p.println("")
+	p.println(fmt.Sprintf("%s %s › %s  %s", p.paint(ansiCyan, "▶"), bed, p.paint(ansiBold, s.Title()),
+		p.paint(ansiDim, displayPath(featuresDir, s.Where()))))
+}
+
+// phase reports time spent outside steps (hooks) when it is long enough to matter.
+func (p *printer) phase(name string, d time.Duration) {
+	if d >= 100*time.Millisecond {
+		p.println(p.paint(ansiDim, fmt.Sprintf("  · %s (%s)", name, short(d))))
+	}
+}
+
+func (p *printer) step(r StepResult) {
+	line := fmt.Sprintf("  %s %s", p.mark(r.Status), r.Text)
+	switch r.Status {
+	case Skipped:
+		line = p.paint(ansiDim, "  - "+r.Text+" (skipped)")
+	case Undefined:
+		line += p.paint(ansiYellow, " (undefined: no step definition matches)")
+	case Pending:
+		line += p.paint(ansiYellow, " (pending)")
+	default:
+		line += p.paint(ansiDim, " ("+short(r.Elapsed)+")")
+	}
+	p.done(line)
+	if r.Err != nil && (r.Status == Failed || r.Status == Errored || r.Status == Ambiguous) {
+		p.detail(r.Err)
+	}
+}
+
+// detail prints an error under the line it explains, every line of it indented.
+func (p *printer) detail(err error) {
+	for _, l := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		p.println(p.paint(ansiRed, "      "+l))
+	}
+}
+
+func (p *printer) note(text string) {
+	p.println(p.paint(ansiDim, "    · ") + text)
+}
+
+func (p *printer) measured(m Measurement) {
+	p.println(fmt.Sprintf("    ⏱ %s = %s", m.Name, p.paint(ansiBold, precise(m.Value))))
+}
+
+func (p *printer) scenarioEnd(s *ScenarioResult) {
+	word := s.Status.String()
+	if s.Status != Passed {
+		word = strings.ToUpper(word)
+	}
+	p.println(fmt.Sprintf("  %s %s in %s", p.mark(s.Status), word, short(s.Elapsed)))
+}
+
+// bedEnd is the bed's summary: counts, wall time, what did not pass, what was measured.
+func (p *printer) bedEnd(r BedResult, featuresDir string) {
+	p.println("")
+	c := r.Counts()
+	verdict := p.paint(ansiGreen, "PASS")
+	if !r.OK() {
+		verdict = p.paint(ansiRed, "FAIL")
+	}
+	p.println(fmt.Sprintf("%s %s: %s in %s", verdict, p.paint(ansiBold, r.Bed.Name), countLine(c), short(r.Elapsed)))
+	if r.Err != nil {
+		p.detail(r.Err)
+	}
+	for _, s := range r.Scenarios {
+		if s.Status == Passed {
+			continue
+		}
+		line := fmt.Sprintf("  %s %-9s %s  %s", p.mark(s.Status), s.Status, displayPath(featuresDir, s.Where()), s.Title())
+		if s.Status == NotRun && s.Err != nil {
+			line += p.paint(ansiDim, " ("+s.Err.Error()+")")
+		}
+		p.println(line)
+	}
+	for _, s := range r.Scenarios {
+		for _, m := range s.Measurements {
+			p.println(fmt.Sprintf("  ⏱ %s = %s  %s", m.Name, p.paint(ansiBold, precise(m.Value)), p.paint(ansiDim, "("+s.Title()+")")))
+		}
+	}
+}
+
+// runEnd sums up a run of several beds.
+func (p *printer) runEnd(r Result) {
+	verdict := p.paint(ansiGreen, "PASS")
+	if !r.OK() {
+		verdict = p.paint(ansiRed, "FAIL")
+	}
+	p.println("")
+	p.println(fmt.Sprintf("%s %s: %s in %s", verdict, plural(len(r.Beds), "bed"), countLine(r.Counts()), short(r.Elapsed)))
+}
+
+// countLine is "5 passed, 1 failed of 6 scenarios", best statuses first.
+func countLine(c Counts) string {
+	var parts []string
+	for _, s := range []Status{Passed, Failed, Errored, Undefined, Pending, Ambiguous, Skipped, NotRun} {
+		if c[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c[s], s))
+		}
+	}
+	if len(parts) == 0 {
+		return "no scenarios"
+	}
+	return strings.Join(parts, ", ") + " of " + plural(c.Total(), "scenario")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// short renders a duration for a human at a glance: <1ms, 340ms, 12.3s, 2m13s.
+func short(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return "<1ms"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
+
+// precise renders a measurement to three significant digits: 865ms, 1.23s, 12.3ms.
+func precise(d time.Duration) string {
+	unit := time.Duration(1)
+	for v := d; v >= 1000 || v <= -1000; v /= 10 {
+		unit *= 10
+	}
+	return d.Round(unit).String()
+}
+
+// displayPath shows a feature path as the reader's shell would reach it.
+func displayPath(featuresDir, where string) string {
+	if featuresDir == "" || featuresDir == "." {
+		return where
+	}
+	return strings.TrimSuffix(featuresDir, "/") + "/" + where
+}

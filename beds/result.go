@@ -1,0 +1,199 @@
+package beds
+
+import (
+	"errors"
+	"time"
+
+	"github.com/cucumber/godog"
+)
+
+// Status is the outcome of a step or a scenario.
+type Status int
+
+// The outcomes, from best to worst for a release gate: every one but Passed fails the run.
+const (
+	// NotRun: the scenario never started (fail-fast, timeout, interrupt).
+	NotRun Status = iota
+	// Passed: every step passed and teardown succeeded.
+	Passed
+	// Skipped: a step returned godog.ErrSkip.
+	Skipped
+	// Failed: a step or a hook returned an error: the product did not do what was asserted.
+	Failed
+	// Errored: the error wraps ErrInfrastructure: the bed could not check the product.
+	Errored
+	// Undefined: no step definition matches a step.
+	Undefined
+	// Pending: a step definition returned godog.ErrPending.
+	Pending
+	// Ambiguous: several step definitions match a step.
+	Ambiguous
+)
+
+// String is the status as reports spell it.
+func (s Status) String() string {
+	switch s {
+	case Passed:
+		return "passed"
+	case Skipped:
+		return "skipped"
+	case Failed:
+		return "failed"
+	case Errored:
+		return "error"
+	case Undefined:
+		return "undefined"
+	case Pending:
+		return "pending"
+	case Ambiguous:
+		return "ambiguous"
+	}
+	return "not run"
+}
+
+// ErrInfrastructure marks a failure of the bed's machinery (Docker, an image build, a
+// container that never came up) rather than of the product under test. A step wraps it (or
+// a sentinel listed in Options.Infrastructure), e.g.
+// fmt.Errorf("start nats: %w: %w", beds.ErrInfrastructure, err); reports count such a
+// scenario as an error, not a failure.
+var ErrInfrastructure = errors.New("infrastructure")
+
+// isInfra reports whether err is a failure of the machinery: it wraps ErrInfrastructure or
+// one of the caller's sentinels.
+func isInfra(err error, sentinels []error) bool {
+	if errors.Is(err, ErrInfrastructure) {
+		return true
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// stepStatus maps godog's verdict on a step to ours.
+func stepStatus(s godog.StepResultStatus, err error, infra []error) Status {
+	switch s {
+	case godog.StepPassed:
+		return Passed
+	case godog.StepSkipped:
+		return Skipped
+	case godog.StepUndefined:
+		return Undefined
+	case godog.StepPending:
+		return Pending
+	case godog.StepAmbiguous:
+		return Ambiguous
+	}
+	if isInfra(err, infra) {
+		return Errored
+	}
+	return Failed
+}
+
+// StepResult is one step as it ran.
+type StepResult struct {
+	// Text is the step with its keyword, as written.
+	Text    string
+	Status  Status
+	Elapsed time.Duration
+	// Err is why the step did not pass; nil when it passed or was skipped.
+	Err error
+}
+
+// ScenarioResult is one scenario as it ran (or why it did not).
+type ScenarioResult struct {
+	Scenario
+	// Bed is the name of the bed the scenario belongs to.
+	Bed     string
+	Status  Status
+	Started time.Time
+	// Elapsed covers the scenario's hooks as well as its steps.
+	Elapsed time.Duration
+	// Err is the first reason the scenario did not pass, teardown errors joined to it.
+	Err          error
+	Steps        []StepResult
+	Measurements []Measurement
+}
+
+// BedResult is one bed as it ran.
+type BedResult struct {
+	Bed       Bed
+	Scenarios []*ScenarioResult
+	Started   time.Time
+	Elapsed   time.Duration
+	// Err is trouble with the run of the bed itself (timeout, a hang, a panic in a hook),
+	// apart from its scenarios' failures.
+	Err error
+}
+
+// Counts tallies scenarios by status.
+type Counts map[Status]int
+
+// Total is the number of scenarios counted.
+func (c Counts) Total() int {
+	n := 0
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// Counts tallies b's scenarios by status.
+func (b BedResult) Counts() Counts {
+	c := Counts{}
+	for _, s := range b.Scenarios {
+		c[s.Status]++
+	}
+	return c
+}
+
+// OK reports whether every scenario of the bed passed. A bed none of whose scenarios the
+// tags selected is OK; Result.OK wants at least one scenario in the whole run.
+func (b BedResult) OK() bool {
+	c := b.Counts()
+	return b.Err == nil && c[Passed] == c.Total()
+}
+
+// Result is a whole run.
+type Result struct {
+	Beds    []BedResult
+	Elapsed time.Duration
+}
+
+// Counts tallies every scenario of the run by status.
+func (r Result) Counts() Counts {
+	c := Counts{}
+	for _, b := range r.Beds {
+		for s, n := range b.Counts() {
+			c[s] += n
+		}
+	}
+	return c
+}
+
+// OK reports whether at least one scenario ran and every bed and scenario passed: the only
+// case bedrun exits 0.
+func (r Result) OK() bool {
+	if r.Counts().Total() == 0 {
+		return false
+	}
+	for _, b := range r.Beds {
+		if !b.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// Measurements lists every measurement of the run in the order they were taken.
+func (r Result) Measurements() []Measurement {
+	var out []Measurement
+	for _, b := range r.Beds {
+		for _, s := range b.Scenarios {
+			out = append(out, s.Measurements...)
+		}
+	}
+	return out
+}

@@ -1,0 +1,284 @@
+package beds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/cucumber/godog"
+)
+
+// Options says which beds to run and how.
+type Options struct {
+	// Beds are run in this order (Lookup returns them in step order).
+	Beds []Bed
+	// FeaturesDir holds the feature files the beds name; default "features".
+	FeaturesDir string
+	// Tags is a godog tag expression selecting scenarios ("@reload && ~@slow"); "" runs all.
+	Tags string
+	// FailFast stops at the first scenario that does not pass; later scenarios and beds are
+	// reported as not run.
+	FailFast bool
+	// ReportDir, when set, receives junit.xml, cucumber.json and measurements.json, and a
+	// directory per bed for the steps' artifacts (ArtifactDir) and a hung bed's goroutines.
+	ReportDir string
+	// Out receives the live progress; default io.Discard.
+	Out io.Writer
+	// Color paints the progress and redraws a running step's line: for a terminal.
+	Color bool
+	// Suite binds suite hooks (BeforeSuite, AfterSuite, suite-wide scenario hooks). It is
+	// called once per bed, as godog initialises each bed's suite.
+	Suite func(*godog.TestSuiteContext)
+	// Scenario binds the step definitions and scenario hooks, once per scenario. Its After
+	// hooks run even when the bed's context has ended (timeout, interrupt): they should tear
+	// down under context.WithoutCancel with their own deadline.
+	Scenario func(*godog.ScenarioContext)
+	// Infrastructure are sentinels besides ErrInfrastructure that mark a failure of the
+	// machinery rather than of the product (e.g. harness.ErrInfrastructure): a scenario
+	// failing with one is reported as an error, not a failure.
+	Infrastructure []error
+	// Heartbeat is how often a step still running is reported as such; default 30s.
+	Heartbeat time.Duration
+	// Grace is how long a bed whose context has ended may take to notice before Run declares
+	// it hung, dumps the goroutines and returns; default 30s.
+	Grace time.Duration
+}
+
+// Errors Run reports; the scenarios' own failures are in the Result.
+var (
+	// ErrNoScenarios: the selection (beds and tags) holds no scenario at all.
+	ErrNoScenarios = errors.New("no scenarios selected")
+	// ErrTimeout is the cause of a bed's context ending at its Timeout.
+	ErrTimeout = errors.New("bed timed out")
+	// ErrHung: a bed's steps did not return within Grace of its context ending.
+	ErrHung = errors.New("bed hung")
+	// errFailFast is why scenarios after a failure did not run.
+	errFailFast = errors.New("fail-fast: an earlier scenario did not pass")
+)
+
+// Run runs the beds of opts one after the other, strictly: an undefined, pending or
+// ambiguous step fails its scenario. It returns an error only when the run itself could not
+// be carried out (bad options, a feature file that does not parse, a hung bed, a report that
+// could not be written); whether the beds passed is Result.OK.
+func Run(ctx context.Context, opts Options) (Result, error) {
+	o := opts
+	if o.FeaturesDir == "" {
+		o.FeaturesDir = "features"
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Grace <= 0 {
+		o.Grace = 30 * time.Second
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 30 * time.Second
+	}
+	if len(o.Beds) == 0 {
+		return Result{}, fmt.Errorf("run beds: %w: no bed given", ErrNoScenarios)
+	}
+	if err := checkTags(o.Tags); err != nil {
+		return Result{}, fmt.Errorf("run beds: %w", err)
+	}
+	features := os.DirFS(o.FeaturesDir)
+
+	// Parse everything first: a broken feature of the last bed must not cost a cluster.
+	plans := make([][]Scenario, len(o.Beds))
+	total := 0
+	for i, b := range o.Beds {
+		s, err := Scenarios(features, b, o.Tags)
+		if err != nil {
+			return Result{}, fmt.Errorf("run beds: %w", err)
+		}
+		plans[i] = s
+		total += len(s)
+	}
+	if total == 0 {
+		return Result{}, fmt.Errorf("run beds: %w (tags %q)", ErrNoScenarios, o.Tags)
+	}
+	if o.ReportDir != "" {
+		if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
+			return Result{}, fmt.Errorf("run beds: create report directory: %w", err)
+		}
+	}
+
+	p := &printer{out: o.Out, color: o.Color}
+	start := time.Now()
+	var res Result
+	var runErr error
+	stop := error(nil) // why the remaining beds do not run
+	for i, b := range o.Beds {
+		if stop == nil && ctx.Err() != nil {
+			stop = context.Cause(ctx)
+		}
+		if stop != nil {
+			p.println(p.paint(ansiDim, fmt.Sprintf("━━ %s · step %d · not run: %v", b.Name, b.Step, stop)))
+			res.Beds = append(res.Beds, notRun(b, plans[i], stop))
+			continue
+		}
+		br, err := runBed(ctx, b, plans[i], &o, p, features)
+		res.Beds = append(res.Beds, br)
+		if err != nil {
+			// A hung suite is still running; nothing after it can be trusted to run.
+			runErr = err
+			stop = err
+		}
+		if o.FailFast && !br.OK() && stop == nil {
+			stop = errFailFast
+		}
+	}
+	res.Elapsed = time.Since(start)
+	if len(o.Beds) > 1 {
+		p.runEnd(res)
+	}
+	if o.ReportDir != "" {
+		if err := writeReports(o.ReportDir, res, o.FeaturesDir); err != nil {
+			runErr = errors.Join(runErr, err)
+		} else {
+			p.println(p.paint(ansiDim, "reports: "+strings.Join([]string{
+				filepath.Join(o.ReportDir, JUnitFile),
+				filepath.Join(o.ReportDir, CucumberFile),
+				filepath.Join(o.ReportDir, MeasurementsFile)}, " ")))
+		}
+	}
+	return res, runErr
+}
+
+// notRun is a bed skipped whole, each of its scenarios with the reason.
+func notRun(b Bed, plan []Scenario, why error) BedResult {
+	br := BedResult{Bed: b}
+	for _, s := range plan {
+		br.Scenarios = append(br.Scenarios, &ScenarioResult{Scenario: s, Bed: b.Name, Status: NotRun, Err: why})
+	}
+	return br
+}
+
+// runBed runs one bed's godog suite under the bed's timeout. The error is non-nil only when
+// the suite hung or panicked.
+func runBed(ctx context.Context, b Bed, plan []Scenario, o *Options, p *printer, features fs.FS) (BedResult, error) {
+	br := BedResult{Bed: b, Started: time.Now()}
+	p.bedStart(b, len(plan))
+	if len(plan) == 0 {
+		p.println(p.paint(ansiDim, fmt.Sprintf("  no scenario of %s matches tags %q", b.Name, o.Tags)))
+		return br, nil
+	}
+	bctx, cancel := context.WithTimeoutCause(ctx, b.Timeout,
+		fmt.Errorf("%w after %s", ErrTimeout, b.Timeout))
+	defer cancel()
+
+	t := newTracker(b, plan, o, p)
+	suite := godog.TestSuite{
+		Name:                 b.Name,
+		TestSuiteInitializer: t.initSuite,
+		ScenarioInitializer:  t.initScenario,
+		Options: &godog.Options{
+			FS:    features,
+			Paths: b.Features,
+			Tags:  o.Tags,
+			// godog wants a formatter; the tracker is ours, so its output is discarded.
+			Format:         "progress",
+			Output:         io.Discard,
+			NoColors:       true,
+			Strict:         true,
+			StopOnFailure:  o.FailFast,
+			Concurrency:    1,
+			DefaultContext: bctx,
+		},
+	}
+
+	type outcome struct {
+		code int
+		err  error
+	}
+	done := make(chan outcome, 1)
+	stopBeat := make(chan struct{})
+	defer close(stopBeat)
+	go t.heartbeat(o.Heartbeat, stopBeat)
+	go func() {
+		defer func() {
+			// godog does not recover panics in hooks; one must not take the run down.
+			if v := recover(); v != nil {
+				done <- outcome{code: -1, err: fmt.Errorf("panic in a hook: %v\n%s", v, debug.Stack())}
+			}
+		}()
+		done <- outcome{code: suite.Run()}
+	}()
+
+	var out outcome
+	select {
+	case out = <-done:
+	case <-bctx.Done():
+		select {
+		case out = <-done:
+		case <-time.After(o.Grace):
+			out = outcome{code: -1, err: fmt.Errorf("%w: a step still ran %s after the bed's context ended (%v)",
+				ErrHung, o.Grace, context.Cause(bctx))}
+		}
+	}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hung := errors.Is(out.err, ErrHung)
+	if hung {
+		t.hung(out.err)
+		dumpGoroutines(o, b, p)
+	} else {
+		p.phase("after suite", time.Since(t.lastEnd))
+	}
+	for _, r := range t.all {
+		if r.Status != NotRun || r.Err != nil {
+			continue
+		}
+		switch {
+		case len(r.Scenario.Steps) == 0:
+			r.Status, r.Err = Undefined, errors.New("scenario has no steps")
+		case bctx.Err() != nil:
+			r.Err = context.Cause(bctx)
+		case o.FailFast:
+			r.Err = errFailFast
+		default:
+			r.Err = errors.New("godog did not run it")
+		}
+	}
+	br.Scenarios = append([]*ScenarioResult(nil), t.all...)
+	br.Elapsed = time.Since(br.Started)
+	switch {
+	case out.err != nil:
+		br.Err = out.err
+	case errors.Is(context.Cause(bctx), ErrTimeout):
+		br.Err = context.Cause(bctx)
+	case out.code == 2:
+		br.Err = fmt.Errorf("godog refused the options of bed %s", b.Name)
+	case out.code != 0 && br.OK():
+		br.Err = fmt.Errorf("godog reports a failure of bed %s the runner did not see", b.Name)
+	}
+	p.bedEnd(br, o.FeaturesDir)
+	if hung || out.code == -1 {
+		return br, fmt.Errorf("run bed %s: %w", b.Name, out.err)
+	}
+	return br, nil
+}
+
+// dumpGoroutines shows where a hung bed is stuck: into its report directory when there is
+// one, else onto the progress output.
+func dumpGoroutines(o *Options, b Bed, p *printer) {
+	w := o.Out
+	if o.ReportDir != "" {
+		path := filepath.Join(o.ReportDir, b.Name, "goroutines.txt")
+		_ = os.MkdirAll(filepath.Dir(path), 0o755)
+		if f, err := os.Create(path); err == nil {
+			defer f.Close()
+			w = f
+			p.println(p.paint(ansiRed, "  goroutines of the hung bed: "+path))
+		}
+	}
+	_ = pprof.Lookup("goroutine").WriteTo(w, 2)
+}

@@ -1,0 +1,520 @@
+package beds
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cucumber/godog"
+)
+
+// toy is a feature whose scenarios pass, fail, or use steps nobody defined.
+const toy = `Feature: Toy
+  Scenario: it passes
+    Given a mesh
+    When the reload is measured
+    Then all is well
+
+  @bad
+  Scenario: it fails
+    Given a mesh
+    Then it fails with "expected 3 streams, got 2"
+    And all is well
+
+  @bad @undefined
+  Scenario: it is undefined
+    Given a mesh
+    Then nobody defined this step
+`
+
+// fakeSteps are the step definitions of the tests; calls counts the steps that ran.
+type fakeSteps struct {
+	calls   int
+	release chan struct{} // a step "it hangs" blocks on it, ignoring its context
+}
+
+func (f *fakeSteps) scenario(sc *godog.ScenarioContext) {
+	sc.Step(`^a mesh$`, func(ctx context.Context) error {
+		f.calls++
+		return nil
+	})
+	sc.Step(`^the reload is measured$`, func(ctx context.Context) error {
+		f.calls++
+		Measure(ctx, "reload latency", 812*time.Millisecond)
+		Logf(ctx, "config written")
+		return nil
+	})
+	sc.Step(`^all is well$`, func() error { f.calls++; return nil })
+	sc.Step(`^it fails with "([^"]*)"$`, func(msg string) error { f.calls++; return errors.New(msg) })
+	sc.Step(`^the docker engine is gone$`, func() error {
+		return fmt.Errorf("start nats: %w: no docker", ErrInfrastructure)
+	})
+	sc.Step(`^it is pending$`, func() error { return godog.ErrPending })
+	sc.Step(`^it (?:is|matches) twice$`, func() error { return nil })
+	sc.Step(`^it is twice$`, func() error { return nil })
+	sc.Step(`^it waits for its context$`, func(ctx context.Context) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	sc.Step(`^it hangs$`, func() error { <-f.release; return nil })
+}
+
+// features writes files into a temp features directory and returns it.
+func features(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func toyBed(name string, step int) Bed {
+	return Bed{Name: name, Step: step, Owner: "bus", Summary: "toy", Features: []string{name + ".feature"}, Timeout: time.Minute}
+}
+
+// run runs beds over files with fake steps and returns the result, the progress and the error.
+func run(t *testing.T, files map[string]string, o Options) (Result, string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	f := &fakeSteps{release: make(chan struct{})}
+	t.Cleanup(func() { close(f.release) })
+	o.FeaturesDir = features(t, files)
+	o.Out = &out
+	o.Scenario = f.scenario
+	res, err := Run(context.Background(), o)
+	t.Log("\n" + out.String())
+	return res, out.String(), err
+}
+
+func statuses(r Result) map[string]Status {
+	m := map[string]Status{}
+	for _, b := range r.Beds {
+		for _, s := range b.Scenarios {
+			m[s.Name] = s.Status
+		}
+	}
+	return m
+}
+
+func expectStatuses(t *testing.T, r Result, want map[string]Status) {
+	t.Helper()
+	got := statuses(r)
+	if len(got) != len(want) {
+		t.Errorf("expected %d scenarios, got %d: %v", len(want), len(got), got)
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("scenario %q: expected %s, got %s", name, w, got[name])
+		}
+	}
+}
+
+func TestRunStrictAndReports(t *testing.T) {
+	report := t.TempDir()
+	res, out, err := run(t, map[string]string{"toy.feature": toy}, Options{Beds: []Bed{toyBed("toy", 1)}, ReportDir: report})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"it passes": Passed, "it fails": Failed, "it is undefined": Undefined})
+	if res.OK() {
+		t.Fatal("expected a run with a failed and an undefined scenario not OK")
+	}
+	for _, want := range []string{
+		"▶ toy › it passes",
+		"  ✓ Given a mesh (",
+		"    ⏱ reload latency = 812ms",
+		"    · config written",
+		"  ✗ Then it fails with \"expected 3 streams, got 2\" (",
+		"      expected 3 streams, got 2",
+		"  - And all is well (skipped)",
+		"  ? Then nobody defined this step (undefined",
+		"FAIL toy: 1 passed, 1 failed, 1 undefined of 3 scenarios in",
+		"  ⏱ reload latency = 812ms  (it passes)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("expected progress to contain %q", want)
+		}
+	}
+
+	// junit.xml: our counts, the failure's message, the measurement as a property.
+	var ju junitSuites
+	readXML(t, filepath.Join(report, JUnitFile), &ju)
+	if ju.Tests != 3 || ju.Failures != 1 || ju.Errors != 1 || ju.Skipped != 0 || len(ju.Suites) != 1 {
+		t.Fatalf("junit: expected 3 tests, 1 failure, 1 error in 1 suite, got %+v", ju)
+	}
+	cases := map[string]junitCase{}
+	for _, c := range ju.Suites[0].Cases {
+		cases[c.Name] = c
+	}
+	if f := cases["it fails"].Failure; f == nil || !strings.Contains(f.Message, "expected 3 streams, got 2") {
+		t.Errorf("junit: expected the failure message, got %+v", f)
+	}
+	if e := cases["it is undefined"].Error; e == nil || e.Type != "undefined" {
+		t.Errorf("junit: expected an undefined error, got %+v", e)
+	}
+	if p := cases["it passes"].Properties; p == nil || len(p.List) != 1 || p.List[0] != (junitProperty{"reload latency", "812ms"}) {
+		t.Errorf("junit: expected the measurement as a property, got %+v", p)
+	}
+
+	// cucumber.json: godog's view, merged; the measurement embedded in its step.
+	var cuke []struct {
+		Elements []struct {
+			Name  string `json:"name"`
+			Steps []struct {
+				Name   string `json:"name"`
+				Result struct {
+					Status string `json:"status"`
+				} `json:"result"`
+				Embeddings []struct {
+					Data string `json:"data"`
+				} `json:"embeddings"`
+			} `json:"steps"`
+		} `json:"elements"`
+	}
+	readJSON(t, filepath.Join(report, CucumberFile), &cuke)
+	if len(cuke) != 1 || len(cuke[0].Elements) != 3 {
+		t.Fatalf("cucumber: expected 1 feature of 3 scenarios, got %+v", cuke)
+	}
+	embedded := false
+	for _, st := range cuke[0].Elements[0].Steps {
+		embedded = embedded || len(st.Embeddings) == 1
+	}
+	if !embedded {
+		t.Errorf("cucumber: expected the measurement embedded in a step, got %+v", cuke[0].Elements[0])
+	}
+
+	var ms []map[string]any
+	readJSON(t, filepath.Join(report, MeasurementsFile), &ms)
+	if len(ms) != 1 || ms[0]["name"] != "reload latency" || ms[0]["value"] != "812ms" || ms[0]["seconds"] != 0.812 ||
+		ms[0]["bed"] != "toy" || !strings.HasSuffix(ms[0]["where"].(string), "/toy.feature:2") || ms[0]["step"] != "When the reload is measured" {
+		t.Fatalf("measurements.json: expected the reload latency of toy.feature:2, got %v", ms)
+	}
+}
+
+func TestRunAllPassIsOK(t *testing.T) {
+	res, out, err := run(t, map[string]string{"toy.feature": toy}, Options{Beds: []Bed{toyBed("toy", 1)}, Tags: "~@bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"it passes": Passed})
+	if !res.OK() {
+		t.Fatal("expected a run whose only scenario passed OK")
+	}
+	if !strings.Contains(out, "PASS toy: 1 passed of 1 scenario") {
+		t.Errorf("expected a PASS summary")
+	}
+}
+
+func TestRunTags(t *testing.T) {
+	res, _, err := run(t, map[string]string{"toy.feature": toy}, Options{Beds: []Bed{toyBed("toy", 1)}, Tags: "@bad && ~@undefined"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"it fails": Failed})
+
+	_, _, err = run(t, map[string]string{"toy.feature": toy}, Options{Beds: []Bed{toyBed("toy", 1)}, Tags: "@nothing"})
+	if !errors.Is(err, ErrNoScenarios) {
+		t.Fatalf("expected ErrNoScenarios when the tags select nothing, got %v", err)
+	}
+}
+
+func TestRunFailFast(t *testing.T) {
+	second := strings.Replace(toy, "Feature: Toy", "Feature: Second", 1)
+	report := t.TempDir()
+	res, _, err := run(t, map[string]string{"toy.feature": toy, "second.feature": second}, Options{
+		Beds: []Bed{toyBed("toy", 1), toyBed("second", 2)}, FailFast: true, ReportDir: report,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Beds[0].Counts(); got[Passed] != 1 || got[Failed] != 1 || got[NotRun] != 1 {
+		t.Fatalf("expected toy to stop after its failure, got %v", got)
+	}
+	for _, s := range res.Beds[0].Scenarios[2:] {
+		if !errors.Is(s.Err, errFailFast) {
+			t.Errorf("expected %q not run for fail-fast, got %v", s.Name, s.Err)
+		}
+	}
+	if got := res.Beds[1].Counts(); got[NotRun] != 3 {
+		t.Fatalf("expected the second bed not run at all, got %v", got)
+	}
+	var ju junitSuites
+	readXML(t, filepath.Join(report, JUnitFile), &ju)
+	if ju.Tests != 6 || ju.Failures != 1 || ju.Skipped != 4 {
+		t.Fatalf("junit: expected 6 tests, 1 failure, 4 skipped, got %+v", ju)
+	}
+	// godog's own cucumber formatter panics here (v0.16); ours lists the scenarios not run
+	// with skipped steps.
+	var cuke []struct {
+		Name     string `json:"name"`
+		Elements []struct {
+			Steps []struct {
+				Result struct {
+					Status string `json:"status"`
+				} `json:"result"`
+			} `json:"steps"`
+		} `json:"elements"`
+	}
+	readJSON(t, filepath.Join(report, CucumberFile), &cuke)
+	if len(cuke) != 2 || cuke[1].Name != "Second" || len(cuke[1].Elements) != 3 {
+		t.Fatalf("cucumber: expected both features with 3 scenarios each, got %+v", cuke)
+	}
+	if st := cuke[1].Elements[0].Steps; len(st) != 3 || st[0].Result.Status != "skipped" {
+		t.Fatalf("cucumber: expected the steps of a scenario not run skipped, got %+v", st)
+	}
+
+	// Without a report directory too: godog's StopOnFailure is what stops the bed.
+	res, _, err = run(t, map[string]string{"toy.feature": toy}, Options{Beds: []Bed{toyBed("toy", 1)}, FailFast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"it passes": Passed, "it fails": Failed, "it is undefined": NotRun})
+}
+
+func TestRunInterrupted(t *testing.T) {
+	feature := `Feature: Interrupted
+  Scenario: interrupted
+    Given the run is interrupted
+    Then it waits for its context
+  Scenario: after
+    Given a mesh
+`
+	errStop := errors.New("interrupted by test")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	dir := features(t, map[string]string{"a.feature": feature, "b.feature": toy})
+	f := &fakeSteps{}
+	var out bytes.Buffer
+	res, err := Run(ctx, Options{
+		Beds: []Bed{toyBed("a", 1), toyBed("b", 2)}, FeaturesDir: dir, Out: &out,
+		Scenario: func(sc *godog.ScenarioContext) {
+			f.scenario(sc)
+			sc.Step(`^the run is interrupted$`, func() error { cancel(errStop); return nil })
+		},
+	})
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"interrupted": Failed, "after": NotRun,
+		"it passes": NotRun, "it fails": NotRun, "it is undefined": NotRun})
+	for _, b := range res.Beds {
+		for _, s := range b.Scenarios {
+			if !errors.Is(s.Err, errStop) {
+				t.Errorf("scenario %q: expected the interrupt as its cause, got %v", s.Name, s.Err)
+			}
+		}
+	}
+	if f.calls != 0 {
+		t.Errorf("expected no step of a scenario after the interrupt to run, got %d", f.calls)
+	}
+}
+
+func TestRunInfrastructureSentinel(t *testing.T) {
+	errDocker := errors.New("docker unreachable")
+	feature := "Feature: Infra\n  Scenario: no docker\n    Given docker is gone\n"
+	var out bytes.Buffer
+	res, err := Run(context.Background(), Options{
+		Beds: []Bed{toyBed("infra", 1)}, FeaturesDir: features(t, map[string]string{"infra.feature": feature}), Out: &out,
+		Infrastructure: []error{errDocker},
+		Scenario: func(sc *godog.ScenarioContext) {
+			sc.Step(`^docker is gone$`, func() error { return fmt.Errorf("raise cluster: %w", errDocker) })
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"no docker": Errored})
+}
+
+func TestRegisteredBedsParse(t *testing.T) {
+	// The registry against the repository's features: every file exists and parses.
+	dir := filepath.Join("..", "features")
+	set, err := Load(os.DirFS(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range set {
+		s, err := Scenarios(os.DirFS(dir), b, "")
+		if err != nil || len(s) == 0 {
+			t.Errorf("bed %s: expected scenarios in %v, got %d, %v", b.Name, b.Features, len(s), err)
+		}
+	}
+}
+
+func TestRunStrictStatuses(t *testing.T) {
+	feature := `Feature: Strict
+  Scenario: ambiguous
+    Given it is twice
+  Scenario: pending
+    Given it is pending
+  Scenario: infrastructure
+    Given the docker engine is gone
+  Scenario: empty
+`
+	res, _, err := run(t, map[string]string{"strict.feature": feature}, Options{Beds: []Bed{toyBed("strict", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"ambiguous": Ambiguous, "pending": Pending, "infrastructure": Errored, "empty": Undefined})
+	if res.OK() {
+		t.Fatal("expected ambiguous, pending and empty scenarios to fail the run")
+	}
+}
+
+func TestRunHooksAndTeardown(t *testing.T) {
+	feature := "Feature: Hooks\n  Scenario: torn down badly\n    Given a mesh\n"
+	var seen string
+	report := t.TempDir()
+	res, out, err := run(t, map[string]string{"hooks.feature": feature}, Options{
+		Beds:      []Bed{toyBed("hooks", 1)},
+		ReportDir: report,
+		Suite: func(sc *godog.TestSuiteContext) {
+			sc.ScenarioContext().Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
+				// The runner's hook ran first: the scenario is known to the step API.
+				b, s, ok := Current(ctx)
+				seen = fmt.Sprint(b.Name, " ", s.Where(), " ", ok, " ", ArtifactDir(ctx))
+				return ctx, nil
+			})
+		},
+	})
+	_ = res
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "hooks hooks.feature:2 true " + filepath.Join(report, "hooks", "2-torn-down-badly")
+	if seen != want {
+		t.Fatalf("expected a suite-level Before hook to see %q, got %q", want, seen)
+	}
+
+	// A failing After hook (teardown) fails a scenario whose steps passed.
+	res, out, err = run(t, map[string]string{"hooks.feature": feature}, Options{
+		Beds: []Bed{toyBed("hooks", 1)},
+		Suite: func(sc *godog.TestSuiteContext) {
+			sc.ScenarioContext().After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+				return ctx, errors.New("remove container: still running")
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"torn down badly": Failed})
+	if !strings.Contains(out, "  ✗ after scenario:") || !strings.Contains(out, "remove container: still running") {
+		t.Fatalf("expected the teardown failure printed, got\n%s", out)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	feature := `Feature: Slow
+  Scenario: waits
+    Given it waits for its context
+  Scenario: never starts
+    Given a mesh
+`
+	b := toyBed("slow", 1)
+	b.Timeout = 200 * time.Millisecond
+	res, _, err := run(t, map[string]string{"slow.feature": feature}, Options{Beds: []Bed{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"waits": Failed, "never starts": NotRun})
+	for _, s := range res.Beds[0].Scenarios {
+		if !errors.Is(s.Err, ErrTimeout) {
+			t.Errorf("scenario %q: expected ErrTimeout, got %v", s.Name, s.Err)
+		}
+	}
+	if !errors.Is(res.Beds[0].Err, ErrTimeout) {
+		t.Errorf("expected the bed to report its timeout, got %v", res.Beds[0].Err)
+	}
+}
+
+func TestRunHeartbeat(t *testing.T) {
+	feature := "Feature: Long\n  Scenario: long\n    Given it waits for its context\n"
+	b := toyBed("long", 1)
+	b.Timeout = 300 * time.Millisecond
+	_, out, err := run(t, map[string]string{"long.feature": feature}, Options{Beds: []Bed{b}, Heartbeat: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "    ⋯ still running: Given it waits for its context (") {
+		t.Fatalf("expected a long step reported still running")
+	}
+}
+
+func TestRunHung(t *testing.T) {
+	feature := "Feature: Hung\n  Scenario: hangs\n    Given it hangs\n"
+	b := toyBed("hung", 1)
+	b.Timeout = 100 * time.Millisecond
+	report := t.TempDir()
+	res, _, err := run(t, map[string]string{"hung.feature": feature}, Options{Beds: []Bed{b}, Grace: 100 * time.Millisecond, ReportDir: report})
+	if !errors.Is(err, ErrHung) {
+		t.Fatalf("expected ErrHung, got %v", err)
+	}
+	expectStatuses(t, res, map[string]Status{"hangs": Failed})
+	dump, rerr := os.ReadFile(filepath.Join(report, "hung", "goroutines.txt"))
+	if rerr != nil || !bytes.Contains(dump, []byte("goroutine")) {
+		t.Fatalf("expected a goroutine dump, got %v", rerr)
+	}
+	if _, err := os.Stat(filepath.Join(report, JUnitFile)); err != nil {
+		t.Fatalf("expected junit.xml written even for a hung bed: %v", err)
+	}
+}
+
+func TestRunRefusesBrokenFeatureBeforeRunning(t *testing.T) {
+	_, out, err := run(t, map[string]string{"toy.feature": toy, "broken.feature": "this is not gherkin\nFeature: x\n"},
+		Options{Beds: []Bed{toyBed("toy", 1), toyBed("broken", 2)}})
+	if err == nil || !strings.Contains(err.Error(), "broken.feature") {
+		t.Fatalf("expected the parse error of broken.feature, got %v", err)
+	}
+	if strings.Contains(out, "▶") {
+		t.Fatalf("expected nothing run before the parse error, got\n%s", out)
+	}
+}
+
+func readXML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(b, v); err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+}
+
+func TestPrinterRedrawsRunningStep(t *testing.T) {
+	var b bytes.Buffer
+	p := &printer{out: &b, color: true}
+	p.running("Given a mesh")
+	p.note("nats up")
+	p.step(StepResult{Text: "Given a mesh", Status: Passed, Elapsed: 1200 * time.Millisecond})
+	open := ansiDim + "  ⋯ Given a mesh" + ansiReset
+	want := open + clearLine + ansiDim + "    · " + ansiReset + "nats up\n" + open +
+		clearLine + "  " + ansiGreen + "✓" + ansiReset + " Given a mesh" + ansiDim + " (1.2s)" + ansiReset + "\n"
+	if b.String() != want {
+		t.Fatalf("expected\n%q\ngot\n%q", want, b.String())
+	}
+}
