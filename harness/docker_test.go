@@ -13,6 +13,9 @@ import (
 // needDocker skips a test where no Docker engine answers, saying so.
 func needDocker(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("container test skipped in -short mode")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := DockerAvailable(ctx); err != nil {

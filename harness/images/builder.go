@@ -118,6 +118,12 @@ func (b *Builder) Ensure(ctx context.Context, s Spec) (string, error) {
 		return "", fmt.Errorf("ensure %s: %w", ref, err)
 	}
 
+	unlock, err := lockImage(ctx, ref)
+	if err != nil {
+		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
+	}
+	defer unlock()
+
 	reason, oldID := "missing", ""
 	cur, err := docker.ImageInspect(ctx, ref)
 	switch {

@@ -63,6 +63,9 @@ func TestReadBuildStream(t *testing.T) {
 // dockerOrSkip returns a client, or skips when no Docker engine answers.
 func dockerOrSkip(t *testing.T) *testcontainers.DockerClient {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("image build test skipped in -short mode")
+	}
 	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
