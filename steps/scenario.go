@@ -18,9 +18,6 @@ import (
 	"github.com/meshbus/mesh/observe"
 )
 
-// stepTimeout bounds any one step's wait on the cluster.
-const stepTimeout = 2 * time.Minute
-
 // teardownTimeout bounds the After hook, which runs even when the run's
 // context has ended.
 const teardownTimeout = 2 * time.Minute
