@@ -9,5 +9,11 @@
 // step fails), narrating every scenario and step with its timing, and writes junit.xml,
 // cucumber.json and measurements.json into a report directory. The step definitions are not
 // here: the caller binds them through Options.Suite and Options.Scenario, and a step talks
-// back to the runner through its context (Measure, Logf, ArtifactDir, Current).
+// back to the runner through its context (Measure, Logf, ArtifactDir, Current) or writes its
+// narration to the run's Console.
+//
+// The runner follows godog through hooks that surround the caller's rather than through a
+// godog formatter (those live in godog's global table and get no per-run state), and writes
+// its reports itself: in godog v0.16 the junit formatter miscounts ambiguous and skipped
+// scenarios, and the cucumber formatter panics after a fail-fast stop.
 package beds

@@ -80,7 +80,10 @@ func (t *tracker) beforeScenario(ctx context.Context, p *godog.Scenario) (contex
 	r, ok := t.byKey[key]
 	if !ok {
 		// Not in the plan: the files changed under us. Run it and say so in the report.
-		r = &ScenarioResult{Scenario: Scenario{Feature: p.Uri, Name: p.Name}, Bed: t.bed.Name}
+		r = &ScenarioResult{Scenario: Scenario{Feature: featureOf(p.Uri), Name: p.Name}, Bed: t.bed.Name}
+		if p.Location != nil {
+			r.Line = int(p.Location.Line)
+		}
 		t.byKey[key] = r
 		t.all = append(t.all, r)
 	}

@@ -3,6 +3,7 @@ package beds
 import (
 	"fmt"
 	"io/fs"
+	"regexp"
 	"strings"
 
 	"github.com/cucumber/godog"
@@ -32,6 +33,7 @@ type Scenario struct {
 // source locates a scenario and its steps in the Gherkin document.
 type source struct {
 	feature     *messages.Feature
+	line        int // of the scenario (the outline's, for an example row): godog's path:line
 	keyword     string
 	description string
 	tags        []srcTag
@@ -82,12 +84,13 @@ func Scenarios(features fs.FS, b Bed, tags string) ([]Scenario, error) {
 	for _, f := range feats {
 		ast := index(f.GherkinDocument)
 		for _, p := range f.Pickles {
-			s := Scenario{Feature: p.Uri, Name: p.Name, src: &source{feature: f.Feature}}
+			s := Scenario{Feature: featureOf(p.Uri), Name: p.Name, src: &source{feature: f.Feature}}
 			if p.Location != nil {
 				s.Line = int(p.Location.Line)
 			}
 			if sc := ast.scenarios[p.AstNodeIds[0]]; sc != nil {
 				s.src.keyword, s.src.description = sc.Keyword, sc.Description
+				s.src.line = int(sc.Location.Line)
 			}
 			if len(p.AstNodeIds) > 1 {
 				s.Example = ast.rows[p.AstNodeIds[1]]
@@ -184,8 +187,61 @@ func typeKeyword(t messages.PickleStepType) string {
 // scenarioKey identifies a scenario across two parses of the same files: godog's pickle ids
 // are generated, its locations are not.
 func scenarioKey(uri string, loc *messages.Location) string {
+	uri = featureOf(uri)
 	if loc == nil {
 		return uri
 	}
 	return fmt.Sprintf("%s:%d", uri, loc.Line)
+}
+
+// featureOf is the feature file of a godog uri, which ends in ":line" when the path given
+// to godog selected a scenario by its line.
+func featureOf(uri string) string {
+	if i := strings.LastIndex(uri, ".feature:"); i >= 0 {
+		return uri[:i+len(".feature")]
+	}
+	return uri
+}
+
+// Select returns the scenarios of plan that a run with Options.Match would run: those whose
+// title match selects, and every row of an outline one of whose rows it selects.
+func Select(plan []Scenario, match *regexp.Regexp) []Scenario {
+	if match == nil {
+		return plan
+	}
+	s, _ := narrow(plan, match)
+	return s
+}
+
+// narrow keeps the scenarios whose title match selects, and the paths that make godog run
+// exactly those: "feature:line" of each scenario. godog selects an outline by its own line,
+// so a match on one example row runs every row of that outline; the plan says so.
+func narrow(plan []Scenario, match *regexp.Regexp) ([]Scenario, []string) {
+	type at struct {
+		feature string
+		line    int
+	}
+	want := map[at]bool{}
+	var paths []string
+	for _, s := range plan {
+		k := at{s.Feature, s.Line}
+		if s.src != nil {
+			k.line = s.src.line
+		}
+		if match.MatchString(s.Title()) && !want[k] {
+			want[k] = true
+			paths = append(paths, fmt.Sprintf("%s:%d", k.feature, k.line))
+		}
+	}
+	var out []Scenario
+	for _, s := range plan {
+		k := at{s.Feature, s.Line}
+		if s.src != nil {
+			k.line = s.src.line
+		}
+		if want[k] {
+			out = append(out, s)
+		}
+	}
+	return out, paths
 }

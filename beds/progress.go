@@ -1,16 +1,54 @@
 package beds
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
+
+// Console is a progress output the runner shares with the steps: what the steps write to it
+// (the harness's narration) comes out as whole lines indented under the step in progress,
+// never through the middle of the runner's own, e.g. a running step's line on a terminal.
+// Pass it as Options.Out and to the steps.
+type Console struct {
+	p       *printer
+	mu      sync.Mutex
+	partial []byte
+}
+
+// NewConsole returns a Console writing to w; color is as Options.Color.
+func NewConsole(w io.Writer, color bool) *Console {
+	return &Console{p: &printer{out: w, color: color}}
+}
+
+// Write prints each complete line of b as narration; a line's end may come in a later Write.
+func (c *Console) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.partial = append(c.partial, b...)
+	for {
+		i := bytes.IndexByte(c.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if line := strings.TrimRight(string(c.partial[:i]), "\r"); line == "" {
+			c.p.println("")
+		} else {
+			c.p.note(line)
+		}
+		c.partial = c.partial[i+1:]
+	}
+	return len(b), nil
+}
 
 // printer writes the live progress: one line per scenario, step, measurement and narration,
 // and a summary per bed. On a terminal (color) a running step shows as a line that its
 // verdict overwrites; elsewhere only verdicts are printed, so logs stay clean.
 type printer struct {
+	mu    sync.Mutex // the steps may write (Console) from their own goroutines
 	out   io.Writer
 	color bool
 	// open is the running step's line, shown on a terminal until the step ends.
@@ -40,6 +78,8 @@ func (p *printer) paint(code, s string) string {
 
 // println writes a whole line, first moving a running step's line out of the way.
 func (p *printer) println(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.quiet != "" {
 		fmt.Fprintln(p.out, "  ⋯ "+p.quiet)
 		p.quiet = ""
@@ -56,6 +96,8 @@ func (p *printer) println(line string) {
 // running shows a step that has started: on a terminal at once, elsewhere when it first
 // narrates.
 func (p *printer) running(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !p.color {
 		p.quiet = text
 		return
@@ -66,6 +108,8 @@ func (p *printer) running(text string) {
 
 // done ends the running step's line with its verdict.
 func (p *printer) done(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.quiet = ""
 	if p.open != "" {
 		fmt.Fprint(p.out, clearLine)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -24,15 +25,20 @@ type Options struct {
 	FeaturesDir string
 	// Tags is a godog tag expression selecting scenarios ("@reload && ~@slow"); "" runs all.
 	Tags string
+	// Match, when set, runs only the scenarios whose title (name, and an outline's example
+	// values) it matches, like go test -run. An outline runs whole if one of its rows matches.
+	Match *regexp.Regexp
 	// FailFast stops at the first scenario that does not pass; later scenarios and beds are
 	// reported as not run.
 	FailFast bool
 	// ReportDir, when set, receives junit.xml, cucumber.json and measurements.json, and a
 	// directory per bed for the steps' artifacts (ArtifactDir) and a hung bed's goroutines.
 	ReportDir string
-	// Out receives the live progress; default io.Discard.
+	// Out receives the live progress; default io.Discard. Make it a Console to share it
+	// with the steps.
 	Out io.Writer
-	// Color paints the progress and redraws a running step's line: for a terminal.
+	// Color paints the progress and redraws a running step's line: for a terminal. A
+	// Console's own setting wins.
 	Color bool
 	// Suite binds suite hooks (BeforeSuite, AfterSuite, suite-wide scenario hooks). It is
 	// called once per bed, as godog initialises each bed's suite.
@@ -92,17 +98,29 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 
 	// Parse everything first: a broken feature of the last bed must not cost a cluster.
 	plans := make([][]Scenario, len(o.Beds))
+	paths := make([][]string, len(o.Beds))
 	total := 0
 	for i, b := range o.Beds {
 		s, err := Scenarios(features, b, o.Tags)
 		if err != nil {
 			return Result{}, fmt.Errorf("run beds: %w", err)
 		}
+		paths[i] = b.Features
+		if o.Match != nil {
+			s, paths[i] = narrow(s, o.Match)
+		}
 		plans[i] = s
 		total += len(s)
 	}
 	if total == 0 {
-		return Result{}, fmt.Errorf("run beds: %w (tags %q)", ErrNoScenarios, o.Tags)
+		var by []string
+		if o.Tags != "" {
+			by = append(by, fmt.Sprintf("tags %q", o.Tags))
+		}
+		if o.Match != nil {
+			by = append(by, fmt.Sprintf("match %q", o.Match))
+		}
+		return Result{}, fmt.Errorf("run beds: %w (%s)", ErrNoScenarios, strings.Join(append(by, "in "+plural(len(o.Beds), "bed")), ", "))
 	}
 	if o.ReportDir != "" {
 		if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
@@ -111,6 +129,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 
 	p := &printer{out: o.Out, color: o.Color}
+	if c, ok := o.Out.(*Console); ok {
+		p = c.p
+	}
 	start := time.Now()
 	var res Result
 	var runErr error
@@ -124,7 +145,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			res.Beds = append(res.Beds, notRun(b, plans[i], stop))
 			continue
 		}
-		br, err := runBed(ctx, b, plans[i], &o, p, features)
+		br, err := runBed(ctx, b, plans[i], paths[i], &o, p, features)
 		res.Beds = append(res.Beds, br)
 		if err != nil {
 			// A hung suite is still running; nothing after it can be trusted to run.
@@ -163,11 +184,11 @@ func notRun(b Bed, plan []Scenario, why error) BedResult {
 
 // runBed runs one bed's godog suite under the bed's timeout. The error is non-nil only when
 // the suite hung or panicked.
-func runBed(ctx context.Context, b Bed, plan []Scenario, o *Options, p *printer, features fs.FS) (BedResult, error) {
+func runBed(ctx context.Context, b Bed, plan []Scenario, paths []string, o *Options, p *printer, features fs.FS) (BedResult, error) {
 	br := BedResult{Bed: b, Started: time.Now()}
 	p.bedStart(b, len(plan))
 	if len(plan) == 0 {
-		p.println(p.paint(ansiDim, fmt.Sprintf("  no scenario of %s matches tags %q", b.Name, o.Tags)))
+		p.println(p.paint(ansiDim, "  no scenario of "+b.Name+" is selected"))
 		return br, nil
 	}
 	bctx, cancel := context.WithTimeoutCause(ctx, b.Timeout,
@@ -181,7 +202,7 @@ func runBed(ctx context.Context, b Bed, plan []Scenario, o *Options, p *printer,
 		ScenarioInitializer:  t.initScenario,
 		Options: &godog.Options{
 			FS:    features,
-			Paths: b.Features,
+			Paths: paths,
 			Tags:  o.Tags,
 			// godog wants a formatter; the tracker is ours, so its output is discarded.
 			Format:         "progress",

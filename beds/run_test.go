@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,10 @@ func TestRunStrictAndReports(t *testing.T) {
 		}
 	}
 
+	if i, j := strings.Index(out, "  - And all is well (skipped)"), strings.Index(out, "  ✗ FAILED"); i < 0 || j < i {
+		t.Errorf("expected the skipped steps shown before the scenario's verdict")
+	}
+
 	// junit.xml: our counts, the failure's message, the measurement as a property.
 	var ju junitSuites
 	readXML(t, filepath.Join(report, JUnitFile), &ju)
@@ -226,6 +231,36 @@ func TestRunTags(t *testing.T) {
 	_, _, err = run(t, map[string]string{"toy.feature": toy}, Options{Beds: []Bed{toyBed("toy", 1)}, Tags: "@nothing"})
 	if !errors.Is(err, ErrNoScenarios) {
 		t.Fatalf("expected ErrNoScenarios when the tags select nothing, got %v", err)
+	}
+}
+
+func TestRunMatch(t *testing.T) {
+	outline := toy + `
+  Scenario Outline: rows
+    Given it fails with "<msg>"
+    Examples:
+      | msg    |
+      | forged |
+      | other  |
+`
+	res, _, err := run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile("fails")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"it fails": Failed})
+
+	// godog selects an outline by its line: one matching row runs them all, and says so.
+	res, _, err = run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile("forged")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Counts(); c[Failed] != 2 || c.Total() != 2 {
+		t.Fatalf("expected both rows of the outline run, got %v", c)
+	}
+
+	_, _, err = run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile("nothing")})
+	if !errors.Is(err, ErrNoScenarios) || !strings.Contains(err.Error(), `match "nothing"`) {
+		t.Fatalf("expected ErrNoScenarios naming the match, got %v", err)
 	}
 }
 
@@ -377,7 +412,7 @@ func TestRunHooksAndTeardown(t *testing.T) {
 	feature := "Feature: Hooks\n  Scenario: torn down badly\n    Given a mesh\n"
 	var seen string
 	report := t.TempDir()
-	res, out, err := run(t, map[string]string{"hooks.feature": feature}, Options{
+	_, _, err := run(t, map[string]string{"hooks.feature": feature}, Options{
 		Beds:      []Bed{toyBed("hooks", 1)},
 		ReportDir: report,
 		Suite: func(sc *godog.TestSuiteContext) {
@@ -389,7 +424,6 @@ func TestRunHooksAndTeardown(t *testing.T) {
 			})
 		},
 	})
-	_ = res
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +433,7 @@ func TestRunHooksAndTeardown(t *testing.T) {
 	}
 
 	// A failing After hook (teardown) fails a scenario whose steps passed.
-	res, out, err = run(t, map[string]string{"hooks.feature": feature}, Options{
+	res, out, err := run(t, map[string]string{"hooks.feature": feature}, Options{
 		Beds: []Bed{toyBed("hooks", 1)},
 		Suite: func(sc *godog.TestSuiteContext) {
 			sc.ScenarioContext().After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
@@ -516,5 +550,42 @@ func TestPrinterRedrawsRunningStep(t *testing.T) {
 		clearLine + "  " + ansiGreen + "✓" + ansiReset + " Given a mesh" + ansiDim + " (1.2s)" + ansiReset + "\n"
 	if b.String() != want {
 		t.Fatalf("expected\n%q\ngot\n%q", want, b.String())
+	}
+}
+
+func TestPrecise(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		864838760 * time.Nanosecond: "865ms",
+		1234567 * time.Microsecond:  "1.23s",
+		12345678:                    "12.3ms",
+		999:                         "999ns",
+		90 * time.Second:            "1m30s",
+	} {
+		if got := precise(d); got != want {
+			t.Errorf("precise(%d): expected %s, got %s", d, want, got)
+		}
+	}
+}
+
+func TestConsoleIndentsTheStepsLines(t *testing.T) {
+	var b bytes.Buffer
+	c := NewConsole(&b, false)
+	feature := "Feature: Console\n  Scenario: narrated\n    Given the harness talks\n"
+	_, err := Run(context.Background(), Options{
+		Beds: []Bed{toyBed("console", 1)}, FeaturesDir: features(t, map[string]string{"console.feature": feature}), Out: c,
+		Scenario: func(sc *godog.ScenarioContext) {
+			sc.Step(`^the harness talks$`, func() error {
+				fmt.Fprint(c, "raising cluster")
+				fmt.Fprint(c, " run=abc\nnats up\n")
+				return nil
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "  ⋯ Given the harness talks\n    · raising cluster run=abc\n    · nats up\n  ✓ Given the harness talks ("
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("expected the steps' lines indented under their step:\n%s", b.String())
 	}
 }

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/meshbus/mesh/beds"
+)
+
+// config is a parsed command line.
+type config struct {
+	// command is "run", "list", "images" or "help".
+	command string
+	// target selects the beds to run or list: a name, a step, several, or "all".
+	target   string
+	report   string
+	tags     string
+	match    *regexp.Regexp
+	features string
+	keep     bool
+	failFast bool
+	steps    bool
+	noColor  bool
+}
+
+// errHelp is returned by parse for -h and --help.
+var errHelp = errors.New("help")
+
+// parse reads the command line. Flags may come before or after the bed, as people type
+// them: `bedrun genesis --report out` and `bedrun --report out genesis` are the same.
+func parse(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("bedrun", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parse reports errors itself, once
+	fs.StringVar(&c.report, "report", "", "")
+	fs.StringVar(&c.tags, "tags", "", "")
+	fs.StringVar(&c.features, "features", "", "")
+	fs.Func("run", "", func(v string) error {
+		re, err := regexp.Compile(v)
+		c.match = re
+		return err
+	})
+	fs.BoolVar(&c.keep, "keep", false, "")
+	fs.BoolVar(&c.failFast, "fail-fast", false, "")
+	fs.BoolVar(&c.steps, "steps", false, "")
+	fs.BoolVar(&c.noColor, "no-color", false, "")
+
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return c, errHelp
+			}
+			return c, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) == 0 {
+		return c, errors.New("no bed given: name one (e.g. genesis or 1), or all")
+	}
+	c.command, pos = pos[0], pos[1:]
+	switch c.command {
+	case "help", "images":
+		if len(pos) > 0 {
+			return c, fmt.Errorf("%s takes no argument, got %q", c.command, strings.Join(pos, " "))
+		}
+	case "list":
+		c.target = "all"
+		if len(pos) > 1 {
+			return c, fmt.Errorf("list takes at most one bed, got %q", strings.Join(pos, " "))
+		}
+		if len(pos) == 1 {
+			c.target = pos[0]
+		}
+	default:
+		if len(pos) > 0 {
+			return c, fmt.Errorf("one bed argument at a time (use commas: %s,%s), got %q", c.command, pos[0], strings.Join(pos, " "))
+		}
+		c.command, c.target = "run", c.command
+	}
+	if c.features == "" {
+		c.features = defaultFeatures()
+	}
+	return c, nil
+}
+
+// defaultFeatures is ./features, or the checkout's features directory when bedrun is started
+// elsewhere in it.
+func defaultFeatures() string {
+	if fi, err := os.Stat("features"); err == nil && fi.IsDir() {
+		return "features"
+	}
+	if root, err := moduleRoot(); err == nil {
+		if rel, err := filepath.Rel(".", filepath.Join(root, "features")); err == nil {
+			return rel
+		}
+	}
+	return "features"
+}
+
+// color reports whether progress to w may be painted: a terminal, and no one asked otherwise
+// (--no-color, NO_COLOR, TERM=dumb).
+func (c config) color(w io.Writer) bool {
+	if c.noColor || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `bedrun runs the beds: the acceptance suites of design 25 §10, each against a real
+cluster raised in containers. Progress goes to stdout, the program's own logs to stderr.
+
+Usage:
+  bedrun BED [flags]           run beds: a name, a step number, several separated by commas
+                               (genesis,2), or all; in step order
+  bedrun list [BED] [flags]    the beds, their features and scenarios; raises nothing
+  bedrun images                build the images the beds use, where missing or stale
+  bedrun help                  this text
+
+Flags (before or after BED):
+  --report DIR     write DIR/junit.xml, DIR/cucumber.json and DIR/measurements.json; a
+                   failed scenario's evidence (container logs) goes to DIR/<bed>/<scenario>/
+  --tags EXPR      only scenarios matching godog's tag expression: "@a,@b" (or),
+                   "@a && @b" (and), "~@a" (not); also filters list
+  --run REGEXP     only scenarios whose name (with an outline's example values) matches,
+                   like go test -run; a failed run prints the --run that reruns its failures
+  --fail-fast      stop at the first scenario that does not pass, keeping its evidence
+  --keep           leave the clusters up at the end and print how to reach them
+  --features DIR   the feature files (default ./features, or the checkout's)
+  --steps          list: show each scenario's steps too
+  --no-color       plain progress on a terminal too (also NO_COLOR=1)
+
+Beds:
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, b := range beds.All() {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\n", b.Step, b.Name, b.Summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, `
+Strict: an undefined, pending or ambiguous step fails its scenario. A scenario whose error
+wraps an infrastructure error (Docker, an image build) is reported as an error, apart from
+the product's failures.
+
+Exit status: 0 every selected scenario passed; 1 one did not, or the run failed; 2 bad
+usage (unknown bed, bad flag, tags selecting nothing); 130 interrupted. On SIGINT or
+SIGTERM the run stops and tears down; a second signal exits at once.
+
+Examples:
+  bedrun genesis --report out
+  bedrun 1 --run 'live within one poll' --keep
+  bedrun all --fail-fast --report out
+  bedrun list --steps
+`)
+}

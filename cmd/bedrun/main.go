@@ -1,0 +1,158 @@
+// Command bedrun runs the beds: the executable acceptance suites of design 25 §10, each
+// raising a real cluster in containers. `bedrun help` says how.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"github.com/cucumber/godog"
+
+	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/harness/images"
+)
+
+// Exit statuses.
+const (
+	exitPass        = 0   // every selected scenario passed
+	exitFail        = 1   // a scenario did not pass, or the run itself failed
+	exitUsage       = 2   // bad usage: unknown bed, bad flag, tags that select nothing
+	exitInterrupted = 130 // SIGINT or SIGTERM, after teardown
+)
+
+// errInterrupted is the cause of the run's context ending on a signal.
+var errInterrupted = errors.New("interrupted")
+
+func main() {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go onSignals(sigs, cancel, os.Exit, os.Stderr)
+	os.Exit(run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, bind: bindSteps}))
+}
+
+// onSignals cancels the run at the first signal, so the steps' hooks tear down, and exits at
+// once at the second, giving up on teardown.
+func onSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, exit func(int), stderr io.Writer) {
+	s := <-sigs
+	fmt.Fprintf(stderr, "\nbedrun: %s: tearing down; %s again to exit at once\n", s, s)
+	cancel(fmt.Errorf("%w by %s", errInterrupted, s))
+	s = <-sigs
+	fmt.Fprintf(stderr, "bedrun: %s: exiting without teardown; the next run removes what this one left\n", s)
+	exit(exitInterrupted)
+}
+
+// env is what bedrun runs against: its outputs and the binding of the step definitions,
+// which tests replace with their own.
+type env struct {
+	stdout, stderr io.Writer
+	bind           func(stepOptions) (func(*godog.TestSuiteContext), func(*godog.ScenarioContext), func() error)
+}
+
+// run is bedrun without the process around it: tests call it.
+func run(ctx context.Context, args []string, e env) int {
+	stdout, stderr := e.stdout, e.stderr
+	cfg, err := parse(args)
+	if errors.Is(err, errHelp) {
+		usage(stdout)
+		return exitPass
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bedrun: %v\nRun 'bedrun help' for usage.\n", err)
+		return exitUsage
+	}
+	switch cfg.command {
+	case "help":
+		usage(stdout)
+		return exitPass
+	case "list":
+		return list(cfg, stdout, stderr)
+	case "images":
+		return buildImages(ctx, stderr)
+	}
+	return runBeds(ctx, cfg, e)
+}
+
+// runBeds runs the beds cfg selects, with the step definitions bound.
+func runBeds(ctx context.Context, cfg config, e env) int {
+	stdout, stderr := e.stdout, e.stderr
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("prog", "bedrun")
+	selected, err := beds.All().Lookup(cfg.target)
+	if err != nil {
+		fmt.Fprintf(stderr, "bedrun: %v\n", err)
+		return exitUsage
+	}
+	// One console for the runner and the steps, so the harness's narration is indented
+	// under the step it belongs to and never breaks a line of the runner's.
+	console := beds.NewConsole(stdout, cfg.color(stdout))
+	suite, scenario, closer := e.bind(stepOptions{
+		FeaturesDir: cfg.features,
+		ReportDir:   cfg.report,
+		Keep:        cfg.keep,
+		FailFast:    cfg.failFast,
+		Out:         console,
+	})
+	res, err := beds.Run(ctx, beds.Options{
+		Beds:           selected,
+		FeaturesDir:    cfg.features,
+		Tags:           cfg.tags,
+		Match:          cfg.match,
+		FailFast:       cfg.failFast,
+		ReportDir:      cfg.report,
+		Out:            console,
+		Suite:          suite,
+		Scenario:       scenario,
+		Infrastructure: []error{images.ErrInfrastructure},
+	})
+	// Teardown of whatever the steps still hold runs even after an interrupt, with its own
+	// deadline; a second signal cuts it short.
+	if closer != nil {
+		if cerr := closer(); cerr != nil {
+			log.Error("tear down", "err", cerr)
+			err = errors.Join(err, cerr)
+		}
+	}
+	switch {
+	case errors.Is(err, beds.ErrBadTags):
+		fmt.Fprintf(stderr, "bedrun: %v\n", err)
+		return exitUsage
+	case errors.Is(err, beds.ErrNoScenarios):
+		fmt.Fprintf(stderr, "bedrun: %v\nRun 'bedrun list' to see the scenarios and their tags.\n", err)
+		return exitUsage
+	case err != nil:
+		log.Error("run beds", "err", err)
+	}
+	rerun(stdout, res)
+	if errors.Is(context.Cause(ctx), errInterrupted) {
+		return exitInterrupted
+	}
+	if err != nil || !res.OK() {
+		return exitFail
+	}
+	return exitPass
+}
+
+// rerun prints, per bed, the command that runs again just the scenarios that did not pass.
+func rerun(w io.Writer, res beds.Result) {
+	for _, b := range res.Beds {
+		var alts []string
+		for _, s := range b.Scenarios {
+			if s.Status != beds.Passed && s.Status != beds.NotRun {
+				alts = append(alts, regexp.QuoteMeta(s.Title()))
+			}
+		}
+		if len(alts) == 0 || len(alts) > 5 {
+			continue
+		}
+		re := "^(" + strings.Join(alts, "|") + ")$"
+		fmt.Fprintf(w, "rerun: bedrun %s --run '%s'\n", b.Bed.Name, strings.ReplaceAll(re, "'", `'\''`))
+	}
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cucumber/godog"
+)
+
+// genesis is a stand-in for features/1-genesis.feature, which the registry names.
+const genesis = `@genesis
+Feature: Genesis
+  Scenario: The streams exist
+    Given a step passes
+
+  @reload
+  Scenario: A change is live
+    Given a step passes
+    Then a step fails
+
+  Scenario Outline: A module cannot publish outside its emits
+    Given a step passes
+    Examples:
+      | module | subject |
+      | sensor | forged  |
+`
+
+// fakeBind binds two steps, and records the options and whether the closer ran.
+type fakeBind struct {
+	opts   stepOptions
+	closed bool
+}
+
+func (f *fakeBind) bind(o stepOptions) (func(*godog.TestSuiteContext), func(*godog.ScenarioContext), func() error) {
+	f.opts = o
+	return nil, func(sc *godog.ScenarioContext) {
+			sc.Step(`^a step passes$`, func() error { return nil })
+			sc.Step(`^a step fails$`, func() error { return errors.New("expected 5 users, got 4") })
+		}, func() error {
+			f.closed = true
+			return nil
+		}
+}
+
+func featuresDir(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if body != "" {
+		if err := os.WriteFile(filepath.Join(dir, "1-genesis.feature"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func bedrun(t *testing.T, f *fakeBind, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if f == nil {
+		f = &fakeBind{}
+	}
+	code := run(context.Background(), args, env{stdout: &out, stderr: &errOut, bind: f.bind})
+	t.Logf("bedrun %s → %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	return code, out.String(), errOut.String()
+}
+
+func TestList(t *testing.T) {
+	dir := featuresDir(t, genesis)
+	code, out, _ := bedrun(t, nil, "list", "--features", dir)
+	if code != exitPass {
+		t.Fatalf("expected list to exit 0, got %d", code)
+	}
+	for _, want := range []string{
+		"1  genesis (genesis-broker) · owner",
+		filepath.Join(dir, "1-genesis.feature") + " · 3 scenarios · @genesis",
+		":3    The streams exist",
+		":7    A change is live  @reload",
+		":15   A module cannot publish outside its emits (sensor, forged)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("expected list to contain %q", want)
+		}
+	}
+
+	code, out, _ = bedrun(t, nil, "list", "1", "--tags", "@reload", "--features", dir, "--steps")
+	if code != exitPass || strings.Contains(out, "The streams exist") || !strings.Contains(out, "Then a step fails") {
+		t.Fatalf("expected list --tags @reload --steps to show only the reload scenario with its steps, got %d:\n%s", code, out)
+	}
+}
+
+func TestListRun(t *testing.T) {
+	code, out, _ := bedrun(t, nil, "list", "--features", featuresDir(t, genesis), "--run", "change")
+	if code != exitPass || strings.Contains(out, "The streams exist") || !strings.Contains(out, "A change is live") {
+		t.Fatalf("expected list --run to show only the matching scenario, got %d:\n%s", code, out)
+	}
+}
+
+func TestListMissingFeature(t *testing.T) {
+	code, out, _ := bedrun(t, nil, "list", "--features", featuresDir(t, ""))
+	if code != exitFail || !strings.Contains(out, "1-genesis.feature") {
+		t.Fatalf("expected list to fail naming the missing feature, got %d:\n%s", code, out)
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	dir := featuresDir(t, genesis)
+	f := &fakeBind{}
+	code, out, _ := bedrun(t, f, "genesis", "--features", dir, "--tags", "~@reload", "--keep", "--no-color")
+	if code != exitPass {
+		t.Fatalf("expected 0 when every scenario passed, got %d", code)
+	}
+	if !f.closed || !f.opts.Keep || f.opts.FeaturesDir != dir {
+		t.Errorf("expected the steps bound with --keep and the features, and closed; got %+v closed=%v", f.opts, f.closed)
+	}
+	if !strings.Contains(out, "PASS genesis: 2 passed of 2 scenarios") {
+		t.Errorf("expected the bed's summary")
+	}
+
+	report := filepath.Join(t.TempDir(), "out")
+	code, out, _ = bedrun(t, nil, "--report", report, "1", "--features", dir)
+	if code != exitFail || !strings.Contains(out, "expected 5 users, got 4") {
+		t.Fatalf("expected 1 with the failure shown when a scenario failed, got %d", code)
+	}
+	for _, name := range []string{"junit.xml", "cucumber.json", "measurements.json"} {
+		if _, err := os.Stat(filepath.Join(report, name)); err != nil {
+			t.Errorf("expected %s in the report: %v", name, err)
+		}
+	}
+
+	// The rerun hint runs exactly the failed scenario again.
+	i := strings.Index(out, "rerun: bedrun genesis --run '")
+	if i < 0 {
+		t.Fatalf("expected a rerun hint")
+	}
+	hint := strings.TrimSuffix(strings.SplitN(out[i:], "\n", 2)[0], "'")
+	hint = hint[len("rerun: bedrun genesis --run '"):]
+	code, out, _ = bedrun(t, nil, "genesis", "--features", dir, "--run", hint)
+	if code != exitFail || !strings.Contains(out, "FAIL genesis: 1 failed of 1 scenario") {
+		t.Fatalf("expected the hint to rerun just the failed scenario, got %d", code)
+	}
+
+	// The binding bedrun ships with today defines no step: strict makes that a failure.
+	var o, e bytes.Buffer
+	code = run(context.Background(), []string{"genesis", "--features", dir}, env{stdout: &o, stderr: &e, bind: bindSteps})
+	if code != exitFail || !strings.Contains(o.String(), "undefined") {
+		t.Fatalf("expected undefined steps to fail the run, got %d:\n%s", code, o.String())
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := featuresDir(t, genesis)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"genesys"}, `unknown bed "genesys"; choose one of: genesis (1), all`},
+		{[]string{}, "no bed given"},
+		{[]string{"genesis", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"genesis", "adoption"}, "one bed argument at a time"},
+		{[]string{"genesis", "--features", dir, "--tags", "@nothing"}, "no scenarios selected"},
+		{[]string{"list", "nope"}, `unknown bed "nope"`},
+		{[]string{"genesis", "--features", dir, "--tags", "not @reload"}, "bad tag expression"},
+		{[]string{"list", "--features", dir, "--tags", "@a ||"}, "bad tag expression"},
+		{[]string{"images", "x"}, "images takes no argument"},
+		{[]string{"genesis", "--run", "("}, "invalid value"},
+		{[]string{"genesis", "--features", dir, "--run", "no such scenario"}, `match "no such scenario"`},
+	} {
+		code, _, errOut := bedrun(t, nil, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("bedrun %q: expected exit 2 saying %q, got %d: %s", tc.args, tc.want, code, errOut)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"genesis", "-h"}} {
+		code, out, _ := bedrun(t, nil, args...)
+		if code != exitPass || !strings.Contains(out, "Usage:") || !strings.Contains(out, "  1  genesis  a mesh raised") {
+			t.Errorf("bedrun %q: expected usage with the beds, got %d", args, code)
+		}
+	}
+}
+
+func TestSignals(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	exited := make(chan int, 1)
+	var errOut bytes.Buffer
+	go onSignals(sigs, cancel, func(code int) { exited <- code }, &errOut)
+
+	sigs <- os.Interrupt
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), errInterrupted) {
+		t.Fatalf("expected the first signal to cancel the run as interrupted, got %v", context.Cause(ctx))
+	}
+	select {
+	case code := <-exited:
+		t.Fatalf("expected no exit at the first signal, got %d", code)
+	default:
+	}
+	sigs <- os.Interrupt
+	if code := <-exited; code != exitInterrupted {
+		t.Fatalf("expected exit %d at the second signal, got %d", exitInterrupted, code)
+	}
+}
