@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"syscall"
 	"testing"
@@ -72,6 +73,12 @@ func TestReapRemovesDeadRuns(t *testing.T) {
 		_ = removeLabelled(context.Background(), docker, LabelRun+"="+alive[LabelRun])
 		_ = removeLabelled(context.Background(), docker, LabelRun+"="+dead[LabelRun])
 	})
+	// The dead run's own temporary work directory goes with it.
+	deadWork, err := os.MkdirTemp("", "mesh-"+dead[LabelRun]+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(deadWork) })
 
 	s, err := NewSession(ctx, SessionOptions{})
 	if err != nil {
@@ -84,6 +91,9 @@ func TestReapRemovesDeadRuns(t *testing.T) {
 	}
 	if _, n := leftovers(t, docker, alive[LabelRun]); n != 1 {
 		t.Fatalf("expected the live run's network kept, got %d", n)
+	}
+	if _, err := os.Stat(deadWork); !os.IsNotExist(err) {
+		t.Fatalf("expected the dead run's work dir %s removed, stat says %v", deadWork, err)
 	}
 }
 

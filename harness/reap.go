@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,12 +120,32 @@ func (s *Session) reap(ctx context.Context) error {
 			result = multierror.Append(result, err)
 			continue
 		}
+		if err := removeTempWork(run); err != nil {
+			result = multierror.Append(result, err)
+		}
 		s.narrate("removed the leftovers of dead run %s", run)
 	}
 	if err := result.ErrorOrNil(); err != nil {
 		return infra("reap dead runs", err)
 	}
 	return nil
+}
+
+// removeTempWork removes the temporary work directories a dead run made
+// for itself (NewSession without a WorkDir): its state, JetStream store
+// and descriptions. A WorkDir given by a caller is the caller's to keep.
+func removeTempWork(run string) error {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), "mesh-"+run+"-*"))
+	if err != nil {
+		return fmt.Errorf("find work dirs of run %s: %w", run, err)
+	}
+	var result *multierror.Error
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			result = multierror.Append(result, fmt.Errorf("remove work dir of run %s: %w", run, err))
+		}
+	}
+	return result.ErrorOrNil()
 }
 
 // removeLabelled force-removes every container, then every network,
