@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshbus/mesh/internal/testutil"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -96,7 +97,7 @@ func TestUsage(t *testing.T) {
 
 func TestGenesisApplyAndRun(t *testing.T) {
 	root := t.TempDir()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", strconv.Itoa(port), 1))
 	state := filepath.Join(root, "state")
 	ctx := context.Background()
@@ -121,7 +122,7 @@ func TestGenesisApplyAndRun(t *testing.T) {
 	}
 
 	startServer(t, meshFile, state, port)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan int, 1)
@@ -191,31 +192,4 @@ func startServer(t *testing.T, meshFile, state string, port int) {
 		t.Fatal("nats-server not ready within 10s")
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }

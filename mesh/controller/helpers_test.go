@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/internal/testutil"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,7 +44,7 @@ func sampleMesh(t *testing.T) *meshdesc.Mesh {
 		t.Fatal(err)
 	}
 	m.Bus.Names = []string{"localhost", "127.0.0.1"}
-	m.Bus.Port = freePort(t)
+	m.Bus.Port = testutil.FreePort(t)
 	m.Bus.Monitor = "127.0.0.1"
 	m.Modules = append(m.Modules, meshdesc.Module{Name: "watcher", Consumes: []string{"sensor.alarm.raised", "sensor.alarm.>"}})
 	m.Nodes[0].Modules = append(m.Nodes[0].Modules, "watcher")
@@ -73,16 +75,6 @@ func writeMesh(t *testing.T, path string, m *meshdesc.Mesh) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // newBed runs genesis for m. The composed configuration differs from the

@@ -1,37 +1,19 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshbus/mesh/internal/testutil"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/mesh/wire"
 )
-
-// syncBuffer is a log sink safe to read while the controller writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
 
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -52,7 +34,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 // returns nil when its context ends.
 func TestRunWaitsForTheServerThenIsReady(t *testing.T) {
 	b := newBed(t, sampleMesh(t))
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
