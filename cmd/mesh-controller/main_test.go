@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/internal/testutil"
-
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"

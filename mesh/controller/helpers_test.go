@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/internal/testutil"
-
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/meshdesc"

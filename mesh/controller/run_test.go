@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/internal/testutil"
-
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
