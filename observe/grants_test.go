@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/internal/natstest"
+	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )

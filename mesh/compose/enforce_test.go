@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/compose"
-	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
