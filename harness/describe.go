@@ -45,6 +45,7 @@ func (c *Cluster) Describe() string {
 	if c.s.ownWork {
 		fmt.Fprintf(&b, "; rm -rf %s", c.s.work)
 	}
+	fmt.Fprintf(&b, "; rm -f %s", keptMarker(c.s.id))
 	b.WriteString("\n")
 	return b.String()
 }

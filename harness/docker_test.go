@@ -97,6 +97,35 @@ func TestReapRemovesDeadRuns(t *testing.T) {
 	}
 }
 
+func TestReapLeavesAKeptRunAlone(t *testing.T) {
+	needDocker(t)
+	ctx := context.Background()
+	docker, err := dockerClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := "kept" + newRunID()
+	labels := ownerLabels(run)
+	labels[LabelPID] = strconv.Itoa(deadPID(t))
+	if _, err := docker.NetworkCreate(ctx, "mesh-test-"+run, client.NetworkCreateOptions{Driver: "bridge", Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeLabelled(context.Background(), docker, LabelRun+"="+run) })
+	if err := os.WriteFile(keptMarker(run), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(keptMarker(run)) })
+
+	s, err := NewSession(ctx, SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if _, n := leftovers(t, docker, run); n != 1 {
+		t.Fatalf("expected the kept run's network left alone, got %d", n)
+	}
+}
+
 func TestCloseRemovesEverythingOfTheRun(t *testing.T) {
 	needDocker(t)
 	ctx := context.Background()

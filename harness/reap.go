@@ -113,7 +113,7 @@ func (s *Session) reap(ctx context.Context) error {
 	}
 	var result *multierror.Error
 	for _, run := range dead {
-		if run == "" {
+		if run == "" || kept(run) {
 			continue
 		}
 		if err := removeLabelled(ctx, s.docker, LabelRun+"="+run); err != nil {

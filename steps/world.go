@@ -131,7 +131,8 @@ func (w *World) Close(ctx context.Context) error {
 	var errs *multierror.Error
 	for _, r := range all {
 		if w.opts.Keep {
-			fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s (raised from %s):\n%s\n", r.session.ID(), r.meshFile, r.cluster.Describe())
+			errs = multierror.Append(errs, r.session.Keep())
+			fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s (raised from %s; later runs leave it alone):\n%s\n", r.session.ID(), r.meshFile, r.cluster.Describe())
 			continue
 		}
 		errs = multierror.Append(errs, r.close(ctx))
