@@ -195,3 +195,33 @@ func index(ps []Principal) map[string]Principal {
 func samePerms(a, b Permissions) bool {
 	return slices.Equal(a.Publish, b.Publish) && slices.Equal(a.Subscribe, b.Subscribe) && a.AllowResponses == b.AllowResponses
 }
+
+// TestAProviderIsGrantedTheProvisionerEventsAndTools: design 19 derives a
+// provider's provisioner events and tools from its providing, never from
+// a declaration.
+func TestAProviderIsGrantedTheProvisionerEventsAndTools(t *testing.T) {
+	m, err := meshdesc.Parse([]byte(`
+name: m
+bus: {names: [nats], monitor: nats}
+nodes: [{name: a, modules: [postgres]}]
+modules:
+  - {name: postgres, provides: [database]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := index(Principals(m))[wire.ModuleUser("a", "postgres")]
+	for _, key := range wire.ProvisionerEvents {
+		if !slices.Contains(p.Permissions.Publish, wire.EventSubject("postgres", key)) {
+			t.Errorf("expected the provider to publish %s, grants %v", key, p.Permissions.Publish)
+		}
+	}
+	for _, tool := range wire.ProvisionerTools {
+		if !slices.Contains(p.Permissions.Subscribe, wire.ToolSubject("postgres", tool)) {
+			t.Errorf("expected the provider to serve %s, grants %v", tool, p.Permissions.Subscribe)
+		}
+	}
+	if !p.Permissions.AllowResponses {
+		t.Error("expected a provider to answer its tools (allow_responses)")
+	}
+}

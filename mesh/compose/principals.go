@@ -102,7 +102,7 @@ func host(node string) Principal {
 // uses; serve its tools; bind, fetch from and ack its own consumer only.
 func module(m *meshdesc.Mesh, node string, mod meshdesc.Module) Principal {
 	var pub, sub []string
-	for _, key := range mod.Emits {
+	for _, key := range mod.AllEmits() {
 		pub = append(pub, wire.EventSubject(mod.Name, key))
 	}
 	pub = append(pub, toolGrants(m.ResolveTools(mod.Uses))...)
@@ -115,7 +115,7 @@ func module(m *meshdesc.Mesh, node string, mod meshdesc.Module) Principal {
 		)
 	}
 	sub = append(sub, wire.Under(wire.ModuleInbox(node, mod.Name)))
-	for _, tool := range mod.Tools {
+	for _, tool := range mod.AllTools() {
 		sub = append(sub, wire.ToolSubject(mod.Name, tool))
 	}
 	sub = append(sub, ConsumerFilters(mod)...)
@@ -124,7 +124,7 @@ func module(m *meshdesc.Mesh, node string, mod meshdesc.Module) Principal {
 		Kind:        wire.PrincipalModule,
 		Node:        node,
 		Module:      mod.Name,
-		Permissions: perms(pub, sub, len(mod.Tools) > 0),
+		Permissions: perms(pub, sub, len(mod.AllTools()) > 0),
 	}
 }
 

@@ -81,6 +81,54 @@ type Module struct {
 	// Uses are the tools the module calls, as "<module or seat>.<tool>",
 	// or "<module or seat>.*" for all of that module's tools.
 	Uses []string `yaml:"uses,omitempty"`
+	// Provides are the provisions the module offers (design 19,
+	// provisioning). A provider emits the provisioner events and serves
+	// the provisioner tools: derived from this field, never declared.
+	Provides []string `yaml:"provides,omitempty"`
+	// Language is the language the module is written in; it names the
+	// SDK the module is built on (conformance/registry.yaml). Default
+	// DefaultLanguage.
+	Language string `yaml:"language,omitempty"`
+}
+
+// DefaultLanguage is a module's language when its manifest names none.
+const DefaultLanguage = "go"
+
+// LanguageOrDefault is the module's language.
+func (mod Module) LanguageOrDefault() string {
+	if mod.Language == "" {
+		return DefaultLanguage
+	}
+	return mod.Language
+}
+
+// AllEmits are the keys the module emits: those declared, and for a
+// provider the provisioner events.
+func (mod Module) AllEmits() []string {
+	if len(mod.Provides) == 0 {
+		return mod.Emits
+	}
+	return compactAppend(mod.Emits, wire.ProvisionerEvents)
+}
+
+// AllTools are the tools the module serves: those declared, and for a
+// provider the provisioner tools.
+func (mod Module) AllTools() []string {
+	if len(mod.Provides) == 0 {
+		return mod.Tools
+	}
+	return compactAppend(mod.Tools, wire.ProvisionerTools)
+}
+
+// compactAppend appends the items of more not already in list.
+func compactAppend(list, more []string) []string {
+	out := slices.Clone(list)
+	for _, it := range more {
+		if !slices.Contains(out, it) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // Person is a person with a client on the bus.
@@ -255,6 +303,12 @@ func (m *Mesh) Validate() error {
 		}
 		checkList(bad, where+".emits", mod.Emits, wire.CheckKey)
 		checkList(bad, where+".tools", mod.Tools, wire.CheckToolName)
+		checkList(bad, where+".provides", mod.Provides, wire.CheckName)
+		if mod.Language != "" {
+			if err := wire.CheckName(mod.Language); err != nil {
+				bad(where+".language", "%v", err)
+			}
+		}
 	}
 
 	for i, mod := range m.Modules {
@@ -366,12 +420,12 @@ func (m *Mesh) checkConsume(bad func(string, string, ...any), where, c string) {
 		bad(where, "unknown module %q", source)
 		return
 	}
-	for _, k := range mod.Emits {
+	for _, k := range mod.AllEmits() {
 		if wire.MatchKey(pattern, k) {
 			return
 		}
 	}
-	bad(where, "no manifest emits it: module %q emits %v", source, mod.Emits)
+	bad(where, "no manifest emits it: module %q emits %v", source, mod.AllEmits())
 }
 
 // checkToolRefs checks "<module or seat>.<tool>" and "<module or seat>.*";
@@ -393,13 +447,13 @@ func (m *Mesh) checkToolRefs(bad func(string, string, ...any), where string, ref
 			continue
 		}
 		if tool == "*" {
-			if len(mod.Tools) == 0 {
+			if len(mod.AllTools()) == 0 {
 				bad(w, "module %q serves no tools", mod.Name)
 			}
 			continue
 		}
-		if !slices.Contains(mod.Tools, tool) {
-			bad(w, "module %q does not serve tool %q (it serves %v)", mod.Name, tool, mod.Tools)
+		if !slices.Contains(mod.AllTools(), tool) {
+			bad(w, "module %q does not serve tool %q (it serves %v)", mod.Name, tool, mod.AllTools())
 		}
 	}
 }

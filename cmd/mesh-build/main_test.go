@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := filepath.Join("..", "..", "features", "testdata", "mesh.yaml")
+	bad := write("cobol.yaml", `
+name: m
+bus: {names: [nats], monitor: nats}
+nodes: [{name: a, modules: [store]}]
+modules:
+  - {name: store, language: cobol, emits: [saved]}
+`)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"check", "--mesh", good}, 0, "every module can be built"},
+		{[]string{"check", "--mesh", bad}, 1, `module "store": capability not implemented by the module's SDK: no SDK for language "cobol"`},
+		{[]string{"check", "--mesh", good, "--module", "ghost"}, 1, `no module "ghost"`},
+		{[]string{"check"}, 2, "--mesh FILE is required"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"help"}, 0, "Usage:"},
+	}
+	for _, c := range cases {
+		var out, errOut bytes.Buffer
+		code := run(c.args, &out, &errOut)
+		if code != c.code || !strings.Contains(out.String()+errOut.String(), c.want) {
+			t.Errorf("mesh-build %v: expected exit %d with %q, got %d:\n%s%s", c.args, c.code, c.want, code, out.String(), errOut.String())
+		}
+	}
+}
