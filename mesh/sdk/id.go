@@ -1,0 +1,16 @@
+package sdk
+
+import (
+	"crypto/rand"
+	"fmt"
+)
+
+// newEventID makes an x-event-id: a random (version 4) UUID, which any
+// language can make and no emitter repeats.
+func newEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

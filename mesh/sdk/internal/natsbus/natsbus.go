@@ -1,0 +1,120 @@
+// Package natsbus is the SDK's NATS binding (design 19 on design 25's
+// bus): events through JetStream on the module's own subjects and the
+// consumer the controller created for it, tools as core request and
+// reply with a queue group. It implements transport.Transport and decides
+// nothing about an envelope: package sdk does.
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+)
+
+// Bus is one module's NATS connection.
+type Bus struct {
+	cfg        transport.Config
+	node, name string
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	denials    *violations
+	closed     chan struct{}
+	log        *slog.Logger
+
+	mu       sync.Mutex
+	consumer jetstream.ConsumeContext
+}
+
+var _ transport.Transport = (*Bus)(nil)
+
+// Dial connects as cfg.Credential with the fingerprint pinned and the
+// name checked (bus.Dial), on the module's own inbox prefix.
+func Dial(ctx context.Context, cfg transport.Config) (transport.Transport, error) {
+	b := &Bus{
+		cfg:     cfg,
+		node:    cfg.Credential.Node,
+		name:    cfg.Credential.Module,
+		denials: newViolations(),
+		closed:  make(chan struct{}),
+		log:     cfg.Logger,
+	}
+	nc, err := bus.Dial(ctx, cfg.Credential,
+		bus.WithErrorHandler(b.asyncError),
+		bus.WithNATSOptions(
+			nats.ClosedHandler(func(*nats.Conn) { close(b.closed) }),
+			nats.DrainTimeout(cfg.Timeout),
+		),
+	)
+	if err != nil {
+		if errors.Is(err, bus.ErrFingerprint) {
+			return nil, fmt.Errorf("%w: %w", transport.ErrFingerprint, err)
+		}
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	b.nc, b.js = nc, js
+	return b, nil
+}
+
+// asyncError hears what the server says outside any call's reply.
+func (b *Bus) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	if b.denials.observe(err) {
+		return
+	}
+	attrs := []any{"err", err}
+	if sub != nil {
+		attrs = append(attrs, "subject", sub.Subject)
+	}
+	b.log.Error("bus reported an error", attrs...)
+}
+
+// Close stops fetching (what was fetched is still handled and settled),
+// then drains the connection: tool calls in flight are answered before it
+// closes. It waits at most the configured timeout for each.
+func (b *Bus) Close() error {
+	b.mu.Lock()
+	cc := b.consumer
+	b.consumer = nil
+	b.mu.Unlock()
+	var errs []error
+	if cc != nil {
+		cc.Drain()
+		select {
+		case <-cc.Closed():
+		case <-time.After(b.cfg.Timeout):
+			cc.Stop()
+			errs = append(errs, fmt.Errorf("drain consumer: %w", transport.ErrTimeout))
+		}
+	}
+	if err := b.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		errs = append(errs, fmt.Errorf("drain connection: %w", err))
+	}
+	select {
+	case <-b.closed:
+	case <-time.After(b.cfg.Timeout + time.Second):
+		b.nc.Close()
+		errs = append(errs, fmt.Errorf("drain connection: %w", transport.ErrTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// mapClosed turns nats.go's closed-connection errors into ErrClosed.
+func mapClosed(err error) error {
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) {
+		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+	}
+	return err
+}
