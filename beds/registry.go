@@ -12,6 +12,7 @@ import (
 // conformance, living, cutover; only those whose features exist are registered.
 func registerAll(r *Registry) {
 	r.Add(genesis())
+	r.Add(conformance())
 }
 
 // Registry collects beds and checks each one as it is added: a bed that is malformed,

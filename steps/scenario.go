@@ -44,6 +44,12 @@ type scenario struct {
 	written    time.Time
 	firstLogin <-chan login
 	revoked    map[string]savedCredential
+
+	drivers   []*harness.Driver
+	lines     []harness.DriverLine // what the last finished driver command printed
+	consumer  *harness.Driver      // the consuming driver of the scenario
+	published []publishedDelivery  // deliveries the bed published
+	build     buildOutcome
 }
 
 // client is a connection as one principal, with its credential.
@@ -61,6 +67,7 @@ func (s *scenario) after(ctx context.Context, sc *godog.Scenario, err error) (co
 	for _, c := range s.clients {
 		c.Close()
 	}
+	s.stopDrivers(ctx)
 	if s.r == nil {
 		return ctx, nil
 	}

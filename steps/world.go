@@ -16,6 +16,7 @@ import (
 	"github.com/cucumber/godog"
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/harness"
 )
 
@@ -48,6 +49,7 @@ type World struct {
 	mu       sync.Mutex
 	clusters map[string]*raised // by description path, the reusable ones
 	retired  []*raised          // kept up for --keep
+	reg      *conformance.Registry
 }
 
 // New makes the World of a run.
@@ -74,6 +76,19 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindServer(sc)
 	s.bindStreams(sc)
 	s.bindAccounts(sc)
+	s.bindConformance(sc)
+}
+
+// root is the checkout: Root, or the directory above FeaturesDir.
+func (w *World) root() string {
+	if w.opts.Root != "" {
+		return w.opts.Root
+	}
+	abs, err := filepath.Abs(w.opts.FeaturesDir)
+	if err != nil {
+		return "."
+	}
+	return filepath.Dir(abs)
 }
 
 // path resolves a path named in a sentence.

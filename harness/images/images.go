@@ -76,3 +76,13 @@ func Probe() Spec {
 func All() []Spec {
 	return []Spec{NATS(), Controller(), Probe()}
 }
+
+// Driver is the image of an implementation's conformance driver written
+// in Go (docs/conformance.md): the package pkg as /driver.
+func Driver(implementation, pkg string) Spec {
+	return Spec{
+		Name:       "mesh-driver-" + implementation,
+		Binaries:   []Binary{{Package: pkg, Name: "driver"}},
+		Entrypoint: []string{"/driver"},
+	}
+}

@@ -1,0 +1,153 @@
+@conformance
+Feature: Conformance — design 19, per capability, per implementation
+  Design 25 §10, step 3. An SDK is an implementation of a specified wire (ADR 0074), and two
+  implementations that disagree about an envelope do not fail to compile: they ignore each other
+  while both keep running. So every implementation is driven, through its conformance driver
+  (docs/conformance.md), against the same fixtures (features/fixtures), on a real server, with the
+  credentials genesis composed; and each is checked for exactly the capabilities it claims
+  (conformance/registry.yaml).
+
+  The mesh is features/testdata/conformance.yaml: emitter (node-a) emits reading and
+  alarm.raised; consumer (node-b) consumes them; server (node-a) serves echo; caller (node-b)
+  uses it.
+
+  Background:
+    Given a mesh raised from nothing from "testdata/conformance.yaml"
+
+  Scenario: Each implementation is checked for exactly what it claims
+    Then the registry of implementations says:
+      | implementation | language | connection | events  | tools   | provisioning |
+      | go             | go       | claimed    | claimed | claimed | claimed      |
+    And the scenarios of this feature check every capability an implementation claims, and none it does not
+
+  Scenario: A module using a capability its language's SDK does not implement is refused at build time
+    When the build path checks a module in "cobol" that emits "saved"
+    Then the build is refused, naming the module and the language without an SDK
+    When the build path checks a module in "go" that emits "saved" and serves "look"
+    Then the build is accepted
+
+  @connection
+  Scenario Outline: The floor: every implementation reads the same credential
+    When the driver of "<implementation>" connects as "emitter" on "node-a"
+    Then it has taken the identity module "emitter" on node "node-a"
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @connection
+  Scenario Outline: The floor: a bus presenting another certificate is refused
+    When the driver of "<implementation>" connects as "emitter" on "node-a" pinning the fingerprint of "fingerprint-mismatch.json"
+    Then it is refused as "fingerprint"
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @connection
+  Scenario Outline: Identity comes from the credential, never from the environment
+    When the driver of "<implementation>" connects as "emitter" on "node-a" in the environment of "environment.json"
+    Then it has taken the identity module "emitter" on node "node-a"
+    And the environment it reports is node "node-a" and module "emitter"
+    When the driver of "<implementation>" emits "event.json" as "emitter" on "node-a" in the environment of "environment.json"
+    Then the bus holds the event of "event.json", header by header and byte for byte
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @events
+  Scenario Outline: An emitted event is the fixture, header by header and byte for byte
+    When the driver of "<implementation>" emits "<fixture>" as "emitter" on "node-a"
+    Then the bus holds the event of "<fixture>", header by header and byte for byte
+
+    Examples:
+      | implementation | fixture             |
+      | go             | event.json          |
+      | go             | event-optional.json |
+
+  @events
+  Scenario Outline: A delivery reaches the handler as the fixture says; an unknown x- header is accepted
+    Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
+    When the delivery of "delivery-unknown-header.json" is published on the bus
+    Then the handler received exactly the event "delivery-unknown-header.json" describes
+    And nothing is pending on the consumer "node-b_consumer"
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @events
+  Scenario Outline: A delivery missing a required header is refused, naming the header
+    Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
+    When the delivery of "delivery-missing-header.json" is published on the bus
+    Then the driver refused it, naming the header "delivery-missing-header.json" says is missing
+    And no handler received it
+    And nothing is pending on the consumer "node-b_consumer"
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @events
+  Scenario Outline: Delivery is at-least-once: the same event delivered twice is handled once
+    Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
+    When the delivery of "delivery-twice.json" is published on the bus as often as it says
+    Then the handler received it as often as "delivery-twice.json" says
+    And nothing is pending on the consumer "node-b_consumer"
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @events
+  Scenario Outline: A failing handler asks again, and after max-deliver the event is dead-lettered
+    Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b" with a handler that always fails
+    When the delivery of "delivery-unknown-header.json" is published on the bus
+    Then the DEAD stream holds the max-deliveries advisory of the consumer "node-b_consumer" for that event
+    And the handler received it as often as the consumer's max-deliver
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @tools
+  Scenario Outline: A tool is served in a queue group and answers its caller
+    Given the driver of "<server>" serves "echo" as "server" on "node-a"
+    When the driver of "<caller>" calls "server.echo" with {"celsius":21.5} as "caller" on "node-b"
+    Then the answer is {"celsius":21.5}
+
+    Examples:
+      | server | caller |
+      | go     | go     |
+
+  @tools
+  Scenario Outline: A failing or panicking handler reaches the caller as an error, never a timeout
+    Given the driver of "<implementation>" serves "echo" as "server" on "node-a", <failing>
+    When the driver of "<implementation>" calls "server.echo" with {} as "caller" on "node-b"
+    Then it is refused as "tool"<message>
+
+    Examples:
+      | implementation | failing                                    | message                                     |
+      | go             | failing with the message of "tool-error.json" | , with the message of "tool-error.json"     |
+      | go             | panicking                                  |                                             |
+
+  @tools
+  Scenario Outline: No responders is its own answer; silence is a timeout
+    Given <who serves>
+    When the driver of "<implementation>" calls "server.echo" with {} as "caller" on "node-b"
+    Then it is refused as "<class>"
+
+    Examples:
+      | implementation | who serves                                   | class         |
+      | go             | nobody serves "server.echo"                  | no_responders |
+      | go             | "server.echo" is served by one that never answers | timeout  |
+
+  @provisioning
+  Scenario Outline: A grant names a consumer: a module on a machine
+    When the driver of "<implementation>" reads the grant "grant.json"
+    Then it yields, entry by entry, the module and node of "grant.expected.json"
+
+    Examples:
+      | implementation |
+      | go             |

@@ -1,0 +1,204 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/meshbus/mesh/harness/images"
+)
+
+// Where a conformance driver finds what the bed gives it
+// (docs/conformance.md).
+const (
+	DriverCredential = "/run/mesh/credential.json"
+	DriverFixtures   = "/fixtures"
+)
+
+// DriverOptions says how to run one command of a conformance driver.
+type DriverOptions struct {
+	// Image is the driver's image (EnsureImage builds it).
+	Image string
+	// Credential is the credential document the driver connects with.
+	Credential []byte
+	// Fixtures is the host directory mounted read-only at DriverFixtures.
+	Fixtures string
+	// Env is set in the driver's environment besides MESH_CREDENTIAL.
+	Env map[string]string
+	// Args are the command and its flags.
+	Args []string
+}
+
+// Driver is one running command of a conformance driver.
+type Driver struct {
+	c *Container
+}
+
+// DriverLine is one JSON line a driver printed.
+type DriverLine map[string]any
+
+// Kind is the line's kind.
+func (l DriverLine) Kind() string { s, _ := l["kind"].(string); return s }
+
+// String is a field as text ("" when absent).
+func (l DriverLine) String(field string) string {
+	switch v := l[field].(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+}
+
+// EnsureImage builds spec's image if it is missing or stale.
+func (c *Cluster) EnsureImage(ctx context.Context, spec images.Spec) (string, error) {
+	ref, err := c.s.builder.Ensure(ctx, spec)
+	if err != nil {
+		return "", infra("ensure image "+spec.Name, err)
+	}
+	return ref, nil
+}
+
+// StartDriver starts one command of a driver on the private network and
+// returns at once; Lines and Wait read what it printed.
+func (c *Cluster) StartDriver(ctx context.Context, o DriverOptions) (*Driver, error) {
+	dir, err := os.MkdirTemp(c.s.work, "driver-")
+	if err != nil {
+		return nil, fmt.Errorf("start driver: %w", err)
+	}
+	cred := filepath.Join(dir, "credential.json")
+	if err := os.WriteFile(cred, o.Credential, 0o644); err != nil {
+		return nil, fmt.Errorf("start driver: %w", err)
+	}
+	env := map[string]string{"MESH_CREDENTIAL": DriverCredential}
+	for k, v := range o.Env {
+		env[k] = v
+	}
+	fixtures, err := filepath.Abs(o.Fixtures)
+	if err != nil {
+		return nil, fmt.Errorf("start driver: %w", err)
+	}
+	role := c.s.roleName("driver")
+	opts := append(c.s.common(role),
+		testcontainers.WithCmd(o.Args...),
+		testcontainers.WithEnv(env),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.Binds = append(hc.Binds, cred+":"+DriverCredential+":ro", fixtures+":"+DriverFixtures+":ro")
+		}),
+		network.WithNetworkName(nil, c.networks[Private]),
+		// Started, not awaited: the bed acts while the command runs.
+		testcontainers.WithWaitStrategy(wait.ForNop(func(context.Context, wait.StrategyTarget) error { return nil })),
+	)
+	ctr, runErr := testcontainers.Run(ctx, o.Image, opts...)
+	var got started
+	if ctr != nil {
+		got = ctr
+	}
+	h, err := c.s.adopt(ctx, role, "", 0, got, runErr)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{c: h}, nil
+}
+
+// Lines is what the driver has printed on its standard output so far.
+func (d *Driver) Lines(ctx context.Context) ([]DriverLine, error) {
+	out, err := d.c.stdout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lines []DriverLine
+	for _, text := range strings.Split(out, "\n") {
+		if text = strings.TrimSpace(text); text == "" {
+			continue
+		}
+		var l DriverLine
+		if err := json.Unmarshal([]byte(text), &l); err != nil {
+			return nil, fmt.Errorf("driver printed a line that is not JSON: %q", text)
+		}
+		lines = append(lines, l)
+	}
+	return lines, nil
+}
+
+// WaitFor polls the driver's output until it prints a line of kind, and
+// returns it; it fails if the driver ends first.
+func (d *Driver) WaitFor(ctx context.Context, kind string, within time.Duration) (DriverLine, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		lines, err := d.Lines(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lines {
+			if l.Kind() == kind {
+				return l, nil
+			}
+		}
+		st, err := d.c.Inspect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !st.Running && !st.StartedAt.IsZero() {
+			logs, _ := d.c.Logs(ctx)
+			return nil, fmt.Errorf("driver ended (exit %d) without printing %q:\n%s", st.ExitCode, kind, tail(logs, tailLines))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("driver printed no %q within %s", kind, within)
+		case <-tick.C:
+		}
+	}
+}
+
+// Wait waits for the command to end and returns its exit status and
+// everything it printed.
+func (d *Driver) Wait(ctx context.Context, within time.Duration) (int, []DriverLine, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := d.c.Inspect(ctx)
+		if err != nil {
+			return -1, nil, err
+		}
+		if !st.Running && !st.StartedAt.IsZero() {
+			lines, err := d.Lines(ctx)
+			return st.ExitCode, lines, err
+		}
+		select {
+		case <-ctx.Done():
+			return -1, nil, fmt.Errorf("driver still running after %s", within)
+		case <-tick.C:
+		}
+	}
+}
+
+// Logs is everything the driver wrote, standard error included.
+func (d *Driver) Logs(ctx context.Context) (string, error) { return d.c.Logs(ctx) }
+
+// Stop ends the command if it is still running: a consumer left running
+// would compete with the next scenario's for the same durable consumer.
+func (d *Driver) Stop(ctx context.Context) error {
+	st, err := d.c.Inspect(ctx)
+	if err != nil || !st.Running {
+		return err
+	}
+	return d.c.Stop(ctx)
+}
