@@ -72,9 +72,10 @@ func Probe() Spec {
 	}
 }
 
-// All is every image the beds use.
+// All is every image the beds use: the cluster's, and the conformance
+// drivers of conformance/registry.yaml (a test keeps the two lists equal).
 func All() []Spec {
-	return []Spec{NATS(), Controller(), Probe()}
+	return []Spec{NATS(), Controller(), Probe(), Driver("go", module+"/conformance/drivers/go")}
 }
 
 // Driver is the image of an implementation's conformance driver written
