@@ -1,0 +1,221 @@
+package images
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+)
+
+// debianRecipe versions how EnsureDebian turns a DebianSpec into an image
+// (mmdebstrap's flags, the hooks, docker import). Bump it when that
+// changes, so that images whose spec did not change are rebuilt anyway.
+const debianRecipe = "mmdebstrap/v1 variant=essential merged-usr force-unsafe-io import"
+
+// Defaults of Debian: the suite and mirrors this machine's apt uses
+// (/etc/apt/sources.list.d/debian.sources). They are passed to mmdebstrap
+// explicitly, so that a build does not depend on the builder's apt setup.
+const (
+	DefaultDebianSuite          = "bookworm"
+	DefaultDebianMirror         = "http://archive.example/debian"
+	DefaultDebianSecurityMirror = "http://archive.example/debian-security"
+)
+
+// Environment variables DebianFromEnv reads, for a machine that must use
+// another mirror (a local proxy or a snapshot).
+const (
+	EnvDebianMirror         = "MESH_DEBIAN_MIRROR"
+	EnvDebianSecurityMirror = "MESH_DEBIAN_SECURITY_MIRROR"
+)
+
+// Debian says where packages come from. The zero value is bookworm from
+// archive.example. It is part of an image's inputs: another mirror is
+// another recipe, and rebuilds.
+type Debian struct {
+	// Suite is the release, e.g. bookworm. Its -updates and -security
+	// suites are used too.
+	Suite string
+	// Mirror is the archive of Suite and Suite-updates.
+	Mirror string
+	// SecurityMirror is the archive of Suite-security.
+	SecurityMirror string
+}
+
+// DebianFromEnv is the zero Debian with the mirrors named by
+// EnvDebianMirror and EnvDebianSecurityMirror, where set. getenv is
+// os.Getenv, or a map's lookup in a test.
+func DebianFromEnv(getenv func(string) string) Debian {
+	return Debian{Mirror: getenv(EnvDebianMirror), SecurityMirror: getenv(EnvDebianSecurityMirror)}
+}
+
+// withDefaults fills what is empty.
+func (d Debian) withDefaults() Debian {
+	if d.Suite == "" {
+		d.Suite = DefaultDebianSuite
+	}
+	if d.Mirror == "" {
+		d.Mirror = DefaultDebianMirror
+	}
+	if d.SecurityMirror == "" {
+		d.SecurityMirror = DefaultDebianSecurityMirror
+	}
+	return d
+}
+
+// Sources are the one-line apt sources mmdebstrap is given: the suite,
+// its updates and its security updates, main only.
+func (d Debian) Sources() []string {
+	d = d.withDefaults()
+	return []string{
+		fmt.Sprintf("deb %s %s main", d.Mirror, d.Suite),
+		fmt.Sprintf("deb %s %s-updates main", d.Mirror, d.Suite),
+		fmt.Sprintf("deb %s %s-security main", d.SecurityMirror, d.Suite),
+	}
+}
+
+// RootFile is a file written into the root filesystem after the packages
+// are installed, owned by root with mode 0644.
+type RootFile struct {
+	// Path is absolute, inside the image.
+	Path string
+	// Body is the content.
+	Body string
+}
+
+// DebianSpec describes an image made of Debian packages: a root
+// filesystem built by mmdebstrap (variant essential, so a shell and
+// coreutils but no apt) and imported into Docker.
+type DebianSpec struct {
+	// Name is the repository name; the image is tagged <Name>:<Builder.Tag>.
+	Name string
+	// Debian is the suite and the mirrors.
+	Debian Debian
+	// Packages are installed with their dependencies (mmdebstrap --include).
+	Packages []string
+	// Files are written after the packages are installed, so they win over
+	// the packages' own.
+	Files []RootFile
+	// Remove are absolute paths removed last: documentation the image
+	// does not need, secrets a package's postinst made at build time.
+	Remove []string
+	// Env are KEY=value pairs of the image's environment.
+	Env []string
+	// User runs the entrypoint; empty is root.
+	User string
+	// Entrypoint and Cmd are in exec form.
+	Entrypoint []string
+	Cmd        []string
+	// Expose are ports like 5672/tcp.
+	Expose []string
+}
+
+// check refuses a spec that could not make a usable image, or whose
+// values would not survive docker import's Dockerfile-line syntax.
+func (s DebianSpec) check() error {
+	if err := (Spec{Name: s.Name, Binaries: []Binary{{Package: "-", Name: "-"}}}).check(); err != nil {
+		return err
+	}
+	bad := func(what, v string) error { return fmt.Errorf("check spec %s: bad %s %q", s.Name, what, v) }
+	for _, p := range s.Packages {
+		if p == "" || strings.ContainsAny(p, ", \t\n'\"") {
+			return bad("package", p)
+		}
+	}
+	for _, f := range s.Files {
+		if !absClean(f.Path) {
+			return bad("file path", f.Path)
+		}
+	}
+	for _, r := range s.Remove {
+		if !absClean(r) || r == "/" {
+			return bad("path to remove", r)
+		}
+	}
+	for _, e := range s.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.ContainsAny(e, " \t\n'\"\\$") {
+			return bad("environment entry", e)
+		}
+	}
+	if strings.ContainsAny(s.User, " \t\n") {
+		return bad("user", s.User)
+	}
+	for _, p := range s.Expose {
+		if p == "" || strings.ContainsAny(p, " \t\n") {
+			return bad("port", p)
+		}
+	}
+	if len(s.Entrypoint) == 0 && len(s.Cmd) == 0 {
+		return fmt.Errorf("check spec %s: no entrypoint and no command", s.Name)
+	}
+	return nil
+}
+
+// absClean says whether p is an absolute, clean path that a shell word
+// and mmdebstrap's special hooks (split on blanks) hold without surprises.
+func absClean(p string) bool {
+	return path.IsAbs(p) && path.Clean(p) == p && !strings.ContainsAny(p, " \t\n'\"\\$`*?[")
+}
+
+// debianDigest is the hex sha256 of what the image's content depends on:
+// the recipe, the target architecture and the spec with its mirrors made
+// explicit. Package versions are not in it: a rebuild takes the newest the
+// mirror has, and a stable suite only moves by point and security
+// releases.
+func debianDigest(s DebianSpec, arch string) (string, error) {
+	s.Debian = s.Debian.withDefaults()
+	spec, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("encode spec: %w", err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "mesh debian image inputs\nrecipe %s\narch %s\nspec %s\n", debianRecipe, arch, spec)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// changes are the Dockerfile lines docker import applies to the root
+// filesystem: the spec's runtime settings and our labels.
+func (s DebianSpec) changes(labels map[string]string) ([]string, error) {
+	var out []string
+	for _, e := range s.Env {
+		out = append(out, "ENV "+e)
+	}
+	if s.User != "" {
+		out = append(out, "USER "+s.User)
+	}
+	for _, p := range s.Expose {
+		out = append(out, "EXPOSE "+p)
+	}
+	for _, line := range []struct {
+		word string
+		args []string
+	}{{"ENTRYPOINT", s.Entrypoint}, {"CMD", s.Cmd}} {
+		if len(line.args) == 0 {
+			continue
+		}
+		j, err := json.Marshal(line.args)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", line.word, err)
+		}
+		out = append(out, line.word+" "+string(j))
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		// JSON quoting is valid Dockerfile quoting for these values.
+		v, err := json.Marshal(labels[k])
+		if err != nil {
+			return nil, fmt.Errorf("encode label %s: %w", k, err)
+		}
+		out = append(out, "LABEL "+k+"="+string(v))
+	}
+	return out, nil
+}
+
+// shellQuote makes s one word for sh, for the hooks mmdebstrap runs with
+// sh -c.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}

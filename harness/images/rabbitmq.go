@@ -1,0 +1,54 @@
+package images
+
+// rabbitmqConf is the image's own rabbitmq.conf fragment, enough for the
+// image to serve AMQP alone; harness/rabbitmq adds a later fragment with
+// the users and definitions of a run. RabbitMQ reads every file of
+// /etc/rabbitmq/conf.d in name order, as the official image does.
+const rabbitmqConf = `# mesh-rabbitmq: AMQP on 5672, logs to the console for docker logs.
+listeners.tcp.default = 5672
+# A broker for tests: guest may connect from other containers.
+loopback_users.guest = false
+log.console = true
+log.console.level = info
+log.file = false
+`
+
+// RabbitMQ is mesh-rabbitmq: RabbitMQ from Debian's rabbitmq-server
+// package, for a machine that cannot pull the official image. It runs
+// rabbitmq-server as the rabbitmq user in the foreground; the node name
+// rabbit@localhost does not depend on the container's hostname, so a
+// restarted or recreated container finds its data again.
+func RabbitMQ(d Debian) DebianSpec {
+	return DebianSpec{
+		Name:     "mesh-rabbitmq",
+		Debian:   d,
+		Packages: []string{"rabbitmq-server"},
+		Files: []RootFile{
+			{Path: "/etc/rabbitmq/conf.d/10-mesh.conf", Body: rabbitmqConf},
+			{Path: "/etc/rabbitmq/enabled_plugins", Body: "[].\n"},
+		},
+		Remove: []string{
+			"/usr/share/doc", "/usr/share/man", "/usr/share/info",
+			// The package's postinst made a cookie at build time; one baked
+			// into the image would be shared by every container of it.
+			// Erlang makes a fresh one at first boot.
+			"/var/lib/rabbitmq/.erlang.cookie",
+		},
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			// The Erlang cookie lives in HOME, for the server and for
+			// rabbitmqctl run with docker exec.
+			"HOME=/var/lib/rabbitmq",
+			"RABBITMQ_NODENAME=rabbit@localhost",
+			// Erlang and the Elixir CLI want a UTF-8 locale; C.UTF-8 is
+			// built into glibc.
+			"LANG=C.UTF-8",
+		},
+		User: "rabbitmq",
+		// The script, not /usr/sbin/rabbitmq-server (a wrapper that
+		// switches user with su): it traps SIGTERM and stops the node
+		// cleanly, so docker stop is quick.
+		Cmd:    []string{"/usr/lib/rabbitmq/bin/rabbitmq-server"},
+		Expose: []string{"5672/tcp"},
+	}
+}

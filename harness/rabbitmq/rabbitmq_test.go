@@ -1,0 +1,249 @@
+package rabbitmq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
+
+	"github.com/meshbus/mesh/harness/images"
+)
+
+// dockerOrSkip returns a client, or skips when no Docker engine answers.
+func dockerOrSkip(t *testing.T) *testcontainers.DockerClient {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("rabbitmq container test skipped in -short mode")
+	}
+	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err == nil {
+		_, err = cli.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		t.Skipf("no Docker engine answers (%v); skipping the rabbitmq container test", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// TestRabbitMQ ensures the image (ours, unless MESH_RABBITMQ_IMAGE names
+// another), starts a broker with a user confined to a virtual host, and
+// has that user route one message through a topic exchange; the user is
+// refused elsewhere, and no guest appears beside the administrator.
+func TestRabbitMQ(t *testing.T) {
+	cli := dockerOrSkip(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+
+	var out bytes.Buffer
+	b := &images.Builder{Out: &out}
+	defer b.Close()
+	defer func() { t.Logf("builder output:\n%s", out.String()) }()
+	override := os.Getenv(EnvImage)
+	start := time.Now()
+	image, err := EnsureImage(ctx, b, override, images.DebianFromEnv(os.Getenv))
+	if err != nil {
+		t.Fatalf("ensure image: %v", err)
+	}
+	t.Logf("image %s ready in %s", image, time.Since(start).Round(100*time.Millisecond))
+	if override == "" {
+		first, err := cli.ImageInspect(ctx, image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("image size %d MB", first.Size/1e6)
+		out.Reset()
+		if _, err := EnsureImage(ctx, b, "", images.DebianFromEnv(os.Getenv)); err != nil {
+			t.Fatalf("second ensure: %v", err)
+		}
+		second, err := cli.ImageInspect(ctx, image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.ID != first.ID || !strings.Contains(out.String(), "up to date") {
+			t.Fatalf("expected the second ensure to keep image %s, got %s (%q)", first.ID, second.ID, out.String())
+		}
+	}
+
+	nw, err := network.New(ctx, network.WithLabels(map[string]string{"mesh.test": "rabbitmq"}))
+	if err != nil {
+		t.Fatalf("create network: %v", err)
+	}
+	t.Cleanup(func() { _ = nw.Remove(context.Background()) })
+
+	start = time.Now()
+	c, err := Run(ctx, image,
+		WithAdmin("admin", "admin-secret"),
+		WithUser("mesh-a", "pw-a"),
+		WithVhost("mesh"),
+		WithPermissions("mesh-a", "mesh", ".*", ".*", ".*"),
+		testcontainers.WithLabels(map[string]string{"mesh.test": "rabbitmq"}),
+		network.WithNetwork([]string{"amqp"}, nw),
+	)
+	if c != nil {
+		// Registered before the error check: a container that failed its
+		// wait is removed too, after its logs are shown.
+		t.Cleanup(func() {
+			if t.Failed() {
+				logContainer(t, c)
+			}
+			if err := c.Terminate(context.Background()); err != nil {
+				t.Errorf("terminate: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	t.Logf("broker ready in %s", time.Since(start).Round(100*time.Millisecond))
+
+	ins, err := c.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins.Config.Labels["mesh.test"] != "rabbitmq" {
+		t.Errorf("expected the caller's label on the container, got %v", ins.Config.Labels)
+	}
+	if ep := ins.NetworkSettings.Networks[nw.Name]; ep == nil || !slices.Contains(ep.Aliases, "amqp") {
+		t.Errorf("expected alias amqp on network %s, got %+v", nw.Name, ins.NetworkSettings.Networks)
+	}
+
+	userURL, err := c.AmqpURLFor(ctx, "mesh-a", "mesh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeOne(t, ctx, userURL)
+
+	addr, err := c.Address(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *amqp.Error
+	_, err = amqp.Dial(URL(addr, "mesh-a", "pw-a", "/"))
+	if !errors.As(err, &ae) || (ae.Code != amqp.NotAllowed && ae.Code != amqp.AccessRefused) {
+		t.Errorf("expected mesh-a refused on vhost /, got %v", err)
+	}
+	_, err = amqp.Dial(URL(addr, "mesh-a", "wrong", "mesh"))
+	if !errors.As(err, &ae) || ae.Code != amqp.AccessRefused {
+		t.Errorf("expected a wrong password refused, got %v", err)
+	}
+	adminURL, err := c.AmqpURL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := amqp.Dial(adminURL)
+	if err != nil {
+		t.Fatalf("expected the administrator to connect, got %v", err)
+	}
+	conn.Close()
+
+	users, err := c.Ctl(ctx, "list_users", "--quiet", "--no-table-headers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(users), "\n") {
+		names = append(names, strings.Fields(line)[0])
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"admin", "mesh-a"}) {
+		t.Errorf("expected users admin and mesh-a only, rabbitmqctl lists %q", names)
+	}
+}
+
+// routeOne declares a topic exchange, binds a private queue to a
+// pattern, publishes one message that matches it and one that does not,
+// and expects exactly the first back with its headers.
+func routeOne(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatalf("dial as mesh-a: %v", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const exchange = "mesh.events.test"
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		t.Fatalf("declare exchange: %v", err)
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatalf("declare queue: %v", err)
+	}
+	if err := ch.QueueBind(q.Name, "orders.#", exchange, false, nil); err != nil {
+		t.Fatalf("bind queue: %v", err)
+	}
+	deliveries, err := ch.Consume(q.Name, "test", false, true, false, false, nil)
+	if err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"billing.paid", "orders.created"} {
+		conf, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, amqp.Publishing{
+			ContentType: "application/json",
+			MessageId:   "ev-" + key,
+			Headers:     amqp.Table{"x-source": "orders"},
+			Body:        []byte(`{"key":"` + key + `"}`),
+		})
+		if err != nil {
+			t.Fatalf("publish %s: %v", key, err)
+		}
+		if ok, err := conf.WaitContext(ctx); !ok || err != nil {
+			t.Fatalf("publish %s: expected a confirm, got %v, %v", key, ok, err)
+		}
+	}
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	select {
+	case d := <-deliveries:
+		if d.RoutingKey != "orders.created" || d.MessageId != "ev-orders.created" || d.Headers["x-source"] != "orders" ||
+			string(d.Body) != `{"key":"orders.created"}` {
+			t.Fatalf("expected orders.created with its id, header and body, got key %q id %q headers %v body %s",
+				d.RoutingKey, d.MessageId, d.Headers, d.Body)
+		}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	case <-wait.Done():
+		t.Fatal("expected a delivery within 10s, got none")
+	}
+	// Both publishes are confirmed, so a routed billing.paid is on its
+	// way before the cancel's answer; the channel of deliveries closes after
+	// it.
+	if err := ch.Cancel("test", false); err != nil {
+		t.Fatal(err)
+	}
+	for d := range deliveries {
+		t.Fatalf("expected no other delivery, got key %q", d.RoutingKey)
+	}
+}
+
+func logContainer(t *testing.T, c *Container) {
+	t.Helper()
+	r, err := c.Logs(context.Background())
+	if err != nil {
+		t.Logf("no logs: %v", err)
+		return
+	}
+	defer r.Close()
+	b, _ := io.ReadAll(r)
+	t.Logf("container logs:\n%s", b)
+}
