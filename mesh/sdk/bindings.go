@@ -2,8 +2,8 @@ package sdk
 
 import (
 	"context"
-	"fmt"
 
+	"github.com/meshbus/mesh/mesh/sdk/internal/amqpbus"
 	"github.com/meshbus/mesh/mesh/sdk/internal/natsbus"
 	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
 )
@@ -13,10 +13,9 @@ func dialNATS(ctx context.Context, cfg transport.Config) (transport.Transport, e
 	return natsbus.Dial(ctx, cfg)
 }
 
-// dialAMQP is the AMQP binding (amqp://, amqps://). The binding is written
-// separately (design 25 §1: exchanges mesh.events and mesh.rpc); its
-// author replaces this body with a call to its Dialer, implementing
-// internal/transport.Transport.
-func dialAMQP(_ context.Context, cfg transport.Config) (transport.Transport, error) {
-	return nil, fmt.Errorf("%w: the AMQP binding is not linked in (credential for %s)", ErrTransport, cfg.Credential.Module)
+// dialAMQP is the AMQP binding (amqps://; amqp:// is refused for a scoped
+// credential, having no certificate to pin): design 25 §1's exchanges
+// mesh.events and mesh.rpc, spelled in mesh/wire/amqp.go.
+func dialAMQP(ctx context.Context, cfg transport.Config) (transport.Transport, error) {
+	return amqpbus.Dial(ctx, cfg)
 }

@@ -61,7 +61,7 @@ func TestConnectRefusesWhatIsNotAModuleCredential(t *testing.T) {
 	noModule := tm.srv.Creds[sensorUser]
 	noModule.Module = ""
 	amqp := tm.srv.Creds[sensorUser]
-	amqp.URL = "amqps://u:p@127.0.0.1:5671"
+	amqp.URL = "amqp://u:p@127.0.0.1:5672/mesh"
 	cases := []struct {
 		what string
 		path string
@@ -71,7 +71,7 @@ func TestConnectRefusesWhatIsNotAModuleCredential(t *testing.T) {
 		{"a bootstrap URL", write("boot", "tls://"+tm.srv.Addr()+"\n"), sdk.ErrBootstrap, ""},
 		{"a credential without module", writeCred(t, noModule), wire.ErrBadCredential, "field module is missing"},
 		{"a person's credential", tm.credFile(t, wire.PersonUser("alice")), wire.ErrBadCredential, "field principal"},
-		{"an AMQP bus", writeCred(t, amqp), sdk.ErrTransport, "AMQP binding is not linked in"},
+		{"plain AMQP, nothing to pin", writeCred(t, amqp), wire.ErrBadCredential, "want amqps"},
 		{"no file", filepath.Join(dir, "absent"), os.ErrNotExist, ""},
 	}
 	for _, c := range cases {

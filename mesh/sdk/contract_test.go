@@ -134,8 +134,10 @@ func TestBindingByScheme(t *testing.T) {
 	if _, err := binding("http://h:1"); !errors.Is(err, ErrTransport) {
 		t.Errorf("binding(http): expected ErrTransport, got %v", err)
 	}
-	dial, _ := binding("amqps://u:p@h:1")
-	if _, err := dial(context.Background(), transport.Config{}); !errors.Is(err, ErrTransport) {
-		t.Fatalf("expected the AMQP binding to be reported missing, got %v", err)
+	// A scoped credential over plain amqp has no certificate to pin.
+	dial, _ := binding("amqp://u:p@h:1")
+	cfg := transport.Config{Credential: wire.Credential{URL: "amqp://u:p@h:1"}}
+	if _, err := dial(context.Background(), cfg); !errors.Is(err, wire.ErrBadCredential) {
+		t.Fatalf("expected plain amqp refused as a bad credential, got %v", err)
 	}
 }

@@ -157,9 +157,11 @@ func ToolFailure(h map[string][]string) (message string, failed bool) {
 // No responders: a call to a tool that nobody serves is answered by the
 // bus itself, never by a timeout. On NATS the server replies with a
 // status-only message (header line "NATS/1.0 503", nats.go's
-// ErrNoResponders); on AMQP a mandatory publish to mesh.rpc with no
-// queue bound for the key comes back as basic.return with reply code 312
-// (NO_ROUTE).
+// ErrNoResponders). On AMQP the mesh declares every service queue, so a
+// call is always routable: the caller first checks the queue passively
+// for consumers and, with none, sends the call as a probe that expires at
+// once; a confirmed probe, or a mandatory publish returned with reply
+// code 312 (NO_ROUTE) because the queue is gone, is no responders.
 const (
 	// NoRespondersNATS is the status of the server's no-responders reply.
 	NoRespondersNATS = 503

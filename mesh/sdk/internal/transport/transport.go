@@ -1,5 +1,5 @@
 // Package transport is the seam between the SDK's contract (package sdk)
-// and a bus binding: NATS today (package natsbus), AMQP next.
+// and a bus binding: NATS (package natsbus) and AMQP (package amqpbus).
 //
 // # For the author of a binding
 //
@@ -28,8 +28,10 @@
 //   - Consume binds the module's durable consumer or queue on the first
 //     call and starts delivering to cfg.Deliver; later calls only add a
 //     pattern ("<module>.<key pattern>"), which NATS ignores (the
-//     controller set the filters) and AMQP binds (`>` maps to `#`). A
-//     consumer the mesh has not created is ErrNoConsumer naming it.
+//     controller set the filters); on AMQP it consumes the module's events
+//     queue, which the mesh declared and bound (`>` maps to `*.#`): the
+//     binding binds nothing. A consumer the mesh has not created is
+//     ErrNoConsumer naming it.
 //     The binding calls cfg.Deliver from one goroutine at a time; it
 //     returns once the handlers have run and the delivery is settled, or
 //     once it is held, so a slow handler slows fetching. A Delivery is

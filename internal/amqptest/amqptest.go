@@ -1,0 +1,320 @@
+// Package amqptest runs RabbitMQ in a container with the definitions
+// composed from a mesh description (package amqpdefs), served over TLS
+// with a certificate of its own, and hands out every principal's
+// credential: internal/natstest's twin for the AMQP bus. A test that uses
+// it is skipped in -short mode and where no Docker engine answers.
+//
+// The image is mesh-rabbitmq:local, built from Debian's packages by
+// harness/images when it is missing, or the one MESH_RABBITMQ_IMAGE names.
+package amqptest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/harness/rabbitmq"
+	"github.com/meshbus/mesh/mesh/amqpdefs"
+	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/pki"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Paths and the TLS port inside the container.
+const (
+	certFile        = "/etc/rabbitmq/mesh-cert.pem"
+	keyFile         = "/etc/rabbitmq/mesh-key.pem"
+	definitionsFile = "/etc/rabbitmq/mesh-amqp-definitions.json"
+	tlsPort         = "5671/tcp"
+)
+
+// Broker is a running RabbitMQ and every principal's credential.
+type Broker struct {
+	// Container is the broker's container.
+	Container *rabbitmq.Container
+	// Creds maps each user (amqpdefs.Users) to its credential, pointed at
+	// this broker through the host's loopback.
+	Creds map[string]wire.Credential
+	// Fingerprint is the broker certificate's.
+	Fingerprint string
+	// Definitions are what the broker was given.
+	Definitions amqpdefs.Definitions
+
+	addr string
+}
+
+type settings struct{ maxDeliver int }
+
+// Option changes what Start gives the broker.
+type Option func(*settings)
+
+// WithMaxDeliver sets the deliveries an event gets before it is
+// dead-lettered (amqpdefs.Inputs.MaxDeliver).
+func WithMaxDeliver(n int) Option { return func(s *settings) { s.maxDeliver = n } }
+
+// Start runs the broker for m and waits until it serves; it is removed
+// when the test ends. It skips the test where there is no Docker engine.
+func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
+	t.Helper()
+	var s settings
+	for _, o := range opts {
+		o(&s)
+	}
+	if testing.Short() {
+		t.Skip("RabbitMQ container tests are skipped in -short mode")
+	}
+	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	dockerOrSkip(ctx, t)
+
+	b := &images.Builder{Out: io.Discard}
+	defer b.Close()
+	image, err := rabbitmq.EnsureImage(ctx, b, os.Getenv(rabbitmq.EnvImage), images.DebianFromEnv(os.Getenv))
+	if err != nil {
+		t.Fatalf("ensure the rabbitmq image: %v", err)
+	}
+
+	now := time.Now()
+	ca, err := pki.NewCA("amqptest", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueServer(append([]string{"localhost", "127.0.0.1", "rabbitmq"}, m.Bus.Names...), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := pki.Fingerprint(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	passwords, hashes := map[string]string{}, map[string]string{}
+	for _, u := range amqpdefs.Users(m) {
+		passwords[u] = "pw-" + u
+		if hashes[u], err = amqpdefs.NewPasswordHash(passwords[u]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := amqpdefs.Inputs{Hashes: hashes, MaxDeliver: s.maxDeliver}
+	defs, err := amqpdefs.Build(m, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := amqpdefs.Render(m, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctr, err := rabbitmq.Run(ctx, image,
+		rabbitmq.WithConfig(
+			"listeners.ssl.default = 5671",
+			"ssl_options.certfile = "+certFile,
+			"ssl_options.keyfile = "+keyFile,
+			// Clients are not asked for certificates: they pin the
+			// broker's and log in with a password.
+			"ssl_options.verify = verify_none",
+			"ssl_options.fail_if_no_peer_cert = false",
+		),
+		testcontainers.WithFiles(
+			testcontainers.ContainerFile{Reader: bytes.NewReader(certPEM), ContainerFilePath: certFile, FileMode: 0o644},
+			testcontainers.ContainerFile{Reader: bytes.NewReader(keyPEM), ContainerFilePath: keyFile, FileMode: 0o644},
+			testcontainers.ContainerFile{Reader: bytes.NewReader(doc), ContainerFilePath: definitionsFile, FileMode: 0o644},
+		),
+		testcontainers.WithExposedPorts(tlsPort),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings[network.MustParsePort(tlsPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+		}),
+	)
+	if ctr != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				logs(t, ctr)
+			}
+			if err := testcontainers.TerminateContainer(ctr); err != nil {
+				t.Errorf("remove the rabbitmq container: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("run rabbitmq: %v", err)
+	}
+	br := &Broker{Container: ctr, Fingerprint: fp, Definitions: defs}
+	br.importDefinitions(ctx, t)
+	p, err := ctr.MappedPort(ctx, tlsPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.addr = net.JoinHostPort("127.0.0.1", p.Port())
+	br.Creds = map[string]wire.Credential{}
+	for _, u := range amqpdefs.Users(m) {
+		br.Creds[u] = credential(m, u, wire.AMQPBusURL(u, passwords[u], br.addr), fp)
+	}
+	return br
+}
+
+// credential is user's credential document.
+func credential(m *meshdesc.Mesh, user, url, fp string) wire.Credential {
+	c := wire.Credential{URL: url, Fingerprint: fp, Principal: wire.PrincipalController}
+	for _, pl := range m.Placements() {
+		if wire.AMQPUser(pl.Node, pl.Module.Name) == user {
+			return wire.Credential{URL: url, Fingerprint: fp, Node: pl.Node, Module: pl.Module.Name}
+		}
+	}
+	for _, p := range m.Persons {
+		if wire.PersonUser(p.Name) == user {
+			return wire.Credential{URL: url, Fingerprint: fp, Principal: wire.PrincipalPerson, Name: p.Name}
+		}
+	}
+	return c
+}
+
+// importDefinitions loads the mesh's definitions into the running broker.
+// The harness's boot definitions carry its administrator; the mesh's are
+// imported beside them, which RabbitMQ merges.
+func (b *Broker) importDefinitions(ctx context.Context, t testing.TB) {
+	t.Helper()
+	if out, err := b.Container.Ctl(ctx, "import_definitions", definitionsFile); err != nil {
+		t.Fatalf("import the mesh's definitions: %v\n%s", err, out)
+	}
+}
+
+// Addr is host:port of the TLS listener from this host.
+func (b *Broker) Addr() string { return b.addr }
+
+// Dial connects as user with its credential: TLS with the certificate
+// pinned and its name checked, the mesh's virtual host. It is closed when
+// t ends.
+func (b *Broker) Dial(t testing.TB, user string) *amqp.Connection {
+	t.Helper()
+	cred, ok := b.Creds[user]
+	if !ok {
+		t.Fatalf("no credential for user %q", user)
+	}
+	conn, err := amqp.DialConfig(cred.URL, amqp.Config{TLSClientConfig: bus.PinnedTLS(cred.Fingerprint, cred.Host())})
+	if err != nil {
+		t.Fatalf("dial rabbitmq as %s: %v", user, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// Reset gives the next test the mesh as declared and empty: the
+// definitions are imported again (restoring what a test deleted) and
+// every queue they declare is purged. The modules of the last test must
+// be closed.
+func (b *Broker) Reset(ctx context.Context, t testing.TB) {
+	t.Helper()
+	b.importDefinitions(ctx, t)
+	ch, err := b.Dial(t, wire.ControllerUser).Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for _, q := range b.Definitions.Queues {
+		if _, err := ch.QueuePurge(q.Name, false); err != nil {
+			t.Fatalf("purge %s: %v", q.Name, err)
+		}
+	}
+}
+
+// Inspect reads a queue's ready messages and consumers through conn (a
+// passive declare, answered by the queue itself).
+func (b *Broker) Inspect(t testing.TB, conn *amqp.Connection, queue string) amqp.Queue {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", queue, err)
+	}
+	return q
+}
+
+func dockerOrSkip(ctx context.Context, t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err == nil {
+		defer cli.Close()
+		_, err = cli.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		t.Skipf("no Docker engine answers (%v); skipping the RabbitMQ container test", err)
+	}
+}
+
+func logs(t testing.TB, c *rabbitmq.Container) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := c.Logs(ctx)
+	if err != nil {
+		t.Logf("rabbitmq logs: %v", err)
+		return
+	}
+	defer r.Close()
+	out, _ := io.ReadAll(r)
+	t.Logf("rabbitmq logs:\n%s", out)
+}
+
+// Queues lists the queues of the mesh's virtual host.
+func (b *Broker) Queues(ctx context.Context, t testing.TB) []string {
+	t.Helper()
+	var list []struct {
+		Name string `json:"name"`
+	}
+	b.ctlJSON(ctx, t, &list, "list_queues", "-q", "-p", wire.AMQPVhost, "--formatter", "json", "name")
+	var out []string
+	for _, q := range list {
+		out = append(out, q.Name)
+	}
+	return out
+}
+
+// Unacked is the number of deliveries user's channels hold unsettled.
+// It is read from the channels, which count them as they go; a quorum
+// queue's own counts (list_queues) are refreshed on its tick only, and
+// AMQP tells ready messages alone (Inspect).
+func (b *Broker) Unacked(ctx context.Context, t testing.TB, user string) int {
+	t.Helper()
+	var list []struct {
+		User    string `json:"user"`
+		Unacked int    `json:"messages_unacknowledged"`
+	}
+	b.ctlJSON(ctx, t, &list, "list_channels", "-q", "--formatter", "json", "user", "messages_unacknowledged")
+	n := 0
+	for _, c := range list {
+		if c.User == user {
+			n += c.Unacked
+		}
+	}
+	return n
+}
+
+func (b *Broker) ctlJSON(ctx context.Context, t testing.TB, v any, args ...string) {
+	t.Helper()
+	out, err := b.Container.Ctl(ctx, args...)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
+	}
+}

@@ -1,0 +1,332 @@
+package amqpdefs
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func load(t *testing.T, name string) *meshdesc.Mesh {
+	t.Helper()
+	m, err := meshdesc.Load(filepath.Join("..", "..", "features", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// fakeHashes stand in for salted hashes: the golden file must not depend
+// on random salt.
+func fakeHashes(m *meshdesc.Mesh) map[string]string {
+	h := map[string]string{}
+	for _, u := range Users(m) {
+		h[u] = "hash-of-" + u
+	}
+	return h
+}
+
+func TestDefinitionsGolden(t *testing.T) {
+	for _, name := range []string{"mesh.yaml", "conformance.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			m := load(t, name)
+			got, err := Render(m, Inputs{Hashes: fakeHashes(m)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", strings.TrimSuffix(name, ".yaml")+".definitions.json")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./mesh/amqpdefs -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("definitions differ from %s (run with -update after checking the diff):\n%s", golden, got)
+			}
+			again, _ := Render(m, Inputs{Hashes: fakeHashes(m)})
+			if !bytes.Equal(got, again) {
+				t.Fatal("expected the same bytes from the same inputs")
+			}
+		})
+	}
+}
+
+func TestDefinitionsRefuseAMissingHash(t *testing.T) {
+	m := load(t, "mesh.yaml")
+	h := fakeHashes(m)
+	delete(h, wire.AMQPUser("node-b", "logger"))
+	if _, err := Build(m, Inputs{Hashes: h}); err == nil || !strings.Contains(err.Error(), "mod.node-b.logger") {
+		t.Fatalf("expected a refusal naming mod.node-b.logger, got %v", err)
+	}
+	if _, err := Build(m, Inputs{Hashes: fakeHashes(m), MaxDeliver: -1}); err == nil {
+		t.Fatal("expected a negative max deliver refused")
+	}
+}
+
+// The defaults are the NATS policy's, so both buses give up alike.
+func TestDefaultsAreTheControllerPolicy(t *testing.T) {
+	p := controller.DefaultPolicy()
+	if DefaultMaxDeliver != p.EventsMaxDeliver || DefaultDeadMaxAge != p.DeadMaxAge {
+		t.Fatalf("expected max deliver %d and dead max age %s, as the controller's policy, got %d and %s",
+			p.EventsMaxDeliver, p.DeadMaxAge, DefaultMaxDeliver, DefaultDeadMaxAge)
+	}
+}
+
+// TestModuleGrantsComeFromTheManifest rebuilds each module user's grants
+// from its manifest alone, spelled out here rather than through the
+// package's helpers, and compares them with what Build gives.
+func TestModuleGrantsComeFromTheManifest(t *testing.T) {
+	for _, name := range []string{"mesh.yaml", "conformance.yaml"} {
+		m := load(t, name)
+		d, err := Build(m, Inputs{Hashes: fakeHashes(m)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pl := range m.Placements() {
+			mod, node := pl.Module, pl.Node
+			user := "mod." + node + "." + mod.Name
+			var write, read, emits, binds, calls []string
+			if len(mod.AllEmits()) > 0 {
+				write = append(write, `mesh\.events`)
+			}
+			if len(mod.Uses) > 0 {
+				write = append(write, `mesh\.rpc`)
+			}
+			if len(mod.AllTools()) > 0 {
+				write = append(write, `amq\.default`)
+			}
+			if len(mod.Consumes) > 0 {
+				read = append(read, node+`\.`+mod.Name+`\.events`)
+			}
+			for _, tool := range mod.AllTools() {
+				read = append(read, `serve\.`+mod.Name+`\.`+tool)
+			}
+			for _, k := range mod.AllEmits() {
+				emits = append(emits, mod.Name+`\.`+strings.ReplaceAll(k, ".", `\.`))
+			}
+			for _, c := range mod.Consumes {
+				k := strings.ReplaceAll(c, ".", `\.`)
+				k = strings.ReplaceAll(k, "*", `\*`)
+				k = strings.Replace(k, ">", `\*\.#`, 1)
+				binds = append(binds, k)
+			}
+			for _, u := range mod.Uses {
+				target, tool, _ := strings.Cut(u, ".")
+				for _, other := range m.Modules {
+					if other.Seat == target {
+						target = other.Name
+					}
+				}
+				if tool == "*" {
+					calls = append(calls, `serve\.`+target+`\.[^.]+`)
+				} else {
+					calls = append(calls, `serve\.`+target+`\.`+tool)
+				}
+			}
+			wantPerm := Permission{User: user, Vhost: "mesh", Configure: "^$", Write: alt(write), Read: alt(read)}
+			if got := findPerm(t, d, user); got != wantPerm {
+				t.Errorf("%s: expected %+v, got %+v", user, wantPerm, got)
+			}
+			wantTopics := []TopicPermission{
+				{User: user, Vhost: "mesh", Exchange: "mesh.events", Write: alt(emits), Read: alt(binds)},
+				{User: user, Vhost: "mesh", Exchange: "mesh.rpc", Write: alt(calls), Read: "^$"},
+			}
+			if got := findTopics(d, user); !slices.Equal(got, wantTopics) {
+				t.Errorf("%s: expected topic permissions %+v, got %+v", user, wantTopics, got)
+			}
+		}
+	}
+}
+
+// The grants do what they say: RabbitMQ matches a permission's regular
+// expression against a name, unanchored, as regexp.MatchString does.
+func TestGrantsAllowAndRefuse(t *testing.T) {
+	m := load(t, "mesh.yaml")
+	d, err := Build(m, Inputs{Hashes: fakeHashes(m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sensor, logger := wire.AMQPUser("node-a", "sensor"), wire.AMQPUser("node-b", "logger")
+	topicOf := func(user, exchange string) TopicPermission {
+		for _, tp := range findTopics(d, user) {
+			if tp.Exchange == exchange {
+				return tp
+			}
+		}
+		t.Fatalf("no topic permission of %s on %s", user, exchange)
+		return TopicPermission{}
+	}
+	cases := []struct {
+		what, re, name string
+		want           bool
+	}{
+		{"sensor publishes its reading", topicOf(sensor, "mesh.events").Write, "sensor.reading", true},
+		{"sensor publishes alarm.raised", topicOf(sensor, "mesh.events").Write, "sensor.alarm.raised", true},
+		{"sensor publishes a key it does not emit", topicOf(sensor, "mesh.events").Write, "sensor.alarm.cleared", false},
+		{"sensor publishes as another module", topicOf(sensor, "mesh.events").Write, "logger.reading", false},
+		{"a dot is not any character", topicOf(sensor, "mesh.events").Write, "sensorxreading", false},
+		{"logger publishes nothing", topicOf(logger, "mesh.events").Write, "logger.reading", false},
+		{"logger calls catalog_tools", topicOf(logger, "mesh.rpc").Write, "serve.catalog.catalog_tools", true},
+		{"logger calls another tool", topicOf(logger, "mesh.rpc").Write, "serve.sensor.calibrate", false},
+		{"sensor calls nothing", topicOf(sensor, "mesh.rpc").Write, "serve.catalog.catalog_tools", false},
+		{"logger reads its queue", findPerm(t, d, logger).Read, "node-b.logger.events", true},
+		{"logger reads another node's queue", findPerm(t, d, logger).Read, "node-a.logger.events", false},
+		{"sensor serves calibrate", findPerm(t, d, sensor).Read, "serve.sensor.calibrate", true},
+		{"sensor serves an undeclared tool", findPerm(t, d, sensor).Read, "serve.sensor.undeclared", false},
+		{"sensor answers through the default exchange", findPerm(t, d, sensor).Write, "amq.default", true},
+		{"logger answers nothing", findPerm(t, d, logger).Write, "amq.default", false},
+		{"sensor writes mesh.events", findPerm(t, d, sensor).Write, "mesh.events", true},
+		{"sensor writes mesh.rpc", findPerm(t, d, sensor).Write, "mesh.rpc", false},
+		{"a module configures nothing", findPerm(t, d, sensor).Configure, "node-a.sensor.events", false},
+		{"bob calls every tool", topicOf(wire.PersonUser("bob"), "mesh.rpc").Write, "serve.sensor.calibrate", true},
+		{"alice calls calibrate", topicOf(wire.PersonUser("alice"), "mesh.rpc").Write, "serve.sensor.calibrate", true},
+		{"alice calls catalog_tools", topicOf(wire.PersonUser("alice"), "mesh.rpc").Write, "serve.catalog.catalog_tools", false},
+	}
+	for _, c := range cases {
+		if got := regexp.MustCompile(c.re).MatchString(c.name); got != c.want {
+			t.Errorf("%s: %q against %q: expected %v, got %v", c.what, c.re, c.name, c.want, got)
+		}
+	}
+}
+
+// The mesh declares the whole topology: every binding joins a declared
+// exchange to a declared queue, every consumer has its events queue with
+// the delivery limit and the dead-letter exchange, every tool its queue.
+func TestTopologyIsComplete(t *testing.T) {
+	m := load(t, "mesh.yaml")
+	d, err := Build(m, Inputs{Hashes: fakeHashes(m), MaxDeliver: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchanges := map[string]Exchange{}
+	for _, e := range d.Exchanges {
+		exchanges[e.Name] = e
+	}
+	queues := map[string]Queue{}
+	for _, q := range d.Queues {
+		queues[q.Name] = q
+	}
+	for _, b := range d.Bindings {
+		if _, ok := exchanges[b.Source]; !ok {
+			t.Errorf("binding %+v: undeclared exchange", b)
+		}
+		if _, ok := queues[b.Destination]; !ok {
+			t.Errorf("binding %+v: undeclared queue", b)
+		}
+	}
+	if exchanges["mesh.events"].Type != "topic" || exchanges["mesh.rpc"].Type != "topic" || exchanges["mesh.dead"].Type != "fanout" {
+		t.Errorf("expected mesh.events and mesh.rpc topic, mesh.dead fanout, got %+v", d.Exchanges)
+	}
+	lq, ok := queues["node-b.logger.events"]
+	if !ok {
+		t.Fatal("expected the logger's events queue")
+	}
+	if lq.Arguments["x-queue-type"] != "quorum" || lq.Arguments["x-delivery-limit"] != 2 || lq.Arguments["x-dead-letter-exchange"] != "mesh.dead" || !lq.Durable {
+		t.Errorf("expected a durable quorum queue with 3 deliveries and mesh.dead, got %+v", lq)
+	}
+	var keys []string
+	for _, b := range d.Bindings {
+		if b.Destination == "node-b.logger.events" {
+			keys = append(keys, b.RoutingKey)
+		}
+	}
+	if !slices.Equal(keys, []string{"sensor.alarm.*.#", "sensor.reading"}) {
+		t.Errorf("expected the logger's queue bound to its two consumes, got %v", keys)
+	}
+	for _, q := range []string{"node-a.sensor.events", "node-a.catalog.events"} {
+		if _, ok := queues[q]; ok {
+			t.Errorf("expected no events queue %s for a module that consumes nothing", q)
+		}
+	}
+	for _, q := range []string{"serve.sensor.calibrate", "serve.catalog.catalog_tools", "mesh.dead"} {
+		if _, ok := queues[q]; !ok {
+			t.Errorf("expected queue %s", q)
+		}
+	}
+	if len(d.Vhosts) != 1 || d.Vhosts[0].Name != "mesh" {
+		t.Errorf("expected the one vhost mesh, got %v", d.Vhosts)
+	}
+	for _, u := range d.Users {
+		if u.HashingAlgorithm != "rabbit_password_hashing_sha256" || u.Tags != "" {
+			t.Errorf("expected %s hashed with sha256 and no tags, got %+v", u.Name, u)
+		}
+	}
+	// The document is what load_definitions reads: the sections by name.
+	raw, _ := Render(m, Inputs{Hashes: fakeHashes(m)})
+	var sections map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &sections); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"users", "vhosts", "permissions", "topic_permissions", "exchanges", "queues", "bindings"} {
+		if _, ok := sections[s]; !ok {
+			t.Errorf("expected section %s", s)
+		}
+	}
+}
+
+// The hash is RabbitMQ's sha256 scheme; the expected value was computed
+// with openssl and base64, not with this package.
+func TestHashPassword(t *testing.T) {
+	const want = "AQIDBD1e8evdzO2AgfQJ3NX/vJ4ymjQ6anhp3Jt/QoSlgfsZ"
+	if got := HashPassword("pw-mod.node-a.sensor", [4]byte{1, 2, 3, 4}); got != want {
+		t.Fatalf("expected %s, got %s", want, got)
+	}
+	a, err := NewPasswordHash("secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewPasswordHash("secret")
+	raw, err := base64.StdEncoding.DecodeString(a)
+	if err != nil || len(raw) != 36 || a == b {
+		t.Fatalf("expected 4 bytes of random salt and 32 of hash, got %d bytes (%v), equal twice: %v", len(raw), err, a == b)
+	}
+	if HashPassword("secret", [4]byte(raw[:4])) != a {
+		t.Fatal("expected the hash reproduced from its own salt")
+	}
+}
+
+func alt(res []string) string {
+	if len(res) == 0 {
+		return "^$"
+	}
+	res = slices.Clone(res)
+	slices.Sort(res)
+	return "^(" + strings.Join(slices.Compact(res), "|") + ")$"
+}
+
+func findPerm(t *testing.T, d Definitions, user string) Permission {
+	t.Helper()
+	for _, p := range d.Permissions {
+		if p.User == user {
+			return p
+		}
+	}
+	t.Fatalf("no permissions for %s", user)
+	return Permission{}
+}
+
+func findTopics(d Definitions, user string) []TopicPermission {
+	var out []TopicPermission
+	for _, tp := range d.TopicPermissions {
+		if tp.User == user {
+			out = append(out, tp)
+		}
+	}
+	return out
+}

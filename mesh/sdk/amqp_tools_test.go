@@ -1,0 +1,147 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/sdk"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Tools on AMQP: a call is answered; a failing or panicking handler
+// reaches the caller as a *ToolError; nobody serving is ErrNoResponders
+// at once, and leaves no call behind in the queue; silence is ErrTimeout.
+func amqpToolCalls(t *testing.T, am *amqpMesh) {
+	logger := am.connect(t, loggerUser)
+	call := func(d time.Duration, args string) ([]byte, error) {
+		return logger.Request(ctxFor(t, d), "catalog", "catalog_tools", []byte(args))
+	}
+
+	start := time.Now()
+	if _, err := call(5*time.Second, `{}`); !errors.Is(err, sdk.ErrNoResponders) {
+		t.Fatalf("before anyone serves: expected ErrNoResponders, got %v", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("expected no responders at once, took %s", d)
+	}
+	if n := am.ready(t, catalogQueue); n != 0 {
+		t.Fatalf("expected the call nobody took dropped, %s holds %d", catalogQueue, n)
+	}
+
+	catalog := am.connect(t, catalogUser)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the modules close: a silent handler returns
+	if err := catalog.Handle("catalog_tools", func(ctx context.Context, args []byte) ([]byte, error) {
+		switch string(args) {
+		case `"fail"`:
+			return nil, errors.New("catalog store unreachable")
+		case `"panic"`:
+			panic("index out of range")
+		case `"silent"`:
+			<-release
+			return nil, nil
+		}
+		return append([]byte(`{"echo":`), append(args, '}')...), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := call(5*time.Second, `[1,2]`)
+	if err != nil || string(out) != `{"echo":[1,2]}` {
+		t.Fatalf("expected the answer, got %s, %v", out, err)
+	}
+	for args, msg := range map[string]string{`"fail"`: "catalog store unreachable", `"panic"`: "handler panicked: index out of range"} {
+		_, err := call(5*time.Second, args)
+		var te *sdk.ToolError
+		if !errors.As(err, &te) || te.Module != "catalog" || te.Tool != "catalog_tools" || te.Message != msg {
+			t.Fatalf("%s: expected a *ToolError %q, got %v", args, msg, err)
+		}
+	}
+	if _, err := call(300*time.Millisecond, `"silent"`); !errors.Is(err, sdk.ErrTimeout) {
+		t.Fatalf("expected ErrTimeout, got %v", err)
+	}
+}
+
+// Several runtimes serving one tool compete on its queue: every call is
+// answered once, not once per runtime.
+func amqpToolQueueGroup(t *testing.T, am *amqpMesh) {
+	logger := am.connect(t, loggerUser)
+	var served atomic.Int64
+	var runtimes []*sdk.Module
+	for range 2 {
+		runtime := am.connect(t, catalogUser)
+		runtimes = append(runtimes, runtime)
+		if err := runtime.Handle("catalog_tools", func(context.Context, []byte) ([]byte, error) {
+			served.Add(1)
+			return []byte(`true`), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const calls = 20
+	for i := range calls {
+		if _, err := logger.Request(ctxFor(t, 5*time.Second), "catalog", "catalog_tools", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range runtimes {
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := served.Load(); got != calls {
+		t.Fatalf("expected %d handler runs for %d calls, got %d", calls, calls, got)
+	}
+}
+
+// A module calling a tool its manifest's uses do not grant — whether or
+// not anyone serves it — or serving a tool its manifest does not declare,
+// is refused by the broker, and hears so at once.
+func amqpToolsOutsideTheGrants(t *testing.T, am *amqpMesh) {
+	sensor := am.connect(t, sensorUser)
+	denied := func(what string) {
+		t.Helper()
+		start := time.Now()
+		_, err := sensor.Request(ctxFor(t, 8*time.Second), "catalog", "catalog_tools", nil)
+		if !errors.Is(err, sdk.ErrDenied) || errors.Is(err, sdk.ErrTimeout) || errors.Is(err, sdk.ErrNoResponders) {
+			t.Fatalf("%s: expected ErrDenied for a call without a uses grant, got %v", what, err)
+		}
+		if d := time.Since(start); d > 4*time.Second {
+			t.Fatalf("%s: expected the denial at once, took %s", what, d)
+		}
+	}
+	denied("nobody serving")
+	catalog := am.connect(t, catalogUser)
+	if err := catalog.Handle("catalog_tools", func(context.Context, []byte) ([]byte, error) { return []byte(`1`), nil }); err != nil {
+		t.Fatal(err)
+	}
+	denied("served")
+	if err := sensor.Handle("undeclared", func(context.Context, []byte) ([]byte, error) { return nil, nil }); !errors.Is(err, sdk.ErrDenied) {
+		t.Fatalf("expected ErrDenied serving an undeclared tool, got %v", err)
+	}
+	// The module is still whole after the refusals.
+	if err := sensor.Handle("calibrate", func(context.Context, []byte) ([]byte, error) { return []byte(`"ok"`), nil }); err != nil {
+		t.Fatalf("serve a declared tool after a refusal: %v", err)
+	}
+	if got := am.rawCall(t, wire.PersonUser("alice"), "sensor", "calibrate", nil); string(got) != `"ok"` {
+		t.Fatalf("expected alice's call answered, got %s", got)
+	}
+}
+
+// A call routed nowhere — the tool's queue is gone — comes back from the
+// broker unroutable (312): ErrNoResponders, not a timeout.
+func amqpNoServiceQueueIsNoResponders(t *testing.T, am *amqpMesh) {
+	if _, err := am.channel(t).QueueDelete(catalogQueue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	logger := am.connect(t, loggerUser)
+	_, err := logger.Request(ctxFor(t, 5*time.Second), "catalog", "catalog_tools", []byte(`{}`))
+	if !errors.Is(err, sdk.ErrNoResponders) || !strings.Contains(err.Error(), fmt.Sprint(wire.NoRespondersAMQP)) {
+		t.Fatalf("expected ErrNoResponders from a return with %d, got %v", wire.NoRespondersAMQP, err)
+	}
+}

@@ -1,0 +1,195 @@
+package amqpbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// prefetch is how many deliveries of the events queue may be unsettled
+// at once. The SDK holds a delivery no handler wants while the module may
+// still subscribe, so a prefetch of one would stall the queue behind it.
+const prefetch = 64
+
+// Publish sends one event to mesh.events with the routing key
+// <module>.<key>, the envelope's headers as message headers, x-event-id
+// as message-id and content-type as the property too, persistent, and
+// waits for the broker's confirm. A routing key outside the module's
+// emits is refused by the broker (403 on the channel): ErrDenied.
+func (b *Bus) Publish(ctx context.Context, key string, msg transport.Message) error {
+	p, err := b.publishers.get(ctx)
+	if err != nil {
+		return err
+	}
+	first := func(name string) string {
+		if v := msg.Header[name]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, wire.ExchangeEvents, wire.EventRoutingKey(b.name, key), false, false, amqp.Publishing{
+		Headers:      amqp.Table(wire.HeadersToTable(msg.Header)),
+		ContentType:  first(wire.HeaderContentType),
+		MessageId:    first(wire.HeaderEventID),
+		DeliveryMode: amqp.Persistent,
+		Body:         msg.Body,
+	})
+	if err != nil {
+		b.publishers.discard(p)
+		return fmt.Errorf("publish %s: %w", wire.EventRoutingKey(b.name, key), sendError(ctx, err))
+	}
+	select {
+	case <-dc.Done():
+		if dc.Acked() {
+			b.publishers.put(p)
+			return nil
+		}
+		if p.alive() {
+			// A nack: the broker could not take the message.
+			b.publishers.put(p)
+			return fmt.Errorf("publish %s: the broker refused the event", wire.EventRoutingKey(b.name, key))
+		}
+		return fmt.Errorf("publish %s: %w", wire.EventRoutingKey(b.name, key), refused(closeCause(p.closed)))
+	case <-ctx.Done():
+		// The confirm may still come; the channel is not reused, so it
+		// cannot be mistaken for another publish's.
+		b.publishers.discard(p)
+		return fmt.Errorf("publish %s: %w: %w", wire.EventRoutingKey(b.name, key), transport.ErrTimeout, ctx.Err())
+	}
+}
+
+// Consume starts consuming the module's events queue
+// <node>.<module>.events on the first call. The queue is checked with a
+// passive declare, which creates nothing; a queue the mesh has not
+// declared (or a module that consumes nothing, for which it declares
+// none) is ErrNoConsumer naming it. Later calls add nothing: the mesh
+// bound the queue to every pattern of the manifest.
+func (b *Bus) Consume(ctx context.Context, _ string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.consumer != nil {
+		return nil
+	}
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	queue := wire.EventsQueue(b.node, b.name)
+	ch, err := b.openChannel(ctx)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", queue, err)
+	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	var deliveries <-chan amqp.Delivery
+	err = bounded(ctx, ch, func() error {
+		if _, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil); err != nil {
+			return err
+		}
+		if err := ch.Qos(prefetch, 0, false); err != nil {
+			return err
+		}
+		var err error
+		// The queue is the consumer tag: one consumer per channel.
+		deliveries, err = ch.Consume(queue, queue, false, false, false, false, nil)
+		return err
+	})
+	if err != nil {
+		_ = ch.Close()
+		if brokerCode(err) == wire.AMQPNotFound {
+			return fmt.Errorf("%w: queue %s in vhost %s: %w", transport.ErrNoConsumer, queue, wire.AMQPVhost, err)
+		}
+		return fmt.Errorf("consume %s: %w", queue, refused(err))
+	}
+	c := newConsumer(ch, closed, deliveries, queue, b.log)
+	go c.run(func(d amqp.Delivery) { b.cfg.Deliver(delivery{d}) })
+	b.consumer = c
+	return nil
+}
+
+// delivery is one message of the events queue as the SDK sees it.
+type delivery struct{ d amqp.Delivery }
+
+// Key is the routing key, <module>.<key>; "" for one that is not an
+// event's, which the SDK refuses.
+func (d delivery) Key() string {
+	if _, _, err := wire.EventKeyFromRoutingKey(d.d.RoutingKey); err != nil {
+		return ""
+	}
+	return d.d.RoutingKey
+}
+
+func (d delivery) Message() transport.Message {
+	return transport.Message{Header: wire.HeadersFromTable(d.d.Headers, d.d.ContentType), Body: d.d.Body}
+}
+
+// Ack settles the delivery as done.
+func (d delivery) Ack() error { return mapClosed(d.d.Ack(false)) }
+
+// Nak requeues it; the quorum queue counts the delivery and dead-letters
+// the message to mesh.dead past its delivery limit.
+func (d delivery) Nak() error { return mapClosed(d.d.Nack(false, true)) }
+
+// Term rejects it for good. The queue dead-letters it to mesh.dead, where
+// its x-death header says "rejected", apart from those that exhausted
+// their deliveries; AMQP carries no reason, which the SDK has logged.
+func (d delivery) Term(string) error { return mapClosed(d.d.Reject(false)) }
+
+// consumer is one consumer on its own channel: the events queue's, or a
+// served tool's.
+type consumer struct {
+	ch         *amqp.Channel
+	closed     chan *amqp.Error
+	deliveries <-chan amqp.Delivery
+	queue      string
+	log        *slog.Logger
+	done       chan struct{}
+}
+
+func newConsumer(ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, queue string, log *slog.Logger) *consumer {
+	return &consumer{ch: ch, closed: closed, deliveries: deliveries, queue: queue, log: log, done: make(chan struct{})}
+}
+
+// run hands each delivery to f, one at a time, until the consumer is
+// cancelled (every delivery already fetched is still handed over) or the
+// channel closes.
+func (c *consumer) run(f func(amqp.Delivery)) {
+	defer close(c.done)
+	for d := range c.deliveries {
+		f(d)
+	}
+	if !c.ch.IsClosed() {
+		return // cancelled by stop
+	}
+	if cause := closeCause(c.closed); !errors.Is(cause, amqp.ErrClosed) {
+		c.log.Error("consuming stopped: the channel was closed", "queue", c.queue, "err", cause)
+	}
+}
+
+// stop cancels the consumer, waits until what was fetched has been handed
+// over and settled, and closes the channel (the broker requeues what is
+// still unsettled).
+func (c *consumer) stop(deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	var errs []error
+	if !c.ch.IsClosed() {
+		if err := bounded(ctx, c.ch, func() error { return c.ch.Cancel(c.queue, false) }); err != nil && !errors.Is(err, amqp.ErrClosed) {
+			errs = append(errs, fmt.Errorf("cancel consumer of %s: %w", c.queue, err))
+		}
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("drain %s: %w", c.queue, transport.ErrTimeout))
+	}
+	if err := c.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		errs = append(errs, fmt.Errorf("close channel of %s: %w", c.queue, err))
+	}
+	return errors.Join(errs...)
+}

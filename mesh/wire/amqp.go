@@ -1,0 +1,246 @@
+package wire
+
+// The AMQP wire: design 19 on the bus the mesh has today, RabbitMQ (design
+// 25 §1). The same envelope, the same identities, the same grants as on
+// NATS, spelled in exchanges, queues and routing keys.
+//
+//   - Events go to the topic exchange mesh.events with the routing key
+//     <module>.<event key>, the key's dots kept (sensor.alarm.raised).
+//   - A module consumes from its durable queue <node>.<module>.events,
+//     bound to mesh.events once per pattern its manifest consumes. It is a
+//     quorum queue with a delivery limit and the dead-letter exchange
+//     mesh.dead: the broker counts deliveries (as JetStream's MaxDeliver
+//     does) and moves a message past its limit to the queue mesh.dead.
+//   - A tool is served from the queue serve.<module>.<tool>, bound to the
+//     exchange mesh.rpc with its own name as routing key and shared by
+//     every runtime serving the tool, so they compete for a call. The
+//     caller's reply comes through RabbitMQ's direct reply-to.
+//   - The mesh declares every exchange, queue and binding (the definitions
+//     the broker loads at boot, package amqpdefs); a module declares
+//     nothing and only passively checks what it uses (design 19: an
+//     implementation creates nothing on the bus).
+//
+// mesh.rpc is a topic exchange although every binding on it is an exact
+// name, so that it routes exactly as a direct exchange would: RabbitMQ
+// authorises routing keys (topic permissions) on topic exchanges only, and
+// that is what scopes a module's calls to the tools its manifest uses.
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The virtual host, exchanges and queues the mesh declares.
+const (
+	// AMQPVhost is the virtual host every principal of the mesh uses; a
+	// credential's URL names it as its path (amqps://user:pw@host:5671/mesh).
+	AMQPVhost = "mesh"
+	// ExchangeEvents is the topic exchange events are published to.
+	ExchangeEvents = "mesh.events"
+	// ExchangeRPC is the exchange tool calls are published to (a topic
+	// exchange with exact bindings: see the top of this file).
+	ExchangeRPC = "mesh.rpc"
+	// ExchangeDead is the fanout exchange a module's events queue
+	// dead-letters to.
+	ExchangeDead = "mesh.dead"
+	// QueueDead keeps the dead letters, each with its x-death header
+	// saying why (delivery_limit, rejected) and from which queue.
+	QueueDead = "mesh.dead"
+	// ExchangeDefault is the name permissions give the default exchange
+	// (""), through which a tool's answer is published to the caller's
+	// direct reply-to address.
+	ExchangeDefault = "amq.default"
+	// DirectReplyTo is the pseudo-queue a caller consumes (with no ack)
+	// and names as reply-to: RabbitMQ routes the answer to the caller's
+	// channel without any queue being declared, which a scoped account
+	// could not do (issue 049).
+	DirectReplyTo = "amq.rabbitmq.reply-to"
+)
+
+// Exchange types.
+const (
+	ExchangeTopic  = "topic"
+	ExchangeFanout = "fanout"
+)
+
+// Queue arguments the mesh declares queues with.
+const (
+	// ArgQueueType selects the queue type.
+	ArgQueueType = "x-queue-type"
+	// QueueQuorum is the queue type of a module's events queue: the one
+	// type whose broker counts deliveries.
+	QueueQuorum = "quorum"
+	// QueueClassic is the type of the service and dead-letter queues.
+	QueueClassic = "classic"
+	// ArgDeliveryLimit is a quorum queue's delivery limit (DeliveryLimit).
+	ArgDeliveryLimit = "x-delivery-limit"
+	// ArgDeadLetterExchange names the exchange a queue dead-letters to.
+	ArgDeadLetterExchange = "x-dead-letter-exchange"
+	// ArgMessageTTL bounds how long a queue keeps a message, in ms.
+	ArgMessageTTL = "x-message-ttl"
+)
+
+// AMQP reply codes the bindings branch on. NoRespondersAMQP (312,
+// NO_ROUTE) is in envelope.go with its NATS twin.
+const (
+	// AMQPAccessRefused closes the channel of an operation the user has no
+	// permission for: a publish outside its emits or uses, a consume of a
+	// queue not its own.
+	AMQPAccessRefused = 403
+	// AMQPNotFound closes the channel of a passive declare, a consume or a
+	// publish naming a queue or exchange that does not exist.
+	AMQPNotFound = 404
+)
+
+// EventRoutingKey is the routing key of module's event with key on
+// mesh.events: the key's dots are kept, so a pattern's wildcards apply
+// to its tokens exactly as on NATS.
+func EventRoutingKey(module, key string) string { return module + "." + key }
+
+// ErrNotEventRoutingKey means a routing key is not <module>.<key>.
+var ErrNotEventRoutingKey = errors.New("not an event routing key")
+
+// EventKeyFromRoutingKey recovers the emitting module and the event key
+// from a routing key of mesh.events: the key travels in the routing key
+// and is never carried twice.
+func EventKeyFromRoutingKey(routingKey string) (module, key string, err error) {
+	module, key, ok := strings.Cut(routingKey, ".")
+	if !ok || CheckName(module) != nil || CheckKey(key) != nil {
+		return "", "", fmt.Errorf("%w: %q", ErrNotEventRoutingKey, routingKey)
+	}
+	return module, key, nil
+}
+
+// EventBindingKey turns a consumed pattern "<module>.<key pattern>" (NATS
+// wildcards, as manifests and wire.MatchKey spell them) into the binding
+// key of the module's events queue on mesh.events. '*' stays '*' (one
+// token). '>' (one or more tokens) becomes "*.#": AMQP's '#' alone matches
+// zero or more, so "sensor.alarm.#" would also route an event keyed
+// "alarm" that "sensor.alarm.>" does not match; "*.#" is exactly one or
+// more, and both buses deliver the same events for the same manifest.
+func EventBindingKey(pattern string) string {
+	if rest, ok := strings.CutSuffix(pattern, ">"); ok && (rest == "" || strings.HasSuffix(rest, ".")) {
+		return rest + "*.#"
+	}
+	return pattern
+}
+
+// EventsQueue is the durable queue module consumes from on node: one per
+// module per node, like its NATS consumer <node>_<module>.
+func EventsQueue(node, module string) string { return node + "." + module + ".events" }
+
+// ServiceQueue is the queue tool of module is served from, shared by every
+// runtime serving it. It is also the call's routing key on mesh.rpc.
+func ServiceQueue(module, tool string) string { return "serve." + module + "." + tool }
+
+// AMQPUser is the RabbitMQ user of module on node: the same name as on
+// NATS (RabbitMQ allows the dots), so a credential names one principal
+// whichever bus it points at.
+func AMQPUser(node, module string) string { return ModuleUser(node, module) }
+
+// AMQPPort is the port RabbitMQ serves AMQP over TLS on.
+const AMQPPort = 5671
+
+// AMQPBusURL composes the URL an AMQP credential carries: amqps, the
+// user and password, and the virtual host as its path. A scoped
+// credential is always amqps: it pins a certificate.
+func AMQPBusURL(user, password, hostport string) string {
+	u := url.URL{Scheme: "amqps", User: url.UserPassword(user, password), Host: hostport, Path: "/" + AMQPVhost}
+	return u.String()
+}
+
+// DeliveryLimit is the x-delivery-limit that gives a message maxDeliver
+// deliveries in all, as JetStream's MaxDeliver counts them: a quorum queue
+// dead-letters a message once it has been returned more times than its
+// limit, so the limit counts redeliveries, not deliveries. Verified
+// against RabbitMQ 3.10 (the SDK's AMQP dead-letter test).
+func DeliveryLimit(maxDeliver int) int { return max(maxDeliver-1, 0) }
+
+// A tool call on AMQP. The caller publishes to mesh.rpc with routing key
+// ServiceQueue(module, tool), mandatory, reply-to DirectReplyTo, a fresh
+// correlation-id, not persisted (delivery mode 1), and an expiration of
+// the time it will still wait, so a call nobody took in time is dropped
+// by the broker rather than answered later. The answer is published by
+// the server to the default exchange with the reply-to as routing key and
+// the call's correlation-id, the reply's headers (x-error for a failure,
+// envelope.go) as message headers.
+//
+// No responders. The mesh declares every service queue, so a call is
+// routable whether anyone serves the tool or not, and a queue would keep
+// it until it expired: the broker's own no-route return (312) only comes
+// for a tool no queue exists for. So a caller first declares the service
+// queue passively, which needs no permission and answers with its
+// consumer count; with no consumer it publishes the call as a probe, with
+// CallExpirationProbe, which the broker drops at once unless a consumer
+// takes it at that moment. The probe still goes through the broker's
+// checks, so a call the caller may not make is refused (ErrDenied) before
+// anyone is told nobody serves it, as on NATS.
+const CallExpirationProbe = "0"
+
+// CallExpiration is the expiration property of a call that will be waited
+// for d: whole milliseconds, at least 1, since "0" is the probe.
+func CallExpiration(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}
+
+// HeadersToTable renders an envelope's headers (or a tool reply's) as AMQP
+// message headers: the same names, each with its first value as a string.
+// The envelope has one value per header. The result converts to
+// amqp091.Table.
+func HeadersToTable(h map[string][]string) map[string]any {
+	if len(h) == 0 {
+		return nil
+	}
+	t := make(map[string]any, len(h))
+	for name, v := range h {
+		if len(v) > 0 {
+			t[name] = v[0]
+		}
+	}
+	return t
+}
+
+// HeadersFromTable reads AMQP message headers as an envelope's headers.
+// A string (or byte string) header is one value; a number, a boolean or a
+// time is written out, as the broker's own x-delivery-count is; a table or
+// an array (the broker's x-death) is not an envelope header and is left
+// out. contentType is the message's content-type property: AMQP's own
+// place for it, read when the headers do not carry content-type, so an
+// emitter that set only the property is not refused for its absence.
+func HeadersFromTable(t map[string]any, contentType string) map[string][]string {
+	h := make(map[string][]string, len(t)+1)
+	for name, v := range t {
+		var s string
+		switch v := v.(type) {
+		case string:
+			s = v
+		case []byte:
+			s = string(v)
+		case bool:
+			s = strconv.FormatBool(v)
+		case int8, int16, int32, int64, int, uint8, uint16, uint32, uint64, uint:
+			s = fmt.Sprint(v)
+		case float32:
+			s = strconv.FormatFloat(float64(v), 'g', -1, 32)
+		case float64:
+			s = strconv.FormatFloat(v, 'g', -1, 64)
+		case time.Time:
+			s = v.UTC().Format(time.RFC3339)
+		default:
+			continue
+		}
+		h[name] = []string{s}
+	}
+	if _, ok := h[HeaderContentType]; !ok && contentType != "" {
+		h[HeaderContentType] = []string{contentType}
+	}
+	return h
+}
