@@ -151,3 +151,19 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+
+  @tools @adr-0039
+  Scenario Outline: A module built once, first run on AMQP, serves its tools unchanged on NATS
+    Given the mesh's AMQP bus is raised beside it, composed from the same description
+    And the module "echo" is built once into its image
+    When that image runs as "server" on "node-a" with its AMQP credential
+    And the driver of "<implementation>" calls "server.echo" with {"bus":"amqp"} as "caller" on "node-b" over AMQP
+    Then the answer is {"bus":"amqp"}
+    When that image is stopped and runs again, unchanged, as "server" on "node-a" with its NATS credential
+    And the driver of "<implementation>" calls "server.echo" with {"bus":"nats"} as "caller" on "node-b" over NATS
+    Then the answer is {"bus":"nats"}
+    And both runs were of the image built once
+
+    Examples:
+      | implementation |
+      | go             |

@@ -46,6 +46,8 @@ type State struct {
 	ExitCode int
 	// Status is Docker's word: created, running, exited …
 	Status string
+	// Image is the id of the image the container was created from.
+	Image string
 }
 
 // Process is one process running in a container, as the engine sees it
@@ -76,7 +78,7 @@ func (c *Container) Inspect(ctx context.Context) (State, error) {
 	if st == nil {
 		return State{}, fmt.Errorf("inspect %s: no state in the answer", c.role)
 	}
-	out := State{Running: st.Running, Pid: st.Pid, ExitCode: st.ExitCode, Status: string(st.Status)}
+	out := State{Running: st.Running, Pid: st.Pid, ExitCode: st.ExitCode, Status: string(st.Status), Image: res.Container.Image}
 	if st.StartedAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, st.StartedAt)
 		if err != nil {

@@ -36,6 +36,15 @@ type DriverOptions struct {
 	Env map[string]string
 	// Args are the command and its flags.
 	Args []string
+	// Role names the container's role; default "driver".
+	Role string
+}
+
+func (o DriverOptions) role() string {
+	if o.Role == "" {
+		return "driver"
+	}
+	return o.Role
 }
 
 // Driver is one running command of a conformance driver.
@@ -72,7 +81,9 @@ func (c *Cluster) EnsureImage(ctx context.Context, spec images.Spec) (string, er
 }
 
 // StartDriver starts one command of a driver on the private network and
-// returns at once; Lines and Wait read what it printed.
+// returns at once; Lines and Wait read what it printed. It runs any
+// program that is given a credential the same way: a sample module too
+// (Role "module", no Fixtures).
 func (c *Cluster) StartDriver(ctx context.Context, o DriverOptions) (*Driver, error) {
 	dir, err := os.MkdirTemp(c.s.work, "driver-")
 	if err != nil {
@@ -86,16 +97,20 @@ func (c *Cluster) StartDriver(ctx context.Context, o DriverOptions) (*Driver, er
 	for k, v := range o.Env {
 		env[k] = v
 	}
-	fixtures, err := filepath.Abs(o.Fixtures)
-	if err != nil {
-		return nil, fmt.Errorf("start driver: %w", err)
+	binds := []string{cred + ":" + DriverCredential + ":ro"}
+	if o.Fixtures != "" {
+		fixtures, err := filepath.Abs(o.Fixtures)
+		if err != nil {
+			return nil, fmt.Errorf("start driver: %w", err)
+		}
+		binds = append(binds, fixtures+":"+DriverFixtures+":ro")
 	}
-	role := c.s.roleName("driver")
+	role := c.s.roleName(o.role())
 	opts := append(c.s.common(role),
 		testcontainers.WithCmd(o.Args...),
 		testcontainers.WithEnv(env),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.Binds = append(hc.Binds, cred+":"+DriverCredential+":ro", fixtures+":"+DriverFixtures+":ro")
+			hc.Binds = append(hc.Binds, binds...)
 		}),
 		network.WithNetworkName(nil, c.networks[Private]),
 		// Started, not awaited: the bed acts while the command runs.
@@ -201,4 +216,40 @@ func (d *Driver) Stop(ctx context.Context) error {
 		return err
 	}
 	return d.c.Stop(ctx)
+}
+
+// WaitLog polls everything the program wrote until text appears, and
+// fails if it ends first.
+func (d *Driver) WaitLog(ctx context.Context, text string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		logs, err := d.c.Logs(ctx)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(logs, text) {
+			return nil
+		}
+		st, err := d.c.Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		if !st.Running && !st.StartedAt.IsZero() {
+			return fmt.Errorf("%s ended (exit %d) without writing %q:\n%s", d.c.role, st.ExitCode, text, tail(logs, tailLines))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s wrote no %q within %s:\n%s", d.c.role, text, within, tail(logs, tailLines))
+		case <-tick.C:
+		}
+	}
+}
+
+// Image is the id of the image the program runs.
+func (d *Driver) Image(ctx context.Context) (string, error) {
+	st, err := d.c.Inspect(ctx)
+	return st.Image, err
 }

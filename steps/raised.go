@@ -16,6 +16,8 @@ type raised struct {
 	session  *harness.Session
 	cluster  *harness.Cluster
 	poll     time.Duration
+	// amqp is the AMQP bus raised beside the NATS one, once asked for.
+	amqp *harness.AMQPBus
 	// tainted is set by a step that changes the cluster in a way a later
 	// scenario could notice (a message stored, a user revoked).
 	tainted bool

@@ -50,6 +50,9 @@ type scenario struct {
 	consumer  *harness.Driver      // the consuming driver of the scenario
 	published []publishedDelivery  // deliveries the bed published
 	build     buildOutcome
+
+	moduleImage, moduleImageID string
+	moduleRuns                 []moduleRun
 }
 
 // client is a connection as one principal, with its credential.

@@ -77,6 +77,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindStreams(sc)
 	s.bindAccounts(sc)
 	s.bindConformance(sc)
+	s.bindADR0039(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

@@ -72,10 +72,21 @@ func Probe() Spec {
 	}
 }
 
-// All is every image the beds use: the cluster's, and the conformance
-// drivers of conformance/registry.yaml (a test keeps the two lists equal).
+// Module is the image of a sample module of mesh/modules: the module's
+// program as /module.
+func Module(name string) Spec {
+	return Spec{
+		Name:       "mesh-module-" + name,
+		Binaries:   []Binary{{Package: module + "/mesh/modules/" + name, Name: "module"}},
+		Entrypoint: []string{"/module"},
+	}
+}
+
+// All is every image the beds use: the cluster's, the conformance drivers
+// of conformance/registry.yaml (a test keeps the two lists equal), and
+// the sample modules the beds run.
 func All() []Spec {
-	return []Spec{NATS(), Controller(), Probe(), Driver("go", module+"/conformance/drivers/go")}
+	return []Spec{NATS(), Controller(), Probe(), Driver("go", module+"/conformance/drivers/go"), Module("echo")}
 }
 
 // Driver is the image of an implementation's conformance driver written
