@@ -16,14 +16,10 @@ import (
 // changes, so that images whose spec did not change are rebuilt anyway.
 const debianRecipe = "mmdebstrap/v1 variant=essential merged-usr force-unsafe-io import"
 
-// Defaults of Debian: the suite and mirrors this machine's apt uses
-// (/etc/apt/sources.list.d/debian.sources). They are passed to mmdebstrap
-// explicitly, so that a build does not depend on the builder's apt setup.
-const (
-	DefaultDebianSuite          = "bookworm"
-	DefaultDebianMirror         = "http://archive.example/debian"
-	DefaultDebianSecurityMirror = "http://archive.example/debian-security"
-)
+// DefaultDebianSuite is the release images are built from. The mirrors
+// are this machine's apt's (MirrorsFromApt), passed to mmdebstrap
+// explicitly so that a build does not depend on mmdebstrap's guesses.
+const DefaultDebianSuite = "bookworm"
 
 // Environment variables DebianFromEnv reads, for a machine that must use
 // another mirror (a local proxy or a snapshot).
@@ -32,9 +28,8 @@ const (
 	EnvDebianSecurityMirror = "MESH_DEBIAN_SECURITY_MIRROR"
 )
 
-// Debian says where packages come from. The zero value is bookworm from
-// archive.example. It is part of an image's inputs: another mirror is
-// another recipe, and rebuilds.
+// Debian says where packages come from. It is part of an image's inputs:
+// another mirror is another recipe, and rebuilds.
 type Debian struct {
 	// Suite is the release, e.g. bookworm. Its -updates and -security
 	// suites are used too.
@@ -45,25 +40,39 @@ type Debian struct {
 	SecurityMirror string
 }
 
-// DebianFromEnv is the zero Debian with the mirrors named by
-// EnvDebianMirror and EnvDebianSecurityMirror, where set. getenv is
-// os.Getenv, or a map's lookup in a test.
+// DebianFromEnv is the default suite with the mirrors named by
+// EnvDebianMirror and EnvDebianSecurityMirror, where set, and else the
+// ones this machine's apt uses (under AptDir). getenv is os.Getenv, or a
+// map's lookup in a test.
 func DebianFromEnv(getenv func(string) string) Debian {
-	return Debian{Mirror: getenv(EnvDebianMirror), SecurityMirror: getenv(EnvDebianSecurityMirror)}
+	d := Debian{Suite: DefaultDebianSuite, Mirror: getenv(EnvDebianMirror), SecurityMirror: getenv(EnvDebianSecurityMirror)}
+	mirror, security := MirrorsFromApt(AptDir, d.Suite)
+	if d.Mirror == "" {
+		d.Mirror = mirror
+	}
+	if d.SecurityMirror == "" {
+		d.SecurityMirror = security
+	}
+	return d
 }
 
-// withDefaults fills what is empty.
+// withDefaults fills an empty suite.
 func (d Debian) withDefaults() Debian {
 	if d.Suite == "" {
 		d.Suite = DefaultDebianSuite
 	}
-	if d.Mirror == "" {
-		d.Mirror = DefaultDebianMirror
-	}
-	if d.SecurityMirror == "" {
-		d.SecurityMirror = DefaultDebianSecurityMirror
-	}
 	return d
+}
+
+// checkMirrors refuses a Debian without its archives, saying where they
+// are looked for.
+func (d Debian) checkMirrors() error {
+	d = d.withDefaults()
+	if d.Mirror == "" || d.SecurityMirror == "" {
+		return fmt.Errorf("no Debian archive for %s (and %s-security): this machine's apt names none under %s; set %s and %s",
+			d.Suite, d.Suite, AptDir, EnvDebianMirror, EnvDebianSecurityMirror)
+	}
+	return nil
 }
 
 // Sources are the one-line apt sources mmdebstrap is given: the suite,

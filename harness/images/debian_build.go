@@ -47,6 +47,9 @@ func (b *Builder) EnsureDebian(ctx context.Context, s DebianSpec) (string, error
 	if err := s.check(); err != nil {
 		return "", fmt.Errorf("ensure %s: %w", ref, err)
 	}
+	if err := s.Debian.checkMirrors(); err != nil {
+		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
+	}
 	digest, err := debianDigest(s, runtime.GOARCH)
 	if err != nil {
 		return "", fmt.Errorf("ensure %s: %w", ref, err)

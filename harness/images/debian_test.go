@@ -21,19 +21,61 @@ import (
 )
 
 func TestDebianSources(t *testing.T) {
+	d := Debian{Mirror: "http://archive.example/debian", SecurityMirror: "http://archive.example/security"}
 	want := []string{
 		"deb http://archive.example/debian bookworm main",
 		"deb http://archive.example/debian bookworm-updates main",
-		"deb http://archive.example/debian-security bookworm-security main",
+		"deb http://archive.example/security bookworm-security main",
 	}
-	if got := (Debian{}).Sources(); !slices.Equal(got, want) {
+	if got := d.Sources(); !slices.Equal(got, want) {
 		t.Fatalf("expected %q, got %q", want, got)
 	}
-	env := map[string]string{EnvDebianMirror: "http://mirror.local/debian"}
-	d := DebianFromEnv(func(k string) string { return env[k] })
-	got := d.Sources()
-	if got[0] != "deb http://mirror.local/debian bookworm main" || got[2] != want[2] {
-		t.Fatalf("expected the mirror from %s and the default security mirror, got %q", EnvDebianMirror, got)
+	env := map[string]string{EnvDebianMirror: "http://mirror.local/debian", EnvDebianSecurityMirror: "http://mirror.local/security"}
+	got := DebianFromEnv(func(k string) string { return env[k] }).Sources()
+	if got[0] != "deb http://mirror.local/debian bookworm main" || got[2] != "deb http://mirror.local/security bookworm-security main" {
+		t.Fatalf("expected the mirrors from %s and %s, got %q", EnvDebianMirror, EnvDebianSecurityMirror, got)
+	}
+	if err := (Debian{}).checkMirrors(); err == nil || !strings.Contains(err.Error(), EnvDebianMirror) {
+		t.Fatalf("expected a Debian without archives refused, naming %s, got %v", EnvDebianMirror, err)
+	}
+}
+
+func TestMirrorsFromApt(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources.list.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("sources.list.d/debian.sources", `Types: deb
+# a comment
+URIs: http://archive.example/debian/
+Suites: bookworm bookworm-updates
+Components: main
+
+Types: deb-src
+URIs: http://src.example/debian
+Suites: bookworm-security
+
+Types: deb
+URIs: http://security.example/debian-security
+Suites: bookworm-security
+Components: main
+`)
+	write("sources.list.d/other.list", "deb [arch=amd64] http://other.example/repo stable main\n")
+	mirror, security := MirrorsFromApt(dir, "bookworm")
+	if mirror != "http://archive.example/debian" || security != "http://security.example/debian-security" {
+		t.Fatalf("expected the deb archives of bookworm and bookworm-security, got %q and %q", mirror, security)
+	}
+	write("sources.list", "deb http://legacy.example/debian trixie main\n")
+	if mirror, _ := MirrorsFromApt(dir, "trixie"); mirror != "http://legacy.example/debian" {
+		t.Fatalf("expected the one-line source of trixie, got %q", mirror)
+	}
+	if mirror, security := MirrorsFromApt(t.TempDir(), "bookworm"); mirror != "" || security != "" {
+		t.Fatalf("expected nothing from an empty apt directory, got %q, %q", mirror, security)
 	}
 }
 
@@ -44,9 +86,9 @@ func TestDebianDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	explicit := base
-	explicit.Debian = Debian{Suite: DefaultDebianSuite, Mirror: DefaultDebianMirror, SecurityMirror: DefaultDebianSecurityMirror}
+	explicit.Debian.Suite = DefaultDebianSuite
 	if got, _ := debianDigest(explicit, "amd64"); got != want {
-		t.Errorf("spelling out the default mirrors changed the digest")
+		t.Errorf("spelling out the default suite changed the digest")
 	}
 	for name, change := range map[string]func(s *DebianSpec){
 		"package":         func(s *DebianSpec) { s.Packages = append(s.Packages, "procps") },
@@ -96,6 +138,7 @@ func TestDebianSpecCheck(t *testing.T) {
 func TestMmdebstrapArgs(t *testing.T) {
 	s := DebianSpec{
 		Name:     "x",
+		Debian:   Debian{Mirror: "http://archive.example/debian", SecurityMirror: "http://archive.example/security"},
 		Packages: []string{"rabbitmq-server", "procps"},
 		Files:    []RootFile{{Path: "/etc/a/one.conf"}, {Path: "/etc/a/two.conf"}},
 		Remove:   []string{"/usr/share/doc", "/var/lib/it's"},
@@ -122,7 +165,7 @@ func TestMmdebstrapArgs(t *testing.T) {
 		"bookworm", "/tmp/d/rootfs.tar",
 		"deb http://archive.example/debian bookworm main",
 		"deb http://archive.example/debian bookworm-updates main",
-		"deb http://archive.example/debian-security bookworm-security main",
+		"deb http://archive.example/security bookworm-security main",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("expected\n%s\ngot\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
