@@ -118,6 +118,17 @@ func (b *Builder) Ensure(ctx context.Context, s Spec) (string, error) {
 		return "", fmt.Errorf("ensure %s: %w", ref, err)
 	}
 
+	return b.ensureLabelled(ctx, docker, ref, digest, "inputs changed", func(reason string) (string, error) {
+		b.printf("building %s (%s) …\n", ref, reason)
+		return b.build(ctx, docker, root, s, ref, digest)
+	})
+}
+
+// ensureLabelled is what Ensure and EnsureDebian share: under the image's
+// lock (another process may be building it), the image tagged ref is
+// used as it is when its inputs label is digest; otherwise build makes it
+// (told why: missing, or stale), and the image it replaced is removed.
+func (b *Builder) ensureLabelled(ctx context.Context, docker engine, ref, digest, stale string, build func(reason string) (string, error)) (string, error) {
 	unlock, err := lockImage(ctx, ref)
 	if err != nil {
 		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
@@ -133,14 +144,13 @@ func (b *Builder) Ensure(ctx context.Context, s Spec) (string, error) {
 			b.printf("image %s up to date\n", ref)
 			return ref, nil
 		}
-		reason = "inputs changed"
+		reason = stale
 	case !cerrdefs.IsNotFound(err):
 		return "", fmt.Errorf("ensure %s: inspect image: %w", ref, infra(err))
 	}
 
 	start := time.Now()
-	b.printf("building %s (%s) …\n", ref, reason)
-	id, err := b.build(ctx, docker, root, s, ref, digest)
+	id, err := build(reason)
 	if err != nil {
 		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
 	}

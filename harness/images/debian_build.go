@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 )
 
@@ -63,37 +62,10 @@ func (b *Builder) EnsureDebian(ctx context.Context, s DebianSpec) (string, error
 		return "", fmt.Errorf("ensure %s: %w", ref, infra(errors.New("the Docker client cannot import images")))
 	}
 
-	unlock, err := lockImage(ctx, ref)
-	if err != nil {
-		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
-	}
-	defer unlock()
-
-	reason, oldID := "missing", ""
-	cur, err := docker.ImageInspect(ctx, ref)
-	switch {
-	case err == nil:
-		oldID = cur.ID
-		if cur.Config != nil && cur.Config.Labels[LabelInputs] == digest {
-			b.printf("image %s up to date\n", ref)
-			return ref, nil
-		}
-		reason = "recipe changed"
-	case !cerrdefs.IsNotFound(err):
-		return "", fmt.Errorf("ensure %s: inspect image: %w", ref, infra(err))
-	}
-
-	start := time.Now()
-	b.printf("building %s from Debian %s packages (%s) …\n", ref, s.Debian.withDefaults().Suite, reason)
-	id, err := b.buildDebian(ctx, docker, s, ref, digest)
-	if err != nil {
-		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
-	}
-	b.printf("built %s in %.1fs (%s)\n", ref, time.Since(start).Seconds(), shortID(id))
-	if oldID != "" && oldID != id {
-		b.removeIfDangling(ctx, docker, oldID)
-	}
-	return ref, nil
+	return b.ensureLabelled(ctx, docker, ref, digest, "recipe changed", func(reason string) (string, error) {
+		b.printf("building %s from Debian %s packages (%s) …\n", ref, s.Debian.withDefaults().Suite, reason)
+		return b.buildDebian(ctx, docker, s, ref, digest)
+	})
 }
 
 // mmdebstrap finds the tool, installing it from Debian's packages when it
