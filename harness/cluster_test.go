@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/testcontainers/testcontainers-go"
 
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -20,7 +21,7 @@ import (
 // this host with the controller's credential, checks the EVENTS stream,
 // and checks Close leaves nothing of the run behind.
 func TestRaiseGenesis(t *testing.T) {
-	needDocker(t)
+	testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root, err := findRoot("")
@@ -130,7 +131,7 @@ func dumpLogs(t *testing.T, dir string) {
 // refuses is the product's answer, reported with its output, and not an
 // infrastructure failure; a container Docker cannot start is one.
 func TestRaiseGenesisRefusedIsNotInfrastructure(t *testing.T) {
-	needDocker(t)
+	testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := NewSession(ctx, SessionOptions{Out: testWriter{t}})

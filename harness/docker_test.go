@@ -9,20 +9,9 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
-)
 
-// needDocker skips a test where no Docker engine answers, saying so.
-func needDocker(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("container test skipped in -short mode")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := DockerAvailable(ctx); err != nil {
-		t.Skipf("no Docker engine answers, skipping: %v", err)
-	}
-}
+	"github.com/meshbus/mesh/internal/testutil"
+)
 
 // deadPID returns a pid no process has: above any pid_max Linux allows,
 // checked with kill(pid, 0).
@@ -54,7 +43,7 @@ func leftovers(t *testing.T, docker *client.Client, run string) (containers, net
 }
 
 func TestReapRemovesDeadRuns(t *testing.T) {
-	needDocker(t)
+	testutil.DockerClient(t)
 	ctx := context.Background()
 	docker, err := dockerClient(ctx)
 	if err != nil {
@@ -98,7 +87,7 @@ func TestReapRemovesDeadRuns(t *testing.T) {
 }
 
 func TestReapLeavesAKeptRunAlone(t *testing.T) {
-	needDocker(t)
+	testutil.DockerClient(t)
 	ctx := context.Background()
 	docker, err := dockerClient(ctx)
 	if err != nil {
@@ -127,7 +116,7 @@ func TestReapLeavesAKeptRunAlone(t *testing.T) {
 }
 
 func TestCloseRemovesEverythingOfTheRun(t *testing.T) {
-	needDocker(t)
+	testutil.DockerClient(t)
 	ctx := context.Background()
 	s, err := NewSession(ctx, SessionOptions{})
 	if err != nil {
@@ -159,7 +148,7 @@ func TestCloseRemovesEverythingOfTheRun(t *testing.T) {
 }
 
 func TestCloseOnCancel(t *testing.T) {
-	needDocker(t)
+	testutil.DockerClient(t)
 	s, err := NewSession(context.Background(), SessionOptions{})
 	if err != nil {
 		t.Fatal(err)

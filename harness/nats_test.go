@@ -9,6 +9,8 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/meshbus/mesh/internal/testutil"
 )
 
 // TestNATSContainer raises the nats container alone, on a hand-written
@@ -16,7 +18,7 @@ import (
 // the bus address, the processes, a restart, and the probe from both
 // networks against monitoring bound to the private network only.
 func TestNATSContainer(t *testing.T) {
-	needDocker(t)
+	testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, err := NewSession(ctx, SessionOptions{Out: testWriter{t}})

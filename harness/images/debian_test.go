@@ -18,6 +18,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/meshbus/mesh/internal/testutil"
 )
 
 func TestDebianSources(t *testing.T) {
@@ -229,7 +231,7 @@ func TestMmdebstrapLog(t *testing.T) {
 // spec, the second keeps the very same image, and a changed file builds a
 // new one and removes the old.
 func TestEnsureDebianBuildsOnceAndRebuildsOnChange(t *testing.T) {
-	cli := dockerOrSkip(t)
+	cli := testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 

@@ -12,7 +12,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/meshbus/mesh/internal/testutil"
 )
 
 func TestDockerfile(t *testing.T) {
@@ -60,31 +61,12 @@ func TestReadBuildStream(t *testing.T) {
 	}
 }
 
-// dockerOrSkip returns a client, or skips when no Docker engine answers.
-func dockerOrSkip(t *testing.T) *testcontainers.DockerClient {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("image build test skipped in -short mode")
-	}
-	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err == nil {
-		_, err = cli.Ping(ctx, client.PingOptions{})
-	}
-	if err != nil {
-		t.Skipf("no Docker engine answers (%v); skipping the image build test", err)
-	}
-	return cli
-}
-
 // TestEnsureBuildsOnceAndRebuildsOnChange builds a test-named copy of the
 // probe image: the first Ensure builds it, the second leaves the very same
 // image, and a changed spec builds a new one and removes the old, now
 // dangling, image.
 func TestEnsureBuildsOnceAndRebuildsOnChange(t *testing.T) {
-	cli := dockerOrSkip(t)
+	cli := testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 

@@ -11,40 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 
 	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/internal/testutil"
 )
-
-// dockerOrSkip returns a client, or skips when no Docker engine answers.
-func dockerOrSkip(t *testing.T) *testcontainers.DockerClient {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("rabbitmq container test skipped in -short mode")
-	}
-	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err == nil {
-		_, err = cli.Ping(ctx, client.PingOptions{})
-	}
-	if err != nil {
-		t.Skipf("no Docker engine answers (%v); skipping the rabbitmq container test", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
 
 // TestRabbitMQ ensures the image (ours, unless MESH_RABBITMQ_IMAGE names
 // another), starts a broker with a user confined to a virtual host, and
 // has that user route one message through a topic exchange; the user is
 // refused elsewhere, and no guest appears beside the administrator.
 func TestRabbitMQ(t *testing.T) {
-	cli := dockerOrSkip(t)
+	cli := testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 

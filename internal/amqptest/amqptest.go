@@ -21,12 +21,12 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/harness/rabbitmq"
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -80,7 +80,7 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dockerOrSkip(ctx, t)
+	testutil.DockerClient(t)
 
 	b := &images.Builder{Out: io.Discard}
 	defer b.Close()
@@ -245,20 +245,6 @@ func (b *Broker) Inspect(t testing.TB, conn *amqp.Connection, queue string) amqp
 		t.Fatalf("inspect %s: %v", queue, err)
 	}
 	return q
-}
-
-func dockerOrSkip(ctx context.Context, t testing.TB) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err == nil {
-		defer cli.Close()
-		_, err = cli.Ping(ctx, client.PingOptions{})
-	}
-	if err != nil {
-		t.Skipf("no Docker engine answers (%v); skipping the RabbitMQ container test", err)
-	}
 }
 
 func logs(t testing.TB, c *rabbitmq.Container) {

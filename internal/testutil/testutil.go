@@ -3,9 +3,14 @@ package testutil
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
 )
 
 // SyncBuffer is a log sink that is safe to read while a program under
@@ -39,4 +44,26 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// DockerClient returns a client of the Docker engine, closed when the
+// test ends, or skips the test, saying why, in -short mode or when no
+// engine answers. Ryuk is off: its image cannot be pulled here.
+func DockerClient(t testing.TB) *testcontainers.DockerClient {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("container test skipped in -short mode")
+	}
+	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err == nil {
+		_, err = cli.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		t.Skipf("no Docker engine answers, skipping: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }
