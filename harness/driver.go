@@ -15,6 +15,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // Where a conformance driver finds what the bed gives it
@@ -93,7 +94,7 @@ func (c *Cluster) StartDriver(ctx context.Context, o DriverOptions) (*Driver, er
 	if err := os.WriteFile(cred, o.Credential, 0o644); err != nil {
 		return nil, fmt.Errorf("start driver: %w", err)
 	}
-	env := map[string]string{"MESH_CREDENTIAL": DriverCredential}
+	env := map[string]string{wire.EnvCredential: DriverCredential}
 	for k, v := range o.Env {
 		env[k] = v
 	}

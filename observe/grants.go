@@ -47,7 +47,7 @@ func Universe(m *meshdesc.Mesh) (pub, sub []string) {
 	for _, s := range all {
 		pub = append(pub, Concrete(s))
 	}
-	sub = append(slices.Clone(pub), ">", "_INBOX.>", wire.SubjectAll, wire.SubjectModuleEvents)
+	sub = append(slices.Clone(pub), ">", wire.AnyInbox, wire.SubjectAll, wire.SubjectModuleEvents)
 	slices.Sort(pub)
 	slices.Sort(sub)
 	return slices.Compact(pub), slices.Compact(sub)

@@ -49,3 +49,6 @@ func Under(prefix string) string { return prefix + ".>" }
 // ReservedModuleNames are names a module may not take, because its inbox
 // prefix _INBOX.<module>.<node> would then be another principal's.
 var ReservedModuleNames = []string{"controller", "host", "person", "enrol"}
+
+// AnyInbox matches every inbox: the grant nobody is given (design 25 §4).
+const AnyInbox = inbox + ".>"
