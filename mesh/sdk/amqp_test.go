@@ -3,8 +3,6 @@ package sdk_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,54 +10,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/meshbus/mesh/internal/amqptest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
-
-// The SDK's contract over the AMQP binding, against a real RabbitMQ
-// carrying the sample mesh's definitions (mesh/amqpdefs): the NATS
-// integration tests of this package, case for case, on the bus the mesh
-// has today. One broker serves every case; each starts from the mesh as
-// declared and empty.
-func TestAMQP(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "..", "features", "testdata", "mesh.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	br := amqptest.Start(t, m, amqptest.WithMaxDeliver(amqpMaxDeliver))
-	am := &amqpMesh{br: br, admin: br.Dial(t, wire.ControllerUser)}
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T, *amqpMesh)
-	}{
-		{"ConnectReadsTheCredential", amqpConnectReadsTheCredential},
-		{"ConnectRefusesAnotherCertificate", amqpConnectRefusesAnotherCertificate},
-		{"IdentityComesFromTheCredential", amqpIdentityComesFromTheCredential},
-		{"EmittedEventHeaderByHeader", amqpEmittedEventHeaderByHeader},
-		{"SubscribeMatchesLocallyAndAcksTheRest", amqpSubscribeMatchesLocallyAndAcksTheRest},
-		{"DeliveredTwiceHandledOnce", amqpDeliveredTwiceHandledOnce},
-		{"EnvelopeRefusalsAndUnknownHeaders", amqpEnvelopeRefusalsAndUnknownHeaders},
-		{"FailingHandlerDeadLetters", amqpFailingHandlerDeadLetters},
-		{"PublishOutsideEmitsIsDenied", amqpPublishOutsideEmitsIsDenied},
-		{"SubscribeWithoutQueue", amqpSubscribeWithoutQueue},
-		{"CloseSettlesTheRunningHandler", amqpCloseSettlesTheRunningHandler},
-		{"ToolCalls", amqpToolCalls},
-		{"ToolQueueGroup", amqpToolQueueGroup},
-		{"ToolsOutsideTheGrants", amqpToolsOutsideTheGrants},
-		{"NoServiceQueueIsNoResponders", amqpNoServiceQueueIsNoResponders},
-		{"OneModuleOnEitherBus", amqpOneModuleOnEitherBus},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			br.Reset(ctxFor(t, time.Minute), t)
-			c.run(t, am)
-		})
-	}
-}
-
-// amqpMaxDeliver is the broker's delivery limit in these tests, small so
-// that a dead letter comes quickly.
-const amqpMaxDeliver = 3
 
 // Queues of the sample mesh on AMQP.
 var (
@@ -77,20 +30,7 @@ type amqpMesh struct {
 // connect connects user through the SDK, as testMesh.connect does on NATS.
 func (am *amqpMesh) connect(tb testing.TB, user string) *sdk.Module {
 	tb.Helper()
-	for _, name := range []string{wire.EnvNode, wire.EnvModule} {
-		tb.Setenv(name, "")
-		_ = os.Unsetenv(name)
-	}
-	m, err := sdk.Connect(ctxFor(tb, 10*time.Second), writeCred(tb, am.br.Creds[user]), sdk.WithLogger(testLogger(tb)))
-	if err != nil {
-		tb.Fatalf("connect as %s: %v", user, err)
-	}
-	tb.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			tb.Errorf("close %s: %v", user, err)
-		}
-	})
-	return m
+	return connectAs(tb, user, writeCred(tb, am.br.Creds[user]))
 }
 
 // channel is a channel of the controller's connection.
@@ -207,47 +147,19 @@ func (am *amqpMesh) rawCall(t *testing.T, user, module, tool string, args []byte
 	}
 }
 
-func amqpConnectReadsTheCredential(t *testing.T, am *amqpMesh) {
-	m := am.connect(t, sensorUser)
-	if m.Node() != "node-a" || m.Name() != "sensor" {
-		t.Fatalf("expected sensor on node-a, got %s on %s", m.Name(), m.Node())
-	}
-	if _, err := m.Publish(ctxFor(t, 5*time.Second), "reading", []byte(`{}`)); err != nil {
-		t.Fatalf("expected a connected module to publish, got %v", err)
-	}
-}
+// quorumDeliveryCount is the header a quorum queue adds to what it
+// delivers: not the emitter's, and accepted as any unknown x- header is.
+const quorumDeliveryCount = "x-delivery-count"
 
-func amqpConnectRefusesAnotherCertificate(t *testing.T, am *amqpMesh) {
-	cred := am.br.Creds[sensorUser]
-	cred.Fingerprint = strings.Repeat("ab", 32)
-	if _, err := sdk.Connect(ctxFor(t, 5*time.Second), writeCred(t, cred)); !errors.Is(err, sdk.ErrFingerprint) {
-		t.Fatalf("expected ErrFingerprint, got %v", err)
-	}
-	// Plain amqp:// has no certificate to pin: a scoped credential over it
-	// is refused, naming the field, before anything is dialled.
-	plain := am.br.Creds[sensorUser]
-	plain.URL = "amqp" + plain.URL[len("amqps"):]
-	if _, err := sdk.Connect(ctxFor(t, 5*time.Second), writeCred(t, plain)); !errors.Is(err, wire.ErrBadCredential) {
-		t.Fatalf("expected a scoped credential over amqp:// refused, got %v", err)
-	}
-}
-
-func amqpIdentityComesFromTheCredential(t *testing.T, am *amqpMesh) {
-	t.Setenv(wire.EnvNode, "node-z")
-	t.Setenv(wire.EnvModule, "impostor")
-	m, err := sdk.Connect(ctxFor(t, 5*time.Second), writeCred(t, am.br.Creds[sensorUser]))
-	if err != nil {
+// A call routed nowhere — the tool's queue is gone — comes back from the
+// broker unroutable (312): ErrNoResponders, not a timeout.
+func amqpNoServiceQueueIsNoResponders(t *testing.T, am *amqpMesh) {
+	if _, err := am.channel(t).QueueDelete(catalogQueue, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	if os.Getenv(wire.EnvNode) != "node-a" || os.Getenv(wire.EnvModule) != "sensor" {
-		t.Fatalf("expected the environment overwritten with node-a and sensor, got %q and %q", os.Getenv(wire.EnvNode), os.Getenv(wire.EnvModule))
-	}
-	if _, err := m.Publish(ctxFor(t, 5*time.Second), "reading", []byte(`{"celsius":20}`)); err != nil {
-		t.Fatal(err)
-	}
-	h := am.take(t, loggerQueue).Headers
-	if h[wire.HeaderSource] != "sensor" || h[wire.HeaderNode] != "node-a" {
-		t.Fatalf("expected x-source sensor and x-node node-a, got %v and %v", h[wire.HeaderSource], h[wire.HeaderNode])
+	logger := am.connect(t, loggerUser)
+	_, err := logger.Request(ctxFor(t, 5*time.Second), "catalog", "catalog_tools", []byte(`{}`))
+	if !errors.Is(err, sdk.ErrNoResponders) || !strings.Contains(err.Error(), fmt.Sprint(wire.NoRespondersAMQP)) {
+		t.Fatalf("expected ErrNoResponders from a return with %d, got %v", wire.NoRespondersAMQP, err)
 	}
 }

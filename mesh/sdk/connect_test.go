@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +17,8 @@ import (
 
 // The floor: every implementation reads the same credential, and refuses
 // one whose fingerprint does not match what the bus presents.
-func TestConnectReadsTheCredential(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	m := tm.connect(t, sensorUser)
+func connectReadsTheCredential(t *testing.T, b bus) {
+	m := b.connect(t, sensorUser)
 	if m.Node() != "node-a" || m.Name() != "sensor" {
 		t.Fatalf("expected sensor on node-a, got %s on %s", m.Name(), m.Node())
 	}
@@ -27,7 +27,7 @@ func TestConnectReadsTheCredential(t *testing.T) {
 	}
 
 	// The credential's path may come from the environment.
-	t.Setenv(wire.EnvCredential, tm.credFile(t, loggerUser))
+	t.Setenv(wire.EnvCredential, writeCred(t, b.credential(loggerUser)))
 	fromEnv, err := sdk.Connect(ctxFor(t, 5*time.Second), "")
 	if err != nil {
 		t.Fatalf("connect with %s: %v", wire.EnvCredential, err)
@@ -38,13 +38,22 @@ func TestConnectReadsTheCredential(t *testing.T) {
 	}
 }
 
-func TestConnectRefusesAnotherCertificate(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	cred := tm.srv.Creds[sensorUser]
+func connectRefusesAnotherCertificate(t *testing.T, b bus) {
+	cred := b.credential(sensorUser)
 	cred.Fingerprint = strings.Repeat("ab", 32)
 	_, err := sdk.Connect(ctxFor(t, 5*time.Second), writeCred(t, cred))
 	if !errors.Is(err, sdk.ErrFingerprint) {
 		t.Fatalf("expected ErrFingerprint, got %v", err)
+	}
+	if b.busName() == "amqp" {
+		// Plain amqp:// has no certificate to pin: a scoped credential over
+		// it is refused, naming the field, before anything is dialled.
+		// (NATS's credential has no plain form to try.)
+		plain := b.credential(sensorUser)
+		plain.URL = "amqp" + plain.URL[len("amqps"):]
+		if _, err := sdk.Connect(ctxFor(t, 5*time.Second), writeCred(t, plain)); !errors.Is(err, wire.ErrBadCredential) {
+			t.Fatalf("expected a scoped credential over amqp:// refused, got %v", err)
+		}
 	}
 }
 
@@ -85,11 +94,10 @@ func TestConnectRefusesWhatIsNotAModuleCredential(t *testing.T) {
 // Identity comes from the credential: the environment disagrees, the
 // credential wins, the environment is overwritten, and the emitted event
 // carries the credential's identity.
-func TestIdentityComesFromTheCredential(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
+func identityComesFromTheCredential(t *testing.T, b bus) {
 	t.Setenv(wire.EnvNode, "node-z")
 	t.Setenv(wire.EnvModule, "impostor")
-	m, err := sdk.Connect(ctxFor(t, 5*time.Second), tm.credFile(t, sensorUser))
+	m, err := sdk.Connect(ctxFor(t, 5*time.Second), writeCred(t, b.credential(sensorUser)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,37 +111,35 @@ func TestIdentityComesFromTheCredential(t *testing.T) {
 	if _, err := m.Publish(ctxFor(t, 5*time.Second), "reading", []byte(`{"celsius":20}`)); err != nil {
 		t.Fatal(err)
 	}
-	h := tm.stored(t, wire.EventSubject("sensor", "reading")).Header
-	if h.Get(wire.HeaderSource) != "sensor" || h.Get(wire.HeaderNode) != "node-a" {
-		t.Fatalf("expected x-source sensor and x-node node-a, got %q and %q", h.Get(wire.HeaderSource), h.Get(wire.HeaderNode))
+	h := b.storedEvent(t, "sensor", "reading").header
+	if !slices.Equal(h[wire.HeaderSource], []string{"sensor"}) || !slices.Equal(h[wire.HeaderNode], []string{"node-a"}) {
+		t.Fatalf("expected x-source sensor and x-node node-a, got %q and %q", h[wire.HeaderSource], h[wire.HeaderNode])
 	}
 }
 
-// A module whose consumer the mesh has not created is told so, by name,
-// and nothing is created on its behalf.
-func TestSubscribeWithoutConsumer(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	if err := tm.js.DeleteConsumer(ctxFor(t, 5*time.Second), wire.StreamEvents, loggerCons); err != nil {
-		t.Fatal(err)
-	}
-	logger := tm.connect(t, loggerUser)
+// A module whose events consumer (NATS) or queue (AMQP) the mesh has not
+// created is told so, by name, and nothing is created on its behalf.
+func subscribeWithoutConsumer(t *testing.T, b bus) {
+	b.dropConsumer(t, "node-b", "logger")
+	logger := b.connect(t, loggerUser)
 	err := logger.Subscribe("sensor.reading", func(context.Context, sdk.Event) error { return nil })
-	if !errors.Is(err, sdk.ErrNoConsumer) || !strings.Contains(err.Error(), loggerCons) {
-		t.Fatalf("expected ErrNoConsumer naming %s, got %v", loggerCons, err)
+	if name := b.consumerName("node-b", "logger"); !errors.Is(err, sdk.ErrNoConsumer) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("expected ErrNoConsumer naming %s, got %v", name, err)
 	}
-	if _, err := tm.js.Consumer(ctxFor(t, 5*time.Second), wire.StreamEvents, loggerCons); err == nil {
+	if b.hasConsumer(t, "node-b", "logger") {
 		t.Fatal("expected the SDK to create no consumer")
 	}
 
-	// A module whose manifest consumes nothing has no consumer either; its
-	// account may not even ask, and that is the same answer, at once.
-	sensor := tm.connect(t, sensorUser)
+	// A module whose manifest consumes nothing has no consumer either; on
+	// NATS its account may not even ask, and that is the same answer, at
+	// once (not at nats.go's 5 s timeout).
+	sensor := b.connect(t, sensorUser)
 	start := time.Now()
 	err = sensor.Subscribe("logger.anything", func(context.Context, sdk.Event) error { return nil })
-	if !errors.Is(err, sdk.ErrNoConsumer) || !strings.Contains(err.Error(), wire.ModuleConsumer("node-a", "sensor")) {
-		t.Fatalf("expected ErrNoConsumer naming node-a_sensor, got %v", err)
+	if name := b.consumerName("node-a", "sensor"); !errors.Is(err, sdk.ErrNoConsumer) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("expected ErrNoConsumer naming %s, got %v", name, err)
 	}
 	if d := time.Since(start); d > 4*time.Second {
-		t.Fatalf("expected the refusal at once, not at nats.go's 5 s timeout: took %s", d)
+		t.Fatalf("expected the refusal at once, took %s", d)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -11,8 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -37,10 +38,9 @@ func (r *recorder) got() []sdk.Event {
 }
 
 // The envelope is the envelope: what the SDK emits is compared header by
-// header and byte for byte with what the stream stored.
-func TestEmittedEventHeaderByHeader(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	sensor := tm.connect(t, sensorUser)
+// header and byte for byte with what the bus stored.
+func emittedEventHeaderByHeader(t *testing.T, b bus) {
+	sensor := b.connect(t, sensorUser)
 	at := time.Date(2026, 9, 16, 10, 0, 0, 0, time.UTC)
 	body := []byte(`{"level":3,"where":"hall"}`)
 	id, err := sensor.Publish(ctxFor(t, 5*time.Second), "alarm.raised", body,
@@ -49,8 +49,8 @@ func TestEmittedEventHeaderByHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := tm.stored(t, wire.EventSubject("sensor", "alarm.raised"))
-	want := nats.Header{
+	msg := b.storedEvent(t, "sensor", "alarm.raised")
+	want := map[string][]string{
 		"x-event-id":     {id},
 		"x-source":       {"sensor"},
 		"x-node":         {"node-a"},
@@ -58,38 +58,65 @@ func TestEmittedEventHeaderByHeader(t *testing.T) {
 		"content-type":   {"application/json"},
 		"x-causation-id": {"c0ffee00-0000-4000-8000-000000000001"},
 		"x-schema":       {"1"},
-		"Nats-Msg-Id":    {id}, // the publish's message id is the event id
+	}
+	switch b.busName() {
+	case "nats":
+		want["Nats-Msg-Id"] = []string{id} // the publish's message id is the event id
+	case "amqp":
+		// The quorum queue counts deliveries in a header of its own.
+		delete(msg.header, quorumDeliveryCount)
 	}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
-		if got := msg.Header.Values(name); !slices.Equal(got, want[name]) {
+		if got := msg.header[name]; !slices.Equal(got, want[name]) {
 			t.Errorf("header %s: expected %q, got %q", name, want[name], got)
 		}
 	}
-	for name := range msg.Header {
+	for name := range msg.header {
 		if _, ok := want[name]; !ok {
-			t.Errorf("unexpected header %s: %q", name, msg.Header[name])
+			t.Errorf("unexpected header %s: %q", name, msg.header[name])
 		}
 	}
-	if string(msg.Data) != string(body) {
-		t.Errorf("expected the body alone, %s, got %s", body, msg.Data)
+	if b.busName() == "amqp" {
+		// AMQP carries the key, the event id and the content type as
+		// properties too, and the message persistent.
+		d := msg.delivery
+		if d.Exchange != wire.ExchangeEvents || d.RoutingKey != "sensor.alarm.raised" {
+			t.Errorf("expected mesh.events with routing key sensor.alarm.raised, got %s %s", d.Exchange, d.RoutingKey)
+		}
+		if d.MessageId != id || d.ContentType != wire.ContentTypeJSON || d.DeliveryMode != amqp.Persistent {
+			t.Errorf("expected message-id %s, content-type %s, persistent; got %q, %q, %d", id, wire.ContentTypeJSON, d.MessageId, d.ContentType, d.DeliveryMode)
+		}
+	}
+	if string(msg.body) != string(body) {
+		t.Errorf("expected the body alone, %s, got %s", body, msg.body)
 	}
 
-	// A bare event carries neither optional header.
+	// A bare event carries neither optional header: the five required
+	// headers only, and on NATS Nats-Msg-Id.
 	if _, err := sensor.Publish(ctxFor(t, 5*time.Second), "reading", []byte(`21.5`)); err != nil {
 		t.Fatal(err)
 	}
-	bare := tm.stored(t, wire.EventSubject("sensor", "reading")).Header
-	if bare.Get(wire.HeaderCausationID) != "" || bare.Get(wire.HeaderSchema) != "" || len(bare) != len(wire.RequiredHeaders)+1 {
-		t.Errorf("expected the five required headers and Nats-Msg-Id only, got %v", bare)
+	bare := b.storedEvent(t, "sensor", "reading").header
+	headers := len(wire.RequiredHeaders)
+	switch b.busName() {
+	case "nats":
+		headers++ // Nats-Msg-Id
+	case "amqp":
+		delete(bare, quorumDeliveryCount)
+	}
+	_, causation := bare[wire.HeaderCausationID]
+	_, schema := bare[wire.HeaderSchema]
+	if causation || schema || len(bare) != headers {
+		t.Errorf("expected the five required headers (and Nats-Msg-Id on NATS) only, got %v", bare)
 	}
 }
 
 // What the SDK emits, the SDK consumes, field for field; only the
-// handler whose pattern matches runs, and what no handler wanted is acked.
-func TestSubscribeMatchesLocallyAndAcksTheRest(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	sensor := tm.connect(t, sensorUser)
-	logger := tm.connect(t, loggerUser)
+// handler whose pattern matches runs, and what no handler wanted is
+// acked, not given back.
+func subscribeMatchesLocallyAndAcksTheRest(t *testing.T, b bus) {
+	sensor := b.connect(t, sensorUser)
+	logger := b.connect(t, loggerUser)
 	var readings, alarms recorder
 	if err := logger.Subscribe("sensor.reading", readings.handle); err != nil {
 		t.Fatal(err)
@@ -99,15 +126,13 @@ func TestSubscribeMatchesLocallyAndAcksTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Delivered by the consumer (its filters include sensor.alarm.>) but
-	// wanted by no handler: acknowledged, never redelivered.
+	// Delivered to the logger (its consumer's filters and its queue's
+	// bindings include sensor.alarm.>) but wanted by no handler:
+	// acknowledged, never redelivered.
 	if _, err := sensor.Publish(ctxFor(t, 5*time.Second), "alarm.raised", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	ci := tm.settled(t, 2)
-	if ci.NumRedelivered != 0 || ci.Delivered.Consumer != 2 {
-		t.Fatalf("expected two deliveries, none redelivered, got %+v", ci)
-	}
+	b.settle(t, 2)
 	got := readings.got()
 	if len(got) != 1 {
 		t.Fatalf("expected one reading handled, got %d", len(got))
@@ -125,20 +150,25 @@ func TestSubscribeMatchesLocallyAndAcksTheRest(t *testing.T) {
 	if _, err := sensor.Publish(ctxFor(t, 5*time.Second), "alarm.raised", []byte(`{"level":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	tm.settled(t, 3)
+	eventually(t, 10*time.Second, func() (bool, string) { return len(alarms.got()) == 1, "no alarm handled" })
+	b.settle(t, 3)
 	if a := alarms.got(); len(a) != 1 || a[0].Key != "sensor.alarm.raised" || len(readings.got()) != 1 {
 		t.Fatalf("expected one alarm handled and still one reading, got %v and %d", a, len(readings.got()))
+	}
+	if am, ok := b.(*amqpMesh); ok {
+		// What was acked was not dead-lettered either (on NATS, settle has
+		// counted the deliveries and found none redelivered).
+		if n := am.ready(t, wire.QueueDead); n != 0 {
+			t.Fatalf("expected no dead letter, got %d", n)
+		}
 	}
 }
 
 // Delivery is at-least-once: the same event delivered twice is handled
-// once. The server refuses a repeated Nats-Msg-Id inside its window; a
-// copy under another message id (a retry after the window) reaches the
-// consumer and the SDK's memory of x-event-id stops it.
-func TestDeliveredTwiceHandledOnce(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	sensor := tm.connect(t, sensorUser)
-	logger := tm.connect(t, loggerUser)
+// once.
+func deliveredTwiceHandledOnce(t *testing.T, b bus) {
+	sensor := b.connect(t, sensorUser)
+	logger := b.connect(t, loggerUser)
 	var readings recorder
 	if err := logger.Subscribe("sensor.reading", readings.handle); err != nil {
 		t.Fatal(err)
@@ -149,75 +179,121 @@ func TestDeliveredTwiceHandledOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, rawJS := tm.raw(t, sensorUser)
-	msg := nats.NewMsg(wire.EventSubject("sensor", "reading"))
-	msg.Header = maps.Clone(tm.stored(t, msg.Subject).Header)
-	msg.Header.Set("Nats-Msg-Id", "another-message-id")
-	msg.Data = []byte(`1`)
-	ack, err := rawJS.PublishMsg(ctxFor(t, 5*time.Second), msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ack.Sequence != 2 {
-		t.Fatalf("expected the server to have kept one copy of the SDK's two and this as the second, got sequence %d", ack.Sequence)
-	}
-	ci := tm.settled(t, 2)
-	if ci.Delivered.Consumer != 2 {
-		t.Fatalf("expected both copies delivered, got %+v", ci.Delivered)
-	}
-	if got := readings.got(); len(got) != 1 || got[0].ID != id {
-		t.Fatalf("expected the event handled once, got %d", len(got))
+	switch b := b.(type) {
+	case *testMesh:
+		// The server refuses a repeated Nats-Msg-Id inside its window; a
+		// copy under another message id (a retry after the window) reaches
+		// the consumer and the SDK's memory of x-event-id stops it.
+		_, rawJS := b.raw(t, sensorUser)
+		msg := nats.NewMsg(wire.EventSubject("sensor", "reading"))
+		msg.Header = maps.Clone(b.stored(t, msg.Subject).Header)
+		msg.Header.Set("Nats-Msg-Id", "another-message-id")
+		msg.Data = []byte(`1`)
+		ack, err := rawJS.PublishMsg(ctxFor(t, 5*time.Second), msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack.Sequence != 2 {
+			t.Fatalf("expected the server to have kept one copy of the SDK's two and this as the second, got sequence %d", ack.Sequence)
+		}
+		ci := b.settled(t, 2)
+		if ci.Delivered.Consumer != 2 {
+			t.Fatalf("expected both copies delivered, got %+v", ci.Delivered)
+		}
+		if got := readings.got(); len(got) != 1 || got[0].ID != id {
+			t.Fatalf("expected the event handled once, got %d", len(got))
+		}
+	case *amqpMesh:
+		// RabbitMQ keeps both copies (it has no window of message ids), so
+		// the SDK's memory of x-event-id alone stops the second; an event
+		// sent after both shows the second was delivered before it.
+		after, err := sensor.Publish(ctxFor(t, 5*time.Second), "reading", []byte(`2`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, func() (bool, string) { return len(readings.got()) == 2, "the event after the copies not handled" })
+		b.settle(t, 3)
+		got := readings.got()
+		if len(got) != 2 || got[0].ID != id || got[1].ID != after {
+			t.Fatalf("expected the event handled once, then the next one, got %v", got)
+		}
+	default:
+		t.Fatalf("no case for bus %s", b.busName())
 	}
 }
 
-// The envelope: a delivery missing a required header is refused
-// (terminated: never handled, never redelivered); an unknown x- header is
-// accepted.
-func TestEnvelopeRefusalsAndUnknownHeaders(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	logger := tm.connect(t, loggerUser)
+// The envelope: a delivery missing a required header is refused and never
+// handled; an unknown x- header is accepted.
+func envelopeRefusalsAndUnknownHeaders(t *testing.T, b bus) {
+	logger := b.connect(t, loggerUser)
 	var readings recorder
 	if err := logger.Subscribe("sensor.reading", readings.handle); err != nil {
 		t.Fatal(err)
 	}
-	_, rawJS := tm.raw(t, sensorUser)
-	send := func(id string, edit func(nats.Header)) {
+	send := func(id string, edit func(map[string]string) string) {
 		t.Helper()
-		msg := nats.NewMsg(wire.EventSubject("sensor", "reading"))
-		msg.Header = nats.Header{
-			wire.HeaderEventID: {id}, wire.HeaderSource: {"sensor"}, wire.HeaderNode: {"node-a"},
-			wire.HeaderTime: {"2026-09-16T10:00:00.000Z"}, wire.HeaderContentType: {wire.ContentTypeJSON},
+		h := map[string]string{
+			wire.HeaderEventID: id, wire.HeaderSource: "sensor", wire.HeaderNode: "node-a",
+			wire.HeaderTime: "2026-09-16T10:00:00.000Z", wire.HeaderContentType: wire.ContentTypeJSON,
 		}
-		edit(msg.Header)
-		msg.Data = []byte(`{}`)
-		if _, err := rawJS.PublishMsg(ctxFor(t, 5*time.Second), msg); err != nil {
-			t.Fatal(err)
+		contentType := edit(h)
+		b.publishRaw(t, sensorUser, "sensor", "reading", h, contentType, []byte(`{}`))
+	}
+	send("no-time", func(h map[string]string) string { delete(h, wire.HeaderTime); return "" })
+	send("no-source", func(h map[string]string) string { delete(h, wire.HeaderSource); return "" })
+	send("unknown-header", func(h map[string]string) string { h["x-trace"] = "4bf92f3577b34da6"; return "" })
+	wantHandled := []string{"unknown-header"}
+	switch b := b.(type) {
+	case *testMesh:
+		// Refused is terminated: never handled, never redelivered.
+		ci := b.settled(t, 3)
+		if ci.NumRedelivered != 0 || ci.Delivered.Consumer != 3 {
+			t.Fatalf("expected the refused envelopes terminated, not redelivered: %+v", ci)
 		}
+	case *amqpMesh:
+		// Content-type carried only as AMQP's property is accepted too
+		// (NATS has no such property).
+		send("property-content-type", func(h map[string]string) string {
+			delete(h, wire.HeaderContentType)
+			return wire.ContentTypeJSON
+		})
+		wantHandled = append(wantHandled, "property-content-type")
+		// Refused is rejected, so the queue dead-letters it with the
+		// reason "rejected".
+		dead := b.dead(t, 2)
+		b.settled(t, loggerUser, loggerQueue)
+		var refused []string
+		for _, d := range dead {
+			reason, queue := death(t, d)
+			if reason != "rejected" || queue != loggerQueue {
+				t.Errorf("expected a dead letter rejected from %s, got %s from %s", loggerQueue, reason, queue)
+			}
+			refused = append(refused, fmt.Sprint(d.Headers[wire.HeaderEventID]))
+		}
+		if slices.Sort(refused); !slices.Equal(refused, []string{"no-source", "no-time"}) {
+			t.Errorf("expected the two envelopes missing a header dead-lettered, got %v", refused)
+		}
+	default:
+		t.Fatalf("no case for bus %s", b.busName())
 	}
-	send("no-time", func(h nats.Header) { h.Del(wire.HeaderTime) })
-	send("no-source", func(h nats.Header) { h.Del(wire.HeaderSource) })
-	send("unknown-header", func(h nats.Header) { h.Set("x-trace", "4bf92f3577b34da6") })
-	ci := tm.settled(t, 3)
-	if ci.NumRedelivered != 0 || ci.Delivered.Consumer != 3 {
-		t.Fatalf("expected the refused envelopes terminated, not redelivered: %+v", ci)
+	var handled []string
+	for _, e := range readings.got() {
+		handled = append(handled, e.ID)
 	}
-	got := readings.got()
-	if len(got) != 1 || got[0].ID != "unknown-header" {
-		t.Fatalf("expected only the envelope with the unknown header handled, got %v", got)
+	if !slices.Equal(handled, wantHandled) {
+		t.Fatalf("expected only the envelopes %v handled, got %v", wantHandled, handled)
 	}
 }
 
-// A failing handler naks; after MaxDeliver the server dead-letters the
-// message: DEAD holds the max-deliveries advisory naming it. A panicking
-// handler is the same, and never crashes the module.
-func TestFailingHandlerDeadLetters(t *testing.T) {
+// A failing handler naks; after the delivery limit the bus dead-letters
+// the message. A panicking handler is the same, and never crashes the
+// module.
+func failingHandlerDeadLetters(t *testing.T, b bus) {
 	for _, how := range []string{"error", "panic"} {
 		t.Run(how, func(t *testing.T) {
-			p := controller.DefaultPolicy()
-			p.EventsMaxDeliver = 3
-			tm := startMesh(t, p)
-			sensor := tm.connect(t, sensorUser)
-			logger := tm.connect(t, loggerUser)
+			b := b.fresh(t)
+			sensor := b.connect(t, sensorUser)
+			logger := b.connect(t, loggerUser)
 			var mu sync.Mutex
 			attempts := 0
 			if err := logger.Subscribe("sensor.reading", func(context.Context, sdk.Event) error {
@@ -231,50 +307,75 @@ func TestFailingHandlerDeadLetters(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := sensor.Publish(ctxFor(t, 5*time.Second), "reading", []byte(`1`)); err != nil {
-				t.Fatal(err)
-			}
-			dead, err := tm.js.Stream(ctxFor(t, 5*time.Second), wire.StreamDead)
+			id, err := sensor.Publish(ctxFor(t, 5*time.Second), "reading", []byte(`1`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 10*time.Second, func() (bool, string) {
-				info, err := dead.Info(ctxFor(t, 5*time.Second))
-				if err != nil {
-					return false, err.Error()
+			switch b := b.(type) {
+			case *testMesh:
+				// After MaxDeliver the server dead-letters the message: DEAD
+				// holds the max-deliveries advisory naming it.
+				natsDeadAdvisory(t, b)
+			case *amqpMesh:
+				// The quorum queue counts the deliveries and, after the
+				// limit, dead-letters the message itself to mesh.dead with
+				// the reason delivery_limit.
+				d := b.dead(t, 1)[0]
+				reason, queue := death(t, d)
+				if reason != "delivery_limit" || queue != loggerQueue || d.Headers[wire.HeaderEventID] != id || string(d.Body) != "1" {
+					t.Fatalf("expected event %s dead-lettered from %s at its delivery limit, got %s from %s: %v %s", id, loggerQueue, reason, queue, d.Headers, d.Body)
 				}
-				return info.State.Msgs == 1, "DEAD holds nothing yet"
-			})
-			raw, err := dead.GetMsg(ctxFor(t, 5*time.Second), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var advisory struct {
-				Stream     string `json:"stream"`
-				Consumer   string `json:"consumer"`
-				StreamSeq  uint64 `json:"stream_seq"`
-				Deliveries int    `json:"deliveries"`
-			}
-			if err := json.Unmarshal(raw.Data, &advisory); err != nil {
-				t.Fatal(err)
-			}
-			if advisory.Stream != wire.StreamEvents || advisory.Consumer != loggerCons || advisory.StreamSeq != 1 || advisory.Deliveries != 3 {
-				t.Fatalf("expected the advisory for EVENTS/%s seq 1 after 3 deliveries, got %+v", loggerCons, advisory)
+				b.settled(t, loggerUser, loggerQueue)
+			default:
+				t.Fatalf("no case for bus %s", b.busName())
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if attempts != 3 {
-				t.Fatalf("expected the handler tried MaxDeliver (3) times, got %d", attempts)
+			if attempts != busMaxDeliver {
+				t.Fatalf("expected the handler tried the delivery limit (%d) times, got %d", busMaxDeliver, attempts)
 			}
 		})
 	}
 }
 
+// natsDeadAdvisory waits for DEAD to hold the max-deliveries advisory for
+// the first event of EVENTS, after busMaxDeliver deliveries to the logger.
+func natsDeadAdvisory(t *testing.T, tm *testMesh) {
+	t.Helper()
+	dead, err := tm.js.Stream(ctxFor(t, 5*time.Second), wire.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		info, err := dead.Info(ctxFor(t, 5*time.Second))
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.State.Msgs == 1, "DEAD holds nothing yet"
+	})
+	raw, err := dead.GetMsg(ctxFor(t, 5*time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var advisory struct {
+		Stream     string `json:"stream"`
+		Consumer   string `json:"consumer"`
+		StreamSeq  uint64 `json:"stream_seq"`
+		Deliveries int    `json:"deliveries"`
+	}
+	if err := json.Unmarshal(raw.Data, &advisory); err != nil {
+		t.Fatal(err)
+	}
+	if advisory.Stream != wire.StreamEvents || advisory.Consumer != loggerCons || advisory.StreamSeq != 1 || advisory.Deliveries != busMaxDeliver {
+		t.Fatalf("expected the advisory for EVENTS/%s seq 1 after %d deliveries, got %+v", loggerCons, busMaxDeliver, advisory)
+	}
+}
+
 // A module publishing an event its manifest does not emit is refused by
-// the server, and hears so at once rather than at its deadline.
-func TestPublishOutsideEmitsIsDenied(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	sensor := tm.connect(t, sensorUser)
+// the bus, hears so at once rather than at its deadline, and can still
+// publish what it emits.
+func publishOutsideEmitsIsDenied(t *testing.T, b bus) {
+	sensor := b.connect(t, sensorUser)
 	start := time.Now()
 	_, err := sensor.Publish(ctxFor(t, 8*time.Second), "alarm.cleared", []byte(`{}`))
 	if !errors.Is(err, sdk.ErrDenied) || errors.Is(err, sdk.ErrTimeout) {
@@ -283,13 +384,15 @@ func TestPublishOutsideEmitsIsDenied(t *testing.T) {
 	if d := time.Since(start); d > 4*time.Second {
 		t.Fatalf("expected the denial at once, took %s", d)
 	}
+	if _, err := sensor.Publish(ctxFor(t, 5*time.Second), "reading", []byte(`1`)); err != nil {
+		t.Fatalf("expected the module whole after a refusal, got %v", err)
+	}
 }
 
 // Close lets a running handler finish and settle its delivery.
-func TestCloseSettlesTheRunningHandler(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	sensor := tm.connect(t, sensorUser)
-	logger, err := sdk.Connect(ctxFor(t, 5*time.Second), tm.credFile(t, loggerUser), sdk.WithLogger(testLogger(t)))
+func closeSettlesTheRunningHandler(t *testing.T, b bus) {
+	sensor := b.connect(t, sensorUser)
+	logger, err := sdk.Connect(ctxFor(t, 5*time.Second), writeCred(t, b.credential(loggerUser)), sdk.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,8 +414,18 @@ func TestCloseSettlesTheRunningHandler(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	if ci := tm.consumer(t); ci.AckFloor.Stream != 1 || ci.NumAckPending != 0 {
-		t.Fatalf("expected the delivery acked before the connection closed, got %+v", ci)
+	// Acked before the connection closed: not given back.
+	switch b := b.(type) {
+	case *testMesh:
+		if ci := b.consumer(t); ci.AckFloor.Stream != 1 || ci.NumAckPending != 0 {
+			t.Fatalf("expected the delivery acked before the connection closed, got %+v", ci)
+		}
+	case *amqpMesh:
+		if q := b.br.Inspect(t, b.admin, loggerQueue); q.Messages != 0 || q.Consumers != 0 {
+			t.Fatalf("expected the delivery acked and the consumer gone, got %+v", q)
+		}
+	default:
+		t.Fatalf("no case for bus %s", b.busName())
 	}
 	if _, err := logger.Publish(ctxFor(t, time.Second), "x", []byte(`1`)); !errors.Is(err, sdk.ErrClosed) {
 		t.Fatalf("expected ErrClosed after Close, got %v", err)

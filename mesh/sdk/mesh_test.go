@@ -78,15 +78,21 @@ func writeCred(tb testing.TB, c wire.Credential) string {
 }
 
 // connect connects user through the SDK; it is closed when the test ends.
-// The identity variables are restored after the test, since Connect
-// overwrites them.
 func (tm *testMesh) connect(tb testing.TB, user string) *sdk.Module {
+	tb.Helper()
+	return connectAs(tb, user, tm.credFile(tb, user))
+}
+
+// connectAs connects user with the credential at path through the SDK;
+// it is closed when the test ends. The identity variables are restored
+// after the test, since Connect overwrites them.
+func connectAs(tb testing.TB, user, path string) *sdk.Module {
 	tb.Helper()
 	for _, name := range []string{wire.EnvNode, wire.EnvModule} {
 		tb.Setenv(name, "")
 		_ = os.Unsetenv(name)
 	}
-	m, err := sdk.Connect(ctxFor(tb, 10*time.Second), tm.credFile(tb, user), sdk.WithLogger(testLogger(tb)))
+	m, err := sdk.Connect(ctxFor(tb, 10*time.Second), path, sdk.WithLogger(testLogger(tb)))
 	if err != nil {
 		tb.Fatalf("connect as %s: %v", user, err)
 	}

@@ -8,26 +8,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // Tools: a call is answered; a failing or panicking handler reaches the
-// caller as a *ToolError; nobody serving is ErrNoResponders; silence is
-// ErrTimeout.
-func TestToolCalls(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	logger := tm.connect(t, loggerUser)
+// caller as a *ToolError; nobody serving is ErrNoResponders, at once;
+// silence is ErrTimeout.
+func toolCalls(t *testing.T, b bus) {
+	logger := b.connect(t, loggerUser)
 	call := func(d time.Duration, args string) ([]byte, error) {
 		return logger.Request(ctxFor(t, d), "catalog", "catalog_tools", []byte(args))
 	}
 
+	start := time.Now()
 	if _, err := call(5*time.Second, `{}`); !errors.Is(err, sdk.ErrNoResponders) {
 		t.Fatalf("before anyone serves: expected ErrNoResponders, got %v", err)
 	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("expected no responders at once, took %s", d)
+	}
+	if am, ok := b.(*amqpMesh); ok {
+		// AMQP queues the call: the one nobody took leaves nothing behind.
+		if n := am.ready(t, catalogQueue); n != 0 {
+			t.Fatalf("expected the call nobody took dropped, %s holds %d", catalogQueue, n)
+		}
+	}
 
-	catalog := tm.connect(t, catalogUser)
+	catalog := b.connect(t, catalogUser)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) }) // before the modules close: a silent handler returns
 	if err := catalog.Handle("catalog_tools", func(ctx context.Context, args []byte) ([]byte, error) {
@@ -61,15 +69,15 @@ func TestToolCalls(t *testing.T) {
 	}
 }
 
-// Several runtimes serving one tool compete for each call: every call is
-// answered once, not once per runtime.
-func TestToolQueueGroup(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	logger := tm.connect(t, loggerUser)
+// Several runtimes serving one tool compete for each call (a queue group
+// on NATS, the tool's queue on AMQP): every call is answered once, not
+// once per runtime.
+func toolQueueGroup(t *testing.T, b bus) {
+	logger := b.connect(t, loggerUser)
 	var served atomic.Int64
 	var runtimes []*sdk.Module
 	for range 2 {
-		runtime := tm.connect(t, catalogUser)
+		runtime := b.connect(t, catalogUser)
 		runtimes = append(runtimes, runtime)
 		if err := runtime.Handle("catalog_tools", func(context.Context, []byte) ([]byte, error) {
 			served.Add(1)
@@ -95,34 +103,37 @@ func TestToolQueueGroup(t *testing.T) {
 	}
 }
 
-// A module calling a tool its manifest's uses do not grant, or serving a
-// tool its manifest does not declare, is refused by the server, and the
-// SDK reports the refusal rather than waiting for a timeout.
-func TestToolsOutsideTheGrants(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
-	catalog := tm.connect(t, catalogUser)
+// A module calling a tool its manifest's uses do not grant — whether or
+// not anyone serves it — or serving a tool its manifest does not declare,
+// is refused by the bus, and the SDK reports the refusal at once rather
+// than waiting for a timeout.
+func toolsOutsideTheGrants(t *testing.T, b bus) {
+	sensor := b.connect(t, sensorUser)
+	denied := func(what string) {
+		t.Helper()
+		start := time.Now()
+		_, err := sensor.Request(ctxFor(t, 8*time.Second), "catalog", "catalog_tools", nil)
+		if !errors.Is(err, sdk.ErrDenied) || errors.Is(err, sdk.ErrTimeout) || errors.Is(err, sdk.ErrNoResponders) {
+			t.Fatalf("%s: expected ErrDenied for a call without a uses grant, got %v", what, err)
+		}
+		if d := time.Since(start); d > 4*time.Second {
+			t.Fatalf("%s: expected the denial at once, took %s", what, d)
+		}
+	}
+	denied("nobody serving")
+	catalog := b.connect(t, catalogUser)
 	if err := catalog.Handle("catalog_tools", func(context.Context, []byte) ([]byte, error) { return []byte(`1`), nil }); err != nil {
 		t.Fatal(err)
 	}
-	sensor := tm.connect(t, sensorUser)
-	start := time.Now()
-	_, err := sensor.Request(ctxFor(t, 8*time.Second), "catalog", "catalog_tools", nil)
-	if !errors.Is(err, sdk.ErrDenied) || errors.Is(err, sdk.ErrTimeout) {
-		t.Fatalf("expected ErrDenied for a call without a uses grant, got %v", err)
-	}
-	if d := time.Since(start); d > 4*time.Second {
-		t.Fatalf("expected the denial at once, took %s", d)
-	}
+	denied("served")
 	if err := sensor.Handle("undeclared", func(context.Context, []byte) ([]byte, error) { return nil, nil }); !errors.Is(err, sdk.ErrDenied) {
 		t.Fatalf("expected ErrDenied serving an undeclared tool, got %v", err)
 	}
-	// The module is still whole after both refusals.
+	// The module is still whole after the refusals.
 	if err := sensor.Handle("calibrate", func(context.Context, []byte) ([]byte, error) { return []byte(`"ok"`), nil }); err != nil {
 		t.Fatalf("serve a declared tool after a refusal: %v", err)
 	}
-	person, _ := tm.raw(t, "person.alice")
-	reply, err := person.Request(wire.ToolSubject("sensor", "calibrate"), nil, 5*time.Second)
-	if err != nil || string(reply.Data) != `"ok"` {
-		t.Fatalf("expected alice's call answered, got %v, %v", reply, err)
+	if got := b.callRaw(t, wire.PersonUser("alice"), "sensor", "calibrate", nil); string(got) != `"ok"` {
+		t.Fatalf("expected alice's call answered, got %s", got)
 	}
 }
