@@ -239,6 +239,7 @@ func TestEnsureDebianBuildsOnceAndRebuildsOnChange(t *testing.T) {
 	_, _ = rand.Read(suffix)
 	spec := DebianSpec{
 		Name:   "mesh-debian-test-" + hex.EncodeToString(suffix),
+		Debian: DebianFromEnv(os.Getenv),
 		Files:  []RootFile{{Path: "/etc/mesh/test.conf", Body: "one\n"}},
 		Remove: []string{"/usr/share/doc"},
 		Env:    []string{"MESH_TEST=1"},
