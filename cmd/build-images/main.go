@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/harness/rabbitmq"
 )
 
 func main() {
@@ -29,6 +30,9 @@ func main() {
 	os.Exit(code)
 }
 
+// rabbitmqImage is the name the broker's image is asked for by.
+const rabbitmqImage = "mesh-rabbitmq"
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("prog", "build-images")
 	all := images.All()
@@ -36,6 +40,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i, s := range all {
 		names[i] = s.Name
 	}
+	// The broker's image is made from Debian's packages, not from our Go
+	// binaries, so it is not a Spec; it is built last.
+	names = append(names, rabbitmqImage)
 
 	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -52,10 +59,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	specs := all
+	specs, broker := all, true
 	if fs.NArg() > 0 {
-		specs = nil
+		specs, broker = nil, false
 		for _, name := range fs.Args() {
+			if name == rabbitmqImage {
+				broker = true
+				continue
+			}
 			i := slices.IndexFunc(all, func(s images.Spec) bool { return s.Name == name })
 			if i < 0 {
 				fmt.Fprintf(stderr, "build-images: unknown image %q (known: %s)\n", name, strings.Join(names, ", "))
@@ -81,8 +92,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("build images", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
 		return 1
 	}
-	ready := make([]string, 0, len(refs))
+	ready := make([]string, 0, len(refs)+1)
 	for _, ref := range refs {
+		ready = append(ready, ref)
+	}
+	if broker {
+		ref, err := rabbitmq.EnsureImage(ctx, b, os.Getenv(rabbitmq.EnvImage), images.DebianFromEnv(os.Getenv))
+		if err != nil {
+			log.Error("build the rabbitmq image", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
+			return 1
+		}
 		ready = append(ready, ref)
 	}
 	slices.Sort(ready)
