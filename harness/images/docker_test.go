@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,6 +85,7 @@ func TestEnsureBuildsOnceAndRebuildsOnChange(t *testing.T) {
 	ref := b.Ref(spec)
 	t.Cleanup(func() {
 		_, _ = cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+		_ = os.Remove(filepath.Join(os.TempDir(), "mesh-image-"+sanitize(ref)+".lock"))
 		t.Logf("builder output:\n%s", out.String())
 	})
 
