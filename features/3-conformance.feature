@@ -122,15 +122,25 @@ Feature: Conformance — design 19, per capability, per implementation
       | go     | go     |
 
   @tools
-  Scenario Outline: A failing or panicking handler reaches the caller as an error, never a timeout
-    Given the driver of "<implementation>" serves "echo" as "server" on "node-a", <failing>
+  Scenario Outline: A failing handler reaches the caller as an error, never a timeout
+    Given the driver of "<implementation>" serves "echo" as "server" on "node-a", failing with the message of "tool-error.json"
     When the driver of "<implementation>" calls "server.echo" with {} as "caller" on "node-b"
-    Then it is refused as "tool"<message>
+    Then it is refused as "tool", with the message of "tool-error.json"
 
     Examples:
-      | implementation | failing                                    | message                                     |
-      | go             | failing with the message of "tool-error.json" | , with the message of "tool-error.json"     |
-      | go             | panicking                                  |                                             |
+      | implementation |
+      | go             |
+
+  @tools
+  Scenario Outline: A panicking handler reaches the caller as an error, and the module keeps running
+    Given the driver of "<implementation>" serves "echo" as "server" on "node-a", panicking
+    When the driver of "<implementation>" calls "server.echo" with {} as "caller" on "node-b"
+    Then it is refused as "tool"
+    And the module serving "echo" is still running
+
+    Examples:
+      | implementation |
+      | go             |
 
   @tools
   Scenario Outline: No responders is its own answer; silence is a timeout

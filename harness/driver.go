@@ -254,3 +254,9 @@ func (d *Driver) Image(ctx context.Context) (string, error) {
 	st, err := d.c.Inspect(ctx)
 	return st.Image, err
 }
+
+// Running reports whether the program is still running.
+func (d *Driver) Running(ctx context.Context) (bool, error) {
+	st, err := d.c.Inspect(ctx)
+	return st.Running, err
+}

@@ -53,6 +53,7 @@ func (s *scenario) bindConformance(sc *godog.ScenarioContext) {
 	sc.Step(`^the driver of "([^"]+)" serves "([^"]+)" as "([^"]+)" on "([^"]+)"(?:, (failing with the message of "([^"]+)"|panicking))?$`, s.theDriverServes)
 	sc.Step(`^the driver of "([^"]+)" calls "([^".]+)\.([^"]+)" with (\{.*\}) as "([^"]+)" on "([^"]+)"$`, s.theDriverCalls)
 	sc.Step(`^the answer is (\{.*\})$`, s.theAnswerIs)
+	sc.Step(`^the module serving "([^"]+)" is still running$`, s.theModuleServingIsStillRunning)
 	sc.Step(`^nobody serves "([^".]+)\.([^"]+)"$`, s.nobodyServes)
 	sc.Step(`^"([^".]+)\.([^"]+)" is served by one that never answers$`, s.servedByOneThatNeverAnswers)
 
@@ -639,8 +640,51 @@ func (s *scenario) theDriverServes(ctx context.Context, impl, tool, module, node
 	if err != nil {
 		return err
 	}
-	_, err = d.WaitFor(ctx, "ready", driverReady)
-	return err
+	if _, err = d.WaitFor(ctx, "ready", driverReady); err != nil {
+		return err
+	}
+	s.servers = append(s.servers, servingDriver{tool: tool, d: d})
+	return nil
+}
+
+// servingDriver is a driver serving a tool in the scenario.
+type servingDriver struct {
+	tool string
+	d    *harness.Driver
+}
+
+// theModuleServingIsStillRunning: a handler's panic is the caller's
+// error, never a crashed module. The serving driver answered the call
+// (it printed it) and is still up.
+func (s *scenario) theModuleServingIsStillRunning(ctx context.Context, tool string) error {
+	for _, sv := range s.servers {
+		if sv.tool != tool {
+			continue
+		}
+		lines, err := sv.d.Lines(ctx)
+		if err != nil {
+			return err
+		}
+		served := 0
+		for _, l := range lines {
+			if l.Kind() == "served" {
+				served++
+			}
+		}
+		if served == 0 {
+			return fmt.Errorf("expected the module serving %s to have received the call, it printed %v", tool, lines)
+		}
+		running, err := sv.d.Running(ctx)
+		if err != nil {
+			return err
+		}
+		if !running {
+			logs, _ := sv.d.Logs(ctx)
+			return fmt.Errorf("expected the module serving %s to keep running after its handler panicked; it ended:\n%s", tool, logs)
+		}
+		return nil
+	}
+	return fmt.Errorf("no driver serves %s in this scenario", tool)
 }
 
 func (s *scenario) theDriverCalls(ctx context.Context, impl, module, tool, args, caller, node string) error {

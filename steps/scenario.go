@@ -49,6 +49,7 @@ type scenario struct {
 	lines     []harness.DriverLine // what the last finished driver command printed
 	consumer  *harness.Driver      // the consuming driver of the scenario
 	published []publishedDelivery  // deliveries the bed published
+	servers   []servingDriver      // drivers serving a tool
 	build     buildOutcome
 
 	moduleImage, moduleImageID string
