@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/harness/controller"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/testcontainers/testcontainers-go"
 
@@ -83,7 +85,7 @@ func TestRaiseGenesis(t *testing.T) {
 	if err := c.StageFile(c.MeshFile(), "same.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	out, exit, err := c.RunController(ctx, "apply", "--mesh", "/mesh/same.yaml", "--state", "/var/lib/mesh")
+	out, exit, err := c.RunController(ctx, controller.Args("apply", "same.yaml")...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,19 +199,11 @@ func (s DebianSpec) changes(labels map[string]string) ([]string, error) {
 	for _, p := range s.Expose {
 		out = append(out, "EXPOSE "+p)
 	}
-	for _, line := range []struct {
-		word string
-		args []string
-	}{{"ENTRYPOINT", s.Entrypoint}, {"CMD", s.Cmd}} {
-		if len(line.args) == 0 {
-			continue
-		}
-		j, err := json.Marshal(line.args)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", line.word, err)
-		}
-		out = append(out, line.word+" "+string(j))
+	exec, err := execForm(s.Entrypoint, s.Cmd)
+	if err != nil {
+		return nil, err
 	}
+	out = append(out, exec...)
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		// JSON quoting is valid Dockerfile quoting for these values.
 		v, err := json.Marshal(labels[k])

@@ -25,10 +25,24 @@ func dockerfile(s Spec) ([]byte, error) {
 	for _, bin := range s.Binaries {
 		fmt.Fprintf(&b, "COPY %s /%s\n", bin.Name, bin.Name)
 	}
+	lines, err := execForm(s.Entrypoint, s.Cmd)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	return b.Bytes(), nil
+}
+
+// execForm is the ENTRYPOINT and CMD lines of a Dockerfile, in exec form
+// (a JSON array is valid exec form); an empty one is left out.
+func execForm(entrypoint, cmd []string) ([]string, error) {
+	var out []string
 	for _, line := range []struct {
 		word string
 		args []string
-	}{{"ENTRYPOINT", s.Entrypoint}, {"CMD", s.Cmd}} {
+	}{{"ENTRYPOINT", entrypoint}, {"CMD", cmd}} {
 		if len(line.args) == 0 {
 			continue
 		}
@@ -36,9 +50,9 @@ func dockerfile(s Spec) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", line.word, err)
 		}
-		fmt.Fprintf(&b, "%s %s\n", line.word, j)
+		out = append(out, line.word+" "+string(j))
 	}
-	return b.Bytes(), nil
+	return out, nil
 }
 
 // buildContext tars the Dockerfile and the binaries in dir. Times are
