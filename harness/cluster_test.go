@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/harness/controller"
-
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/testcontainers/testcontainers-go"
 
+	"github.com/meshbus/mesh/harness/controller"
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/wire"
