@@ -1,13 +1,17 @@
 // Command mesh-controller is the mesh's controller: genesis raises a
 // mesh's state from nothing, apply recomposes it after the description
-// changed, and run asserts the bus's streams and consumers and stays up.
+// changed, run asserts the bus's streams and consumers and stays up,
+// keeping the status, and status prints it.
 //
 //	mesh-controller genesis --mesh FILE --state DIR [--bcrypt-cost N]
 //	mesh-controller apply   --mesh FILE --state DIR [--bcrypt-cost N]
 //	mesh-controller run     --mesh FILE --state DIR
+//	mesh-controller status  --state DIR [--json]
 //
 // Logs are JSON lines on stderr; genesis and apply print a JSON summary on
-// stdout. Exit status: 0 done, 1 refused or failed, 2 bad usage.
+// stdout, status a line per provision its provider keeps failing (or the
+// whole status as JSON). Exit status: 0 done, 1 refused or failed, 2 bad
+// usage.
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -33,7 +38,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--bcrypt-cost N]"
+	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--bcrypt-cost N]\n       mesh-controller status --state DIR [--json]"
 )
 
 func main() {
@@ -53,8 +58,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := args[0]
 	fs := flag.NewFlagSet("mesh-controller "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	meshFile := fs.String("mesh", "", "the mesh description (YAML)")
 	stateDir := fs.String("state", "", "the state directory")
+	if cmd == "status" {
+		asJSON := fs.Bool("json", false, "print the whole status as JSON")
+		if err := fs.Parse(args[1:]); err != nil {
+			return exitUsage
+		}
+		if *stateDir == "" || fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "mesh-controller status: --state is required, nothing else\n%s\n", usageLine)
+			return exitUsage
+		}
+		if err := printStatus(stdout, *stateDir, *asJSON); err != nil {
+			fmt.Fprintf(stderr, "mesh-controller status: %v\n", err)
+			return exitFailed
+		}
+		return exitOK
+	}
+	meshFile := fs.String("mesh", "", "the mesh description (YAML)")
 	cost := bcrypt.DefaultCost
 	if cmd == "genesis" || cmd == "apply" {
 		fs.IntVar(&cost, "bcrypt-cost", bcrypt.DefaultCost, "bcrypt cost of the password hashes")
@@ -118,4 +138,32 @@ func printJSON(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// printStatus prints the status of a state directory: as JSON, or as a
+// line per provision its provider keeps failing, which is what a person
+// reading it needs first.
+func printStatus(w io.Writer, dir string, asJSON bool) error {
+	if _, err := controller.LoadSecrets(dir); err != nil {
+		return err // not a state directory: say so rather than print an empty status
+	}
+	st, err := controller.LoadStatus(dir)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(w, st)
+	}
+	if len(st.Failing) == 0 {
+		_, err := fmt.Fprintln(w, "no provision is failing")
+		return err
+	}
+	fmt.Fprintf(w, "%d provision(s) failing:\n", len(st.Failing))
+	for _, f := range st.Failing {
+		if _, err := fmt.Fprintf(w, "  %s fails %s on %s: %s since %s (said %s by %s, event %s)\n",
+			f.Provider, f.Consumer, f.Node, f.Class, f.Since.Format(time.RFC3339), f.Said.Format(time.RFC3339), f.ReportedBy, f.EventID); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -87,10 +87,47 @@ func TestGenesisRefusesBadDescriptionsWritingNothing(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{nil, {"bogus"}, {"genesis", "--mesh", "x"}, {"run", "--mesh", "x", "--state", "y", "extra"}, {"apply", "--nope"}} {
+	for _, args := range [][]string{nil, {"bogus"}, {"genesis", "--mesh", "x"}, {"run", "--mesh", "x", "--state", "y", "extra"}, {"apply", "--nope"}, {"status"}, {"status", "--state", "x", "extra"}, {"status", "--mesh", "x"}} {
 		if code, _, stderr := cli(t, context.Background(), args...); code != exitUsage || !strings.Contains(stderr, "usage") && !strings.Contains(stderr, "flag provided but not defined") {
 			t.Errorf("%v: expected exit %d with usage, got %d:\n%s", args, exitUsage, code, stderr)
 		}
+	}
+}
+
+// TestStatus prints what the running controller keeps: a line per failing
+// provision for a person, the whole status as JSON for a program, and a
+// refusal, not an empty status, for a directory without a genesis.
+func TestStatus(t *testing.T) {
+	root := t.TempDir()
+	meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", "4222", 1))
+	state := filepath.Join(root, "state")
+	ctx := context.Background()
+	if code, _, stderr := cli(t, ctx, "status", "--state", state); code != exitFailed || !strings.Contains(stderr, "no genesis") {
+		t.Fatalf("status before genesis: expected exit 1 saying there is no genesis, got %d:\n%s", code, stderr)
+	}
+	if code, _, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitOK {
+		t.Fatalf("genesis: exit %d\n%s", code, stderr)
+	}
+	if code, stdout, _ := cli(t, ctx, "status", "--state", state); code != exitOK || stdout != "no provision is failing\n" {
+		t.Fatalf("status of a new mesh: got %d %q", code, stdout)
+	}
+	since := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	st := controller.Status{Through: 7, Failing: []controller.FailingProvision{{
+		Provider: "pg", Consumer: "co", Node: "a", Class: wire.ClassUnreachable, Since: since,
+		Said: since.Add(5 * time.Minute), ReportedBy: "a", EventID: "evt-1",
+	}}}
+	if err := controller.SaveStatus(state, st); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := cli(t, ctx, "status", "--state", state)
+	want := "1 provision(s) failing:\n  pg fails co on a: unreachable since 2026-11-01T10:00:00Z (said 2026-11-01T10:05:00Z by a, event evt-1)\n"
+	if code != exitOK || stdout != want {
+		t.Fatalf("status:\n got %d %q\nwant 0 %q", code, stdout, want)
+	}
+	code, stdout, _ = cli(t, ctx, "status", "--state", state, "--json")
+	var got controller.Status
+	if code != exitOK || json.Unmarshal([]byte(stdout), &got) != nil || got.Through != 7 || len(got.Failing) != 1 || got.Failing[0] != st.Failing[0] {
+		t.Fatalf("status --json: got %d %q", code, stdout)
 	}
 }
 

@@ -65,7 +65,7 @@ func Principals(m *meshdesc.Mesh) []Principal {
 }
 
 // controller owns the control, node and build trees and the JetStream
-// API; it answers enrolments on the reply subject the request's payload
+// API, acks what it reads of EVENTS for its status, and answers enrolments on the reply subject the request's payload
 // names, which is an enrolment inbox.
 func controller() Principal {
 	return Principal{
@@ -75,6 +75,7 @@ func controller() Principal {
 			[]string{
 				wire.SubjectControlAll, wire.SubjectNodesAll, wire.SubjectBuildAll, wire.SubjectAskAll,
 				wire.JetStreamAPI, wire.ConsumerAcks(wire.StreamControl, wire.ControlConsumer),
+				wire.ConsumerAcks(wire.StreamEvents, wire.StatusConsumer),
 				wire.EnrolInboxes,
 			},
 			[]string{wire.Under(wire.ControllerInbox), wire.NodeAlive("*")},

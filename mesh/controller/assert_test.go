@@ -49,8 +49,8 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Created) != 5+4 || len(rep.Corrected)+len(rep.Deleted) > 0 {
-		t.Fatalf("expected 5 streams and 4 consumers created, got %+v", rep)
+	if len(rep.Created) != 5+5 || len(rep.Corrected)+len(rep.Deleted) > 0 {
+		t.Fatalf("expected 5 streams and 5 consumers created, got %+v", rep)
 	}
 	s := take(t, js)
 	day := 24 * time.Hour
@@ -85,7 +85,7 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 				return
 			}
 		}
-	}); !slices.Equal(got, []string{"BUILDS/builder", "CONTROL/controller", "EVENTS/node-a_watcher", "EVENTS/node-b_logger"}) {
+	}); !slices.Equal(got, []string{"BUILDS/builder", "CONTROL/controller", "EVENTS/controller", "EVENTS/node-a_watcher", "EVENTS/node-b_logger"}) {
 		t.Fatalf("consumers: got %v", got)
 	}
 	for key, ci := range s.consumers {
@@ -96,6 +96,10 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 	}
 	if c := s.consumers["CONTROL/controller"].Config; c.MaxDeliver != -1 {
 		t.Errorf("CONTROL/controller: expected unlimited deliveries, got %d", c.MaxDeliver)
+	}
+	if c := s.consumers["EVENTS/controller"].Config; c.MaxDeliver != -1 || c.MaxAckPending != 1 ||
+		!slices.Equal(filters(c), []string{"mesh.mod.*.event.provisioner.failing", "mesh.mod.*.event.provisioner.recovered"}) {
+		t.Errorf("EVENTS/controller: expected the provisioner status events, one at a time, never given up; got %v %d %d", filters(c), c.MaxAckPending, c.MaxDeliver)
 	}
 	lg := s.consumers["EVENTS/node-b_logger"].Config
 	if got := filters(lg); !slices.Equal(got, []string{"mesh.mod.sensor.event.alarm.>", "mesh.mod.sensor.event.reading"}) ||

@@ -74,7 +74,7 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 				MaxBytes:   p.EventsMaxBytes,
 				Duplicates: p.EventsDuplicates,
 			},
-			Consumers: moduleConsumers(m, p),
+			Consumers: append(moduleConsumers(m, p), statusConsumer()),
 			Prune:     true,
 		},
 	}
@@ -93,6 +93,22 @@ func workConsumer(name string) jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		MaxDeliver:    unlimitedDeliveries,
+	}
+}
+
+// statusConsumer is the controller's own consumer on EVENTS, from which
+// FollowStatus folds the status. One delivery at a time: the status is a
+// fold in stream order, and a redelivery overtaken by a later event would
+// be taken for one already applied. It never gives a message up, since a
+// failing word lost would be a failure nobody hears of.
+func statusConsumer() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        wire.StatusConsumer,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		FilterSubjects: wire.ProvisionerStatusEvents,
+		MaxDeliver:     unlimitedDeliveries,
+		MaxAckPending:  1,
 	}
 }
 

@@ -61,9 +61,13 @@ func TestDesiredStateFollowsTheDescription(t *testing.T) {
 	for _, c := range ev.Consumers {
 		consumers = append(consumers, c.Durable)
 	}
-	// Placements that consume, in description order; sensor and catalog
-	// consume nothing and get no consumer.
-	if want := []string{"node-a_watcher", "node-b_logger"}; !slices.Equal(consumers, want) || !ev.Prune {
+	// Placements that consume, in description order (sensor and catalog
+	// consume nothing and get no consumer), then the controller's own.
+	if want := []string{"node-a_watcher", "node-b_logger", wire.StatusConsumer}; !slices.Equal(consumers, want) || !ev.Prune {
 		t.Fatalf("EVENTS consumers: expected %v pruned, got %v (prune %v)", want, consumers, ev.Prune)
+	}
+	status := ev.Consumers[len(ev.Consumers)-1]
+	if !slices.Equal(status.FilterSubjects, wire.ProvisionerStatusEvents) || status.MaxAckPending != 1 || status.MaxDeliver != unlimitedDeliveries {
+		t.Fatalf("status consumer: want the provisioner status events, one delivery at a time, never given up; got %+v", status)
 	}
 }

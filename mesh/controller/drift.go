@@ -143,6 +143,9 @@ func consumerDiffs(want, got jetstream.ConsumerConfig) []fieldDiff {
 	if want.AckWait != 0 {
 		d.add("ack_wait", want.AckWait, got.AckWait, true)
 	}
+	if want.MaxAckPending != 0 {
+		d.add("max_ack_pending", want.MaxAckPending, got.MaxAckPending, true)
+	}
 	return d
 }
 
@@ -158,6 +161,9 @@ func correctedConsumer(want, got jetstream.ConsumerConfig) jetstream.ConsumerCon
 	c.MaxDeliver = want.MaxDeliver
 	if want.AckWait != 0 {
 		c.AckWait = want.AckWait
+	}
+	if want.MaxAckPending != 0 {
+		c.MaxAckPending = want.MaxAckPending
 	}
 	return c
 }

@@ -44,7 +44,8 @@ func (o RunOptions) withDefaults() RunOptions {
 }
 
 // Run connects as the controller, asserts the streams and consumers, logs
-// "ready", and holds the connection until ctx ends, when it returns nil.
+// "ready", and folds the provisioner events into the status
+// (FollowStatus) until ctx ends, when it returns nil.
 // Drift the server cannot correct is returned (wrapping ErrDrift) before
 // "ready" is ever logged.
 func Run(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) error {
@@ -54,8 +55,17 @@ func Run(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) error 
 		return err
 	}
 	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("open jetstream: %w", err)
+	}
+	stopFollowing, err := FollowStatus(ctx, js, dir, o.Logger)
+	if err != nil {
+		return fmt.Errorf("follow status: %w", err)
+	}
 	o.Logger.Info("ready", "created", len(rep.Created), "corrected", len(rep.Corrected), "deleted", len(rep.Deleted))
 	<-ctx.Done()
+	stopFollowing()
 	o.Logger.Info("stopping", "why", context.Cause(ctx))
 	return nil
 }

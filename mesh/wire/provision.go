@@ -171,6 +171,15 @@ const (
 // ProvisionerEvents are the keys every provider may publish.
 var ProvisionerEvents = []string{EventProvisionerFailing, EventProvisionerRecovered, EventProvisionerRetirement}
 
+// ProvisionerStatusEvents are the subjects, across every provider, the
+// controller reads its status from (ADR 0224): the failing word and the
+// word that ends it. The provider is the subject's module, which the server
+// lets nobody else publish.
+var ProvisionerStatusEvents = []string{
+	EventSubject("*", EventProvisionerFailing),
+	EventSubject("*", EventProvisionerRecovered),
+}
+
 // The four tools every provider serves (ADR 0230). The controller's retire
 // verb asks the approve tool, its cleanup verb the delete tool.
 const (

@@ -21,6 +21,12 @@ const DeadLetterAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + Str
 // ControlConsumer is the controller's durable consumer on CONTROL.
 const ControlConsumer = "controller"
 
+// StatusConsumer is the controller's durable consumer on EVENTS, filtered
+// to the provisioner events its status is made of (ProvisionerStatusEvents).
+// A module's consumer name always holds a '_' (ModuleConsumer), so the two
+// cannot meet.
+const StatusConsumer = "controller"
+
 // BuildsConsumer is the builders' shared durable consumer on BUILDS.
 const BuildsConsumer = "builder"
 

@@ -1,5 +1,7 @@
 package wire
 
+import "strings"
+
 // The mesh's subject tree (design 25 §2 with design 19's module subjects,
 // see ARCHITECTURE.md "Wire decisions").
 const (
@@ -49,6 +51,20 @@ func NodeAsk(node string) string { return "mesh.ask." + node + ".>" }
 
 // EventSubject is the subject a module's event with key is emitted on.
 func EventSubject(module, key string) string { return "mesh.mod." + module + ".event." + key }
+
+// EventOf splits a module's event subject into the module and the key. It
+// reports false for any other subject.
+func EventOf(subject string) (module, key string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, "mesh.mod.")
+	if !ok {
+		return "", "", false
+	}
+	module, key, ok = strings.Cut(rest, ".event.")
+	if !ok || module == "" || key == "" || strings.Contains(module, ".") {
+		return "", "", false
+	}
+	return module, key, true
+}
 
 // SeatEventSubject is the subject a seat holder's event is emitted on.
 func SeatEventSubject(seat, verb string) string { return "mesh.seat." + seat + ".event." + verb }

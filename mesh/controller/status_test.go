@@ -1,0 +1,184 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+var (
+	since0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	said0  = since0.Add(5 * time.Minute)
+)
+
+// word is one provisioner event as it lies in EVENTS.
+type word struct {
+	subject string
+	header  map[string][]string
+	body    []byte
+}
+
+func failingWord(provider, consumer, node, class string, said time.Time) word {
+	body, _ := json.Marshal(wire.FailingEvent{ConsumerRef: wire.ConsumerRef{Consumer: consumer, Node: node}, Class: class, Since: since0})
+	return statusWord(provider, wire.EventProvisionerFailing, said, body)
+}
+
+func recoveredWord(provider, consumer, node string) word {
+	body, _ := json.Marshal(wire.RecoveredEvent{ConsumerRef: wire.ConsumerRef{Consumer: consumer, Node: node}, Reason: wire.RecoveredSuccess})
+	return statusWord(provider, wire.EventProvisionerRecovered, said0.Add(time.Hour), body)
+}
+
+func statusWord(provider, key string, said time.Time, body []byte) word {
+	return word{
+		subject: wire.EventSubject(provider, key),
+		header: map[string][]string{
+			wire.HeaderEventID:     {"evt-" + key + "-" + said.Format("150405")},
+			wire.HeaderSource:      {provider},
+			wire.HeaderNode:        {"node-p"},
+			wire.HeaderTime:        {wire.FormatTime(said)},
+			wire.HeaderContentType: {wire.ContentTypeJSON},
+		},
+		body: body,
+	}
+}
+
+func (w word) applyTo(t *testing.T, s *Status, seq uint64) bool {
+	t.Helper()
+	changed, err := s.Apply(seq, w.subject, w.header, w.body)
+	if err != nil {
+		t.Fatalf("apply %s at %d: %v", w.subject, seq, err)
+	}
+	return changed
+}
+
+func failingKeys(s Status) []string {
+	var out []string
+	for _, f := range s.Failing {
+		out = append(out, f.Provider+"/"+f.Node+"/"+f.Consumer+":"+f.Class)
+	}
+	return out
+}
+
+// TestStatusKeepsTheNewestFailingWordPerProviderMachineAndConsumer is ADR
+// 0224's rule: the newest word per provider, machine and consumer, named
+// until it recovers.
+func TestStatusKeepsTheNewestFailingWordPerProviderMachineAndConsumer(t *testing.T) {
+	var s Status
+	failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0).applyTo(t, &s, 1)
+	failingWord("pg", "billing", "node-b", wire.ClassRefused, said0).applyTo(t, &s, 2)
+	failingWord("kc", "billing", "node-a", wire.ClassSecret, said0).applyTo(t, &s, 3)
+	// Fifteen minutes on, the same failure said again with another class.
+	later := said0.Add(15 * time.Minute)
+	if !failingWord("pg", "billing", "node-a", wire.ClassTimeout, later).applyTo(t, &s, 4) {
+		t.Fatal("a newer failing word reported no change")
+	}
+	want := []string{"kc/node-a/billing:secret", "pg/node-a/billing:timeout", "pg/node-b/billing:refused"}
+	if got := failingKeys(s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("failing = %v, want %v", got, want)
+	}
+	f := s.Failing[1]
+	if !f.Said.Equal(later) || !f.Since.Equal(since0) || f.ReportedBy != "node-p" || f.EventID == "" {
+		t.Fatalf("newest word not kept whole: %+v", f)
+	}
+	// The provider is the subject's module, whatever x-source says: the
+	// server lets nobody else publish on that subject.
+	liar := failingWord("pg", "orders", "node-a", wire.ClassInvalid, later)
+	liar.header[wire.HeaderSource] = []string{"kc"}
+	liar.applyTo(t, &s, 5)
+	if got := s.Failing[2]; got.Provider != "pg" || got.Consumer != "orders" {
+		t.Fatalf("provider not taken from the subject: %+v", got)
+	}
+
+	if !recoveredWord("pg", "billing", "node-a").applyTo(t, &s, 6) {
+		t.Fatal("recovered reported no change")
+	}
+	if recoveredWord("pg", "nobody", "node-a").applyTo(t, &s, 7) {
+		t.Fatal("recovering a consumer that was not failing reported a change")
+	}
+	want = []string{"kc/node-a/billing:secret", "pg/node-a/orders:invalid", "pg/node-b/billing:refused"}
+	if got := failingKeys(s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after recovered: failing = %v, want %v", got, want)
+	}
+	if s.Through != 7 {
+		t.Fatalf("through = %d, want 7", s.Through)
+	}
+}
+
+// TestStatusNeverAppliesARedeliveryTwice: an event at or below Through was
+// applied before the controller stopped, and must not undo what came after
+// it.
+func TestStatusNeverAppliesARedeliveryTwice(t *testing.T) {
+	var s Status
+	fail := failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0)
+	fail.applyTo(t, &s, 10)
+	recoveredWord("pg", "billing", "node-a").applyTo(t, &s, 11)
+	if fail.applyTo(t, &s, 10) || len(s.Failing) != 0 || s.Through != 11 {
+		t.Fatalf("a redelivery was applied: %+v", s)
+	}
+}
+
+// TestStatusRefusesWhatItCannotReadAndPassesIt: a refusal names what was
+// wrong, and the event's sequence is passed all the same, so it is not
+// read again forever.
+func TestStatusRefusesWhatItCannotReadAndPassesIt(t *testing.T) {
+	good := failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0)
+	noHeader := failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0)
+	delete(noHeader.header, wire.HeaderNode)
+	cases := []struct {
+		name string
+		w    word
+		want string
+	}{
+		{"missing header", noHeader, wire.HeaderNode},
+		{"not JSON", word{good.subject, good.header, []byte("{")}, "body"},
+		{"no node", word{good.subject, good.header, []byte(`{"consumer":"billing","class":"refused","since":"2026-11-01T10:00:00Z"}`)}, "node"},
+		{"no class", word{good.subject, good.header, []byte(`{"consumer":"billing","node":"node-a","since":"2026-11-01T10:00:00Z"}`)}, "class"},
+		{"another key", statusWord("pg", wire.EventProvisionerRetirement, said0, []byte(`{}`)), wire.EventProvisionerRetirement},
+		{"not an event subject", word{"mesh.node.a.declare", good.header, good.body}, "mesh.node.a.declare"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := Status{Through: 3}
+			changed, err := s.Apply(4, c.w.subject, c.w.header, c.w.body)
+			if !errors.Is(err, ErrBadStatusEvent) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("expected ErrBadStatusEvent naming %q, got %v", c.want, err)
+			}
+			if changed || len(s.Failing) != 0 || s.Through != 4 {
+				t.Fatalf("refused event changed the status or was not passed: %+v", s)
+			}
+		})
+	}
+}
+
+func TestStatusFileRoundTrips(t *testing.T) {
+	dir := t.TempDir()
+	empty, err := LoadStatus(dir)
+	if err != nil || empty.Through != 0 || empty.Failing == nil || len(empty.Failing) != 0 {
+		t.Fatalf("a directory without status: %+v, %v; want the empty status", empty, err)
+	}
+	var s Status
+	failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0).applyTo(t, &s, 9)
+	if err := SaveStatus(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadStatus(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, s)
+	}
+	if err := os.WriteFile(filepath.Join(dir, StatusFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadStatus(dir); err == nil || !strings.Contains(err.Error(), StatusFile) {
+		t.Fatalf("a torn status file: want an error naming it, got %v", err)
+	}
+}
