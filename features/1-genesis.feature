@@ -27,6 +27,7 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
       | CONTROL | controller    |                                                            |
       | BUILDS  | builder       |                                                            |
       | EVENTS  | node-b_logger | mesh.mod.sensor.event.reading, mesh.mod.sensor.event.alarm.> |
+      | EVENTS  | controller    | mesh.mod.*.event.provisioner.failing, mesh.mod.*.event.provisioner.recovered |
     When I read every stream and consumer the server has
     And the controller is stopped and started again
     Then every stream and consumer is as it was: same configuration, same creation time, none added or removed

@@ -9,7 +9,7 @@ Feature: Conformance — design 19, per capability, per implementation
 
   The mesh is features/testdata/conformance.yaml: emitter (node-a) emits reading and
   alarm.raised; consumer (node-b) consumes them; server (node-a) serves echo; caller (node-b)
-  uses it.
+  uses it; provider (node-a) provides a database.
 
   Background:
     Given a mesh raised from nothing from "testdata/conformance.yaml"
@@ -157,6 +157,25 @@ Feature: Conformance — design 19, per capability, per implementation
   Scenario Outline: A grant names a consumer: a module on a machine
     When the driver of "<implementation>" reads the grant "grant.json"
     Then it yields, entry by entry, the module and node of "grant.expected.json"
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @provisioning
+  Scenario Outline: A provider that keeps failing a consumer says so, and status names it until it recovers
+    The loop's rules (five minutes to the first word, every fifteen after) are the SDK's unit tests,
+    under testing/synctest; here the words the loop would say go over a real bus to the controller,
+    which keeps the newest per provider, machine and consumer (ADR 0224).
+    When the driver of "<implementation>" emits "provisioner-failing.json" as "provider" on "node-a"
+    Then the bus holds the event of "provisioner-failing.json", header by header and byte for byte
+    And the controller's status names exactly these failing provisions:
+      | provider | consumer | node   | class       | since                |
+      | provider | consumer | node-b | unreachable | 2026-09-26T10:00:00Z |
+    When the controller is stopped
+    And the driver of "<implementation>" emits "provisioner-recovered.json" as "provider" on "node-a"
+    And the controller is started
+    Then the controller's status names no failing provision
 
     Examples:
       | implementation |

@@ -75,6 +75,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	sc.After(s.after)
 	s.bindServer(sc)
 	s.bindStreams(sc)
+	s.bindStatus(sc)
 	s.bindAccounts(sc)
 	s.bindConformance(sc)
 	s.bindADR0039(sc)

@@ -182,3 +182,42 @@ func TestStatusFileRoundTrips(t *testing.T) {
 		t.Fatalf("a torn status file: want an error naming it, got %v", err)
 	}
 }
+
+// TestStatusReadsTheFixtures: the words of features/fixtures, as they lie
+// on the wire, are what the status is folded from.
+func TestStatusReadsTheFixtures(t *testing.T) {
+	read := func(name string) word {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join("..", "..", "features", "fixtures", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			Wire struct {
+				Subject string            `json:"subject"`
+				Headers map[string]string `json:"headers"`
+				Body    string            `json:"body"`
+			} `json:"wire"`
+		}
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		h := map[string][]string{}
+		for k, v := range f.Wire.Headers {
+			h[k] = []string{v}
+		}
+		return word{f.Wire.Subject, h, []byte(f.Wire.Body)}
+	}
+	var s Status
+	read("provisioner-failing.json").applyTo(t, &s, 1)
+	if got := failingKeys(s); !reflect.DeepEqual(got, []string{"provider/node-b/consumer:unreachable"}) {
+		t.Fatalf("after provisioner-failing.json: %v", got)
+	}
+	if f := s.Failing[0]; f.Since.Format(time.RFC3339) != "2026-09-26T10:00:00Z" || f.ReportedBy != "node-a" || f.EventID != "evt-0100-provisioner-failing" {
+		t.Fatalf("after provisioner-failing.json: %+v", f)
+	}
+	read("provisioner-recovered.json").applyTo(t, &s, 2)
+	if len(s.Failing) != 0 {
+		t.Fatalf("after provisioner-recovered.json: %v", failingKeys(s))
+	}
+}

@@ -1,0 +1,114 @@
+package steps
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/meshbus/mesh/harness"
+	"github.com/meshbus/mesh/harness/controller"
+	ctl "github.com/meshbus/mesh/mesh/controller"
+)
+
+// statusWithin bounds the wait for the controller's status to say what a
+// step expects: a fold of one event, plus a controller coming back up.
+const statusWithin = 30 * time.Second
+
+func (s *scenario) bindStatus(sc *godog.ScenarioContext) {
+	sc.Step(`^the controller is stopped$`, s.theControllerIsStopped)
+	sc.Step(`^the controller is started$`, s.theControllerIsStarted)
+	sc.Step(`^the controller's status names exactly these failing provisions:$`, s.theStatusNames)
+	sc.Step(`^the controller's status names no failing provision$`, s.theStatusNamesNone)
+}
+
+func (s *scenario) controllerContainer() (*harness.Container, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return nil, err
+	}
+	return r.cluster.Container(harness.RoleController)
+}
+
+func (s *scenario) theControllerIsStopped(ctx context.Context) error {
+	c, err := s.controllerContainer()
+	if err != nil {
+		return err
+	}
+	// A controller left stopped by a failing step would fail the next
+	// scenario for a reason not its own.
+	s.r.tainted = true
+	return c.Stop(ctx)
+}
+
+func (s *scenario) theControllerIsStarted(ctx context.Context) error {
+	c, err := s.controllerContainer()
+	if err != nil {
+		return err
+	}
+	return c.Start(ctx)
+}
+
+// status asks `mesh-controller status --json`, as a person with the state
+// directory would, in a container of its own.
+func (s *scenario) status(ctx context.Context) (ctl.Status, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return ctl.Status{}, err
+	}
+	out, exit, err := r.cluster.RunController(ctx, "status", "--state", controller.StateDir, "--json")
+	if err != nil {
+		return ctl.Status{}, err
+	}
+	if exit != 0 {
+		return ctl.Status{}, fmt.Errorf("mesh-controller status exited %d:\n%s", exit, out)
+	}
+	var st ctl.Status
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &st); err != nil {
+		return ctl.Status{}, fmt.Errorf("mesh-controller status printed no status: %w:\n%s", err, out)
+	}
+	return st, nil
+}
+
+// failingRows are the status's failing provisions in the feature's
+// columns, one string per row.
+func failingRows(st ctl.Status) []string {
+	out := make([]string, 0, len(st.Failing))
+	for _, f := range st.Failing {
+		out = append(out, strings.Join([]string{f.Provider, f.Consumer, f.Node, f.Class, f.Since.UTC().Format(time.RFC3339)}, " | "))
+	}
+	return out
+}
+
+func (s *scenario) theStatusNames(ctx context.Context, t *godog.Table) error {
+	var want []string
+	for _, row := range table(t) {
+		want = append(want, strings.Join([]string{row["provider"], row["consumer"], row["node"], row["class"], row["since"]}, " | "))
+	}
+	slices.Sort(want)
+	return s.statusSays(ctx, want)
+}
+
+func (s *scenario) theStatusNamesNone(ctx context.Context) error {
+	return s.statusSays(ctx, []string{})
+}
+
+func (s *scenario) statusSays(ctx context.Context, want []string) error {
+	return eventually(ctx, statusWithin, func(ctx context.Context) error {
+		st, err := s.status(ctx)
+		if err != nil {
+			return err
+		}
+		got := failingRows(st)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("status names %d failing provision(s):\n  %s\nexpected %d:\n  %s",
+				len(got), strings.Join(got, "\n  "), len(want), strings.Join(want, "\n  "))
+		}
+		return nil
+	})
+}
