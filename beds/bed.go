@@ -28,6 +28,9 @@ type Bed struct {
 	// Timeout bounds the whole bed, teardown included; the runner cancels the
 	// scenarios' context when it passes.
 	Timeout time.Duration
+	// Matrix, when set, tallies the bed's scenarios into a table printed with its summary
+	// and written to MatrixFile.
+	Matrix *Matrix
 }
 
 // ErrBadBed is wrapped by every registration error: a bed that is malformed, or that
@@ -77,6 +80,11 @@ func (b Bed) check(features fs.FS) error {
 	}
 	if len(b.Features) == 0 {
 		bad("no features")
+	}
+	if b.Matrix != nil {
+		for _, problem := range b.Matrix.check() {
+			bad("%s", problem)
+		}
 	}
 	seen := map[string]bool{}
 	for _, f := range b.Features {

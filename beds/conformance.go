@@ -1,6 +1,10 @@
 package beds
 
-import "time"
+import (
+	"time"
+
+	meshconformance "github.com/meshbus/mesh/conformance"
+)
 
 // conformance is step 3: design 19 per capability, per implementation.
 func conformance() Bed {
@@ -14,5 +18,22 @@ func conformance() Bed {
 		},
 		// Most scenarios publish into EVENTS and so raise a fresh cluster.
 		Timeout: 25 * time.Minute,
+		// Every implementation listed for what it passes; what it does not claim has no
+		// scenario (the feature's first scenario checks that against the registry).
+		Matrix: &Matrix{
+			Param:     "implementation",
+			Tags:      capabilityTags(),
+			Unclaimed: "not claimed",
+		},
 	}
+}
+
+// capabilityTags are the tags the feature marks each capability's scenarios with, in
+// design 19's order.
+func capabilityTags() []string {
+	var out []string
+	for _, c := range meshconformance.Capabilities {
+		out = append(out, "@"+string(c))
+	}
+	return out
 }

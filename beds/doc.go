@@ -7,7 +7,7 @@
 //
 // Run executes the selected beds in step order, strictly (an undefined, pending or ambiguous
 // step fails), narrating every scenario and step with its timing, and writes junit.xml,
-// cucumber.json and measurements.json into a report directory. The step definitions are not
+// cucumber.json, measurements.json and matrix.json into a report directory. The step definitions are not
 // here: the caller binds them through Options.Suite and Options.Scenario, and a step talks
 // back to the runner through its context (Measure, Logf, ArtifactDir, Current) or writes its
 // narration to the run's Console.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/cucumber/godog"
@@ -21,6 +22,8 @@ type Scenario struct {
 	Name string
 	// Example is the example row's values, for a scenario of an outline.
 	Example []string
+	// ExampleHeader names Example's values: the examples table's header.
+	ExampleHeader []string
 	// Tags are the scenario's tags, inherited ones included.
 	Tags []string
 	// Steps are the step lines with their keywords ("Given a mesh").
@@ -61,6 +64,19 @@ func (s Scenario) Title() string {
 	return s.Name + " (" + strings.Join(s.Example, ", ") + ")"
 }
 
+// Param is the value of the example column named name, for a scenario of an outline.
+func (s Scenario) Param(name string) (string, bool) {
+	for i, h := range s.ExampleHeader {
+		if h == name && i < len(s.Example) {
+			return s.Example[i], true
+		}
+	}
+	return "", false
+}
+
+// HasTag reports whether the scenario carries tag ("@events"), inherited or its own.
+func (s Scenario) HasTag(tag string) bool { return slices.Contains(s.Tags, tag) }
+
 // Where is "feature:line", the form godog and editors accept.
 func (s Scenario) Where() string { return fmt.Sprintf("%s:%d", s.Feature, s.Line) }
 
@@ -94,6 +110,7 @@ func Scenarios(features fs.FS, b Bed, tags string) ([]Scenario, error) {
 			}
 			if len(p.AstNodeIds) > 1 {
 				s.Example = ast.rows[p.AstNodeIds[1]]
+				s.ExampleHeader = ast.headers[p.AstNodeIds[1]]
 			}
 			for _, t := range p.Tags {
 				s.Tags = append(s.Tags, t.Name)
@@ -120,10 +137,11 @@ type ast struct {
 	lines     map[string]int
 	scenarios map[string]*messages.Scenario
 	rows      map[string][]string // example row -> its values
+	headers   map[string][]string // example row -> its table's header
 }
 
 func index(doc *messages.GherkinDocument) ast {
-	a := ast{keywords: map[string]string{}, lines: map[string]int{}, scenarios: map[string]*messages.Scenario{}, rows: map[string][]string{}}
+	a := ast{keywords: map[string]string{}, lines: map[string]int{}, scenarios: map[string]*messages.Scenario{}, rows: map[string][]string{}, headers: map[string][]string{}}
 	if doc == nil || doc.Feature == nil {
 		return a
 	}
@@ -148,12 +166,19 @@ func index(doc *messages.GherkinDocument) ast {
 			steps(sc.Steps)
 			for _, ex := range sc.Examples {
 				tags(ex.Tags)
+				var header []string
+				if ex.TableHeader != nil {
+					for _, c := range ex.TableHeader.Cells {
+						header = append(header, c.Value)
+					}
+				}
 				for _, row := range ex.TableBody {
 					var vals []string
 					for _, c := range row.Cells {
 						vals = append(vals, c.Value)
 					}
 					a.rows[row.Id] = vals
+					a.headers[row.Id] = header
 				}
 			}
 		}

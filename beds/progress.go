@@ -216,6 +216,13 @@ func (p *printer) bedEnd(r BedResult, featuresDir string) {
 			p.println(fmt.Sprintf("  ⏱ %s = %s  %s", m.Name, p.paint(ansiBold, precise(m.Value)), p.paint(ansiDim, "("+s.Title()+")")))
 		}
 	}
+	if r.Bed.Matrix != nil {
+		mr := r.Bed.Matrix.tally(r)
+		p.println(fmt.Sprintf("  by %s:", mr.Param))
+		for _, line := range mr.lines() {
+			p.println("    " + line)
+		}
+	}
 }
 
 // runEnd sums up a run of several beds.

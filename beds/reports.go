@@ -15,6 +15,8 @@ const (
 	CucumberFile = "cucumber.json"
 	// MeasurementsFile lists what the steps measured (Measure).
 	MeasurementsFile = "measurements.json"
+	// MatrixFile holds the matrix (Bed.Matrix) of every bed of the run that has one.
+	MatrixFile = "matrix.json"
 )
 
 // MarshalJSON spells the value both for people ("865ms", three significant digits) and for
@@ -45,6 +47,11 @@ func writeReports(dir string, r Result, featuresDir string) error {
 	if b, err := json.MarshalIndent(ms, "", "  "); err != nil {
 		errs = append(errs, fmt.Errorf("encode measurements: %w", err))
 	} else if err := writeFile(filepath.Join(dir, MeasurementsFile), append(b, '\n')); err != nil {
+		errs = append(errs, err)
+	}
+	if b, err := encodeMatrices(r); err != nil {
+		errs = append(errs, err)
+	} else if err := writeFile(filepath.Join(dir, MatrixFile), b); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

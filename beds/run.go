@@ -31,8 +31,9 @@ type Options struct {
 	// FailFast stops at the first scenario that does not pass; later scenarios and beds are
 	// reported as not run.
 	FailFast bool
-	// ReportDir, when set, receives junit.xml, cucumber.json and measurements.json, and a
-	// directory per bed for the steps' artifacts (ArtifactDir) and a hung bed's goroutines.
+	// ReportDir, when set, receives junit.xml, cucumber.json, measurements.json and
+	// matrix.json, and a directory per bed for the steps' artifacts (ArtifactDir) and a hung
+	// bed's goroutines.
 	ReportDir string
 	// Out receives the live progress; default io.Discard. Make it a Console to share it
 	// with the steps.
@@ -167,7 +168,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			p.println(p.paint(ansiDim, "reports: "+strings.Join([]string{
 				filepath.Join(o.ReportDir, JUnitFile),
 				filepath.Join(o.ReportDir, CucumberFile),
-				filepath.Join(o.ReportDir, MeasurementsFile)}, " ")))
+				filepath.Join(o.ReportDir, MeasurementsFile),
+				filepath.Join(o.ReportDir, MatrixFile)}, " ")))
 		}
 	}
 	return res, runErr

@@ -96,6 +96,10 @@ func (s *scenario) theRegistrySays(t *godog.Table) error {
 	return joinProblems(problems)
 }
 
+// implementationColumn is the examples column naming the implementation a
+// scenario drives; the conformance bed's matrix has a row per value.
+const implementationColumn = "implementation"
+
 // theScenariosCheckExactlyTheClaims reads this bed's own scenarios: for
 // each capability, the implementations named in the examples of the
 // scenarios tagged with it must be exactly those claiming it.
@@ -119,10 +123,8 @@ func (s *scenario) theScenariosCheckExactlyTheClaims(ctx context.Context) error 
 			if !slices.Contains(sc.Tags, "@"+string(c)) {
 				continue
 			}
-			for _, v := range sc.Example {
-				if _, ok := reg.Implementation(v); ok {
-					checked[v] = true
-				}
+			if v, ok := sc.Param(implementationColumn); ok {
+				checked[v] = true
 			}
 		}
 		claimants := reg.Claimants(c)

@@ -135,7 +135,8 @@ Usage:
   bedrun help                  this text
 
 Flags (before or after BED):
-  --report DIR     write DIR/junit.xml, DIR/cucumber.json and DIR/measurements.json; a
+  --report DIR     write DIR/junit.xml, DIR/cucumber.json, DIR/measurements.json and
+                   DIR/matrix.json (the conformance bed's implementations by capability); a
                    failed scenario's evidence (container logs) goes to DIR/<bed>/<scenario>/
   --tags EXPR      only scenarios matching godog's tag expression: "@a,@b" (or),
                    "@a && @b" (and), "~@a" (not); also filters list

@@ -127,7 +127,7 @@ func TestRunExitStatus(t *testing.T) {
 	if code != exitFail || !strings.Contains(out, "expected 5 users, got 4") {
 		t.Fatalf("expected 1 with the failure shown when a scenario failed, got %d", code)
 	}
-	for _, name := range []string{"junit.xml", "cucumber.json", "measurements.json"} {
+	for _, name := range []string{"junit.xml", "cucumber.json", "measurements.json", "matrix.json"} {
 		if _, err := os.Stat(filepath.Join(report, name)); err != nil {
 			t.Errorf("expected %s in the report: %v", name, err)
 		}
