@@ -85,6 +85,7 @@ var busCases = []busCase{
 	{"ToolCalls", toolCalls},
 	{"ToolQueueGroup", toolQueueGroup},
 	{"ToolsOutsideTheGrants", toolsOutsideTheGrants},
+	{"ReconnectsAfterTheBusIsAway", reconnectsAfterTheBusIsAway},
 }
 
 // amqpCases are what only AMQP has.

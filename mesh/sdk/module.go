@@ -43,7 +43,9 @@ type Module struct {
 // takes node and module from the credential — overwriting wire.EnvNode
 // and wire.EnvModule where they disagree — and connects through the
 // binding the URL's scheme chooses, with the certificate pinned. Nothing
-// is bound until the module subscribes.
+// is bound until the module subscribes. The connection lasts until Close:
+// when the bus goes away the module reconnects, on either bus, and goes on
+// consuming and serving.
 func Connect(ctx context.Context, credentialPath string, opts ...Option) (*Module, error) {
 	c := config{log: slog.Default(), timeout: DefaultTimeout}
 	for _, o := range opts {

@@ -74,16 +74,27 @@ func (b *Bus) Publish(ctx context.Context, key string, msg transport.Message) er
 func (b *Bus) Consume(ctx context.Context, _ string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.consumer != nil {
+	if b.consuming {
 		return nil
 	}
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
+	c, err := b.startConsumer(ctx)
+	if err != nil {
+		return err
+	}
+	b.consumer, b.consuming = c, true
+	return nil
+}
+
+// startConsumer consumes the events queue on a channel of its own; b.mu is
+// held.
+func (b *Bus) startConsumer(ctx context.Context) (*consumer, error) {
 	queue := wire.EventsQueue(b.node, b.name)
 	ch, err := b.openChannel(ctx)
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", queue, err)
+		return nil, fmt.Errorf("consume %s: %w", queue, err)
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	var deliveries <-chan amqp.Delivery
@@ -102,14 +113,13 @@ func (b *Bus) Consume(ctx context.Context, _ string) error {
 	if err != nil {
 		_ = ch.Close()
 		if brokerCode(err) == wire.AMQPNotFound {
-			return fmt.Errorf("%w: queue %s in vhost %s: %w", transport.ErrNoConsumer, queue, wire.AMQPVhost, err)
+			return nil, fmt.Errorf("%w: queue %s in vhost %s: %w", transport.ErrNoConsumer, queue, wire.AMQPVhost, err)
 		}
-		return fmt.Errorf("consume %s: %w", queue, refused(err))
+		return nil, fmt.Errorf("consume %s: %w", queue, refused(err))
 	}
 	c := newConsumer(ch, closed, deliveries, queue, b.log)
 	go c.run(func(d amqp.Delivery) { b.cfg.Deliver(delivery{d}) })
-	b.consumer = c
-	return nil
+	return c, nil
 }
 
 // delivery is one message of the events queue as the SDK sees it.
@@ -157,7 +167,8 @@ func newConsumer(ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan am
 
 // run hands each delivery to f, one at a time, until the consumer is
 // cancelled (every delivery already fetched is still handed over) or the
-// channel closes.
+// channel closes. A channel closed with the connection is the bus's to
+// resume; one the broker closed alone is said here.
 func (c *consumer) run(f func(amqp.Delivery)) {
 	defer close(c.done)
 	for d := range c.deliveries {
@@ -166,9 +177,23 @@ func (c *consumer) run(f func(amqp.Delivery)) {
 	if !c.ch.IsClosed() {
 		return // cancelled by stop
 	}
-	if cause := closeCause(c.closed); !errors.Is(cause, amqp.ErrClosed) {
+	if cause := closeCause(c.closed); !errors.Is(cause, amqp.ErrClosed) && !isConnectionLevel(cause) {
 		c.log.Error("consuming stopped: the channel was closed", "queue", c.queue, "err", cause)
 	}
+}
+
+// isConnectionLevel reports whether err is the end of the whole connection
+// (amqp091 hands it to every channel), which the bus reconnects from.
+func isConnectionLevel(err error) bool {
+	var e *amqp.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case amqp.ConnectionForced, amqp.FrameError, amqp.ChannelError, amqp.InternalError, amqp.UnexpectedFrame:
+		return true
+	}
+	return !e.Server
 }
 
 // stop cancels the consumer, waits until what was fetched has been handed

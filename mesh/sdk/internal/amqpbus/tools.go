@@ -28,10 +28,21 @@ func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) erro
 	if err := b.checkOpen(); err != nil {
 		return err
 	}
+	c, err := b.startServer(ctx, tool, h)
+	if err != nil {
+		return err
+	}
+	b.served = append(b.served, &served{tool: tool, handler: h, c: c})
+	return nil
+}
+
+// startServer consumes the tool's queue on a channel of its own; b.mu is
+// held.
+func (b *Bus) startServer(ctx context.Context, tool string, h transport.ToolFunc) (*consumer, error) {
 	queue := wire.ServiceQueue(b.name, tool)
 	ch, err := b.openChannel(ctx)
 	if err != nil {
-		return fmt.Errorf("serve %s: %w", queue, err)
+		return nil, fmt.Errorf("serve %s: %w", queue, err)
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	var calls <-chan amqp.Delivery
@@ -46,14 +57,13 @@ func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) erro
 	if err != nil {
 		_ = ch.Close()
 		if brokerCode(err) == wire.AMQPNotFound {
-			return fmt.Errorf("serve %s: %w: the mesh declared no queue for this tool: %w", queue, transport.ErrDenied, err)
+			return nil, fmt.Errorf("serve %s: %w: the mesh declared no queue for this tool: %w", queue, transport.ErrDenied, err)
 		}
-		return fmt.Errorf("serve %s: %w", queue, refused(err))
+		return nil, fmt.Errorf("serve %s: %w", queue, refused(err))
 	}
 	c := newConsumer(ch, closed, calls, queue, b.log)
 	go c.run(func(d amqp.Delivery) { b.answer(ch, tool, d, h) })
-	b.servers = append(b.servers, c)
-	return nil
+	return c, nil
 }
 
 // answer runs the handler for one call, replies, and acknowledges it.

@@ -52,6 +52,16 @@ func Dial(ctx context.Context, cfg transport.Config) (transport.Transport, error
 		bus.WithNATSOptions(
 			nats.ClosedHandler(func(*nats.Conn) { close(b.closed) }),
 			nats.DrainTimeout(cfg.Timeout),
+			// A module lives as long as its process: the bus coming back
+			// is the only way forward, so it reconnects until Close, as
+			// the AMQP binding does, and says so.
+			nats.MaxReconnects(-1),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil {
+					b.log.Warn("connection to the bus lost; reconnecting", "err", err)
+				}
+			}),
+			nats.ReconnectHandler(func(*nats.Conn) { b.log.Info("reconnected to the bus") }),
 		),
 	)
 	if err != nil {

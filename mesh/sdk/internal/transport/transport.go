@@ -47,6 +47,13 @@
 //     the context ending is ErrTimeout, and a call the bus refused for
 //     want of a grant is ErrDenied — as soon as the bus says so, not at
 //     the deadline.
+//   - When the bus or the network drops the connection, the binding
+//     reconnects by itself, with backoff, until Close, and consumes and
+//     serves again what it did before; a call made meanwhile waits for the
+//     bus within its context. What was in flight when the connection went
+//     may fail (a publish unconfirmed, a call unanswered) and is the
+//     caller's to retry; a delivery not settled comes again, which the SDK
+//     recognises by its x-event-id.
 //   - Close drains: fetching stops, the deliveries already fetched are
 //     still passed to cfg.Deliver and settled, tool calls in flight are
 //     answered, then the connection closes; each wait bounded by
