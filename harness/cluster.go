@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshbus/mesh/harness/controller"
 	"github.com/meshbus/mesh/harness/nats"
+	"github.com/meshbus/mesh/harness/owner"
 )
 
 // Networks of a cluster, as Probe and NetworkName name them.
@@ -166,7 +167,7 @@ func (c *Cluster) createNetworks(ctx context.Context) error {
 	}
 	if c.s.isClosed() {
 		// Close may have listed the networks before they existed.
-		err := removeLabelled(context.WithoutCancel(ctx), c.s.docker, LabelRun+"="+c.s.id)
+		err := owner.Remove(context.WithoutCancel(ctx), c.s.docker, LabelRun+"="+c.s.id)
 		return errors.Join(fmt.Errorf("create networks: %w", ErrClosed), err)
 	}
 	return nil

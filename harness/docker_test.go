@@ -4,28 +4,17 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
+	"github.com/meshbus/mesh/harness/owner"
 	"github.com/meshbus/mesh/internal/testutil"
 )
 
 // deadPID returns a pid no process has: above any pid_max Linux allows,
 // checked with kill(pid, 0).
-func deadPID(t *testing.T) int {
-	t.Helper()
-	for pid := 4194304 + 1000; pid < 4194304+2000; pid++ {
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-			return pid
-		}
-	}
-	t.Fatal("found no dead pid")
-	return 0
-}
-
 // leftovers counts the containers and networks labelled mesh.run=run.
 func leftovers(t *testing.T, docker *client.Client, run string) (containers, networks int) {
 	t.Helper()
@@ -49,9 +38,9 @@ func TestReapRemovesDeadRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := ownerLabels("dead" + newRunID())
-	dead[LabelPID] = strconv.Itoa(deadPID(t))
-	alive := ownerLabels("live" + newRunID())
+	dead := owner.Labels("dead" + newRunID())
+	dead[LabelPID] = strconv.Itoa(testutil.DeadPID(t))
+	alive := owner.Labels("live" + newRunID())
 	for _, labels := range []map[string]string{dead, alive} {
 		name := "mesh-test-" + labels[LabelRun]
 		if _, err := docker.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels}); err != nil {
@@ -59,8 +48,8 @@ func TestReapRemovesDeadRuns(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		_ = removeLabelled(context.Background(), docker, LabelRun+"="+alive[LabelRun])
-		_ = removeLabelled(context.Background(), docker, LabelRun+"="+dead[LabelRun])
+		_ = owner.Remove(context.Background(), docker, LabelRun+"="+alive[LabelRun])
+		_ = owner.Remove(context.Background(), docker, LabelRun+"="+dead[LabelRun])
 	})
 	// The dead run's own temporary work directory goes with it.
 	deadWork, err := os.MkdirTemp("", "mesh-"+dead[LabelRun]+"-")
@@ -94,12 +83,12 @@ func TestReapLeavesAKeptRunAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := "kept" + newRunID()
-	labels := ownerLabels(run)
-	labels[LabelPID] = strconv.Itoa(deadPID(t))
+	labels := owner.Labels(run)
+	labels[LabelPID] = strconv.Itoa(testutil.DeadPID(t))
 	if _, err := docker.NetworkCreate(ctx, "mesh-test-"+run, client.NetworkCreateOptions{Driver: "bridge", Labels: labels}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = removeLabelled(context.Background(), docker, LabelRun+"="+run) })
+	t.Cleanup(func() { _ = owner.Remove(context.Background(), docker, LabelRun+"="+run) })
 	if err := os.WriteFile(keptMarker(run), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/meshbus/mesh/harness/owner"
 )
 
 // defaultOneShotTimeout bounds a one-shot container's run.
@@ -44,7 +46,7 @@ func (s *Session) track(ctx context.Context, role, id, ready string, readyTimeou
 	}
 	s.mu.Unlock()
 	if closed {
-		err := removeLabelled(context.WithoutCancel(ctx), s.docker, LabelRun+"="+s.id)
+		err := owner.Remove(context.WithoutCancel(ctx), s.docker, LabelRun+"="+s.id)
 		return nil, errors.Join(fmt.Errorf("start %s: %w", role, ErrClosed), err)
 	}
 	return c, nil

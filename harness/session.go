@@ -20,17 +20,17 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/harness/owner"
 )
 
-// Labels on everything a session creates. The run id finds what Close
-// removes; the pid, its start time and the host find what reaping may
-// remove (a run whose process is gone).
+// Labels on everything a session creates: package owner's, which find
+// what Close removes and what reaping may remove, and the role.
 const (
-	LabelHarness  = "mesh.harness"
-	LabelRun      = "mesh.run"
-	LabelPID      = "mesh.pid"
-	LabelPIDStart = "mesh.pidstart"
-	LabelHost     = "mesh.host"
+	LabelHarness  = owner.LabelHarness
+	LabelRun      = owner.LabelRun
+	LabelPID      = owner.LabelPID
+	LabelPIDStart = owner.LabelPIDStart
+	LabelHost     = owner.LabelHost
 	LabelRole     = "mesh.role"
 )
 
@@ -94,7 +94,7 @@ func NewSession(ctx context.Context, opts SessionOptions) (*Session, error) {
 	if s.out == nil {
 		s.out = io.Discard
 	}
-	s.labels = ownerLabels(s.id)
+	s.labels = owner.Labels(s.id)
 
 	if err := s.reap(ctx); err != nil {
 		docker.Close()
@@ -176,7 +176,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 
 	var result *multierror.Error
-	if err := removeLabelled(ctx, s.docker, LabelRun+"="+s.id); err != nil {
+	if err := owner.Remove(ctx, s.docker, LabelRun+"="+s.id); err != nil {
 		result = multierror.Append(result, err)
 	}
 	if s.ownWork && result.ErrorOrNil() == nil {

@@ -1,8 +1,6 @@
 package harness
 
 import (
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -42,34 +40,6 @@ func TestParseProbe(t *testing.T) {
 	}
 	if _, err := parseProbe("not json"); err == nil {
 		t.Fatal("expected an error for a line that is not JSON, got none")
-	}
-}
-
-func TestOwnerAlive(t *testing.T) {
-	me := ownerLabels("abc123")
-	if !ownerAlive(me) {
-		t.Fatalf("expected this process to be alive by its own labels %v", me)
-	}
-	dead := ownerLabels("abc123")
-	dead[LabelPID] = strconv.Itoa(deadPID(t))
-	if ownerAlive(dead) {
-		t.Fatalf("expected pid %s to be dead", dead[LabelPID])
-	}
-	if _, ok := processStart(os.Getpid()); ok {
-		recycled := ownerLabels("abc123")
-		recycled[LabelPIDStart] = "1"
-		if ownerAlive(recycled) {
-			t.Fatal("expected a pid with another start time to count as dead (recycled)")
-		}
-	}
-	other := ownerLabels("abc123")
-	other[LabelPID] = dead[LabelPID]
-	other[LabelHost] = "some-other-host"
-	if !ownerAlive(other) {
-		t.Fatal("expected a run of another host to be left alone")
-	}
-	if !ownerAlive(map[string]string{LabelHarness: "1"}) {
-		t.Fatal("expected something without a pid label to be left alone")
 	}
 }
 

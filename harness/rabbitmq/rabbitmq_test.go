@@ -16,6 +16,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/network"
 
 	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/harness/owner"
 	"github.com/meshbus/mesh/internal/testutil"
 )
 
@@ -58,7 +59,13 @@ func TestRabbitMQ(t *testing.T) {
 		}
 	}
 
-	nw, err := network.New(ctx, network.WithLabels(map[string]string{"mesh.test": "rabbitmq"}))
+	// Labelled as this process's, so that a test killed before its
+	// cleanup leaves nothing the next one does not reap.
+	labels, err := owner.Claim(ctx, cli.Client, "rabbitmq-test")
+	if err != nil {
+		t.Logf("reap the leftovers of dead test runs: %v", err)
+	}
+	nw, err := network.New(ctx, network.WithLabels(labels))
 	if err != nil {
 		t.Fatalf("create network: %v", err)
 	}
@@ -70,7 +77,7 @@ func TestRabbitMQ(t *testing.T) {
 		WithUser("mesh-a", "pw-a"),
 		WithVhost("mesh"),
 		WithPermissions("mesh-a", "mesh", ".*", ".*", ".*"),
-		testcontainers.WithLabels(map[string]string{"mesh.test": "rabbitmq"}),
+		testcontainers.WithLabels(labels),
 		network.WithNetwork([]string{"amqp"}, nw),
 	)
 	if c != nil {
@@ -94,7 +101,7 @@ func TestRabbitMQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ins.Config.Labels["mesh.test"] != "rabbitmq" {
+	if ins.Config.Labels[owner.LabelRun] != labels[owner.LabelRun] {
 		t.Errorf("expected the caller's label on the container, got %v", ins.Config.Labels)
 	}
 	if ep := ins.NetworkSettings.Networks[nw.Name]; ep == nil || !slices.Contains(ep.Aliases, "amqp") {

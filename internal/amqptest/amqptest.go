@@ -25,6 +25,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/harness/owner"
 	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
@@ -80,7 +81,13 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	testutil.DockerClient(t)
+	docker := testutil.DockerClient(t)
+	// Labelled as this process's, so that a test killed before its
+	// cleanup (a timeout) leaves nothing the next one does not reap.
+	labels, err := owner.Claim(ctx, docker.Client, "amqptest")
+	if err != nil {
+		t.Logf("reap the leftovers of dead test runs: %v", err)
+	}
 
 	b := &images.Builder{Out: io.Discard}
 	defer b.Close()
@@ -134,6 +141,7 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 			testcontainers.ContainerFile{Reader: bytes.NewReader(keyPEM), ContainerFilePath: keyFile, FileMode: 0o644},
 			testcontainers.ContainerFile{Reader: bytes.NewReader(doc), ContainerFilePath: definitionsFile, FileMode: 0o644},
 		),
+		testcontainers.WithLabels(labels),
 		testcontainers.WithExposedPorts(tlsPort),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.PortBindings[network.MustParsePort(tlsPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}

@@ -19,7 +19,7 @@ type Proxy struct {
 	down    bool
 	refused int
 	conns   map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	wg      sync.WaitGroup
 }
 
 // NewProxy listens on a free loopback port and forwards to target until

@@ -4,8 +4,10 @@ package testutil
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,4 +68,17 @@ func DockerClient(t testing.TB) *testcontainers.DockerClient {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// DeadPID is a process id nothing runs as: above the largest pid_max
+// Linux allows (4194304), and checked with signal 0.
+func DeadPID(t testing.TB) int {
+	t.Helper()
+	for pid := 4194304 + 1000; pid < 4194304+2000; pid++ {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return pid
+		}
+	}
+	t.Fatal("found no dead pid")
+	return 0
 }
