@@ -160,7 +160,9 @@ func LoadStatus(dir string) (Status, error) {
 	}
 	var s Status
 	if err := json.Unmarshal(data, &s); err != nil {
-		return Status{}, fmt.Errorf("read status %s: %w", path, err)
+		// Removing it loses nothing for long: a provider says again every
+		// fifteen minutes what it keeps failing.
+		return Status{}, fmt.Errorf("read status %s: %w (remove the file to start from an empty status; providers repeat their failing words within fifteen minutes)", path, err)
 	}
 	if s.Failing == nil {
 		s.Failing = []FailingProvision{}
