@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -104,5 +105,15 @@ func TestMatrixIsChecked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("expected the check to say %q, got %v", want, err)
 		}
+	}
+}
+
+func TestMatrixOfARunWithoutOutlinesSaysSo(t *testing.T) {
+	_, out, err := run(t, map[string]string{"claims.feature": claims}, Options{Beds: []Bed{matrixBed()}, Match: regexp.MustCompile("registry")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "  by implementation: no scenario of this run names one\n") {
+		t.Errorf("expected the summary to say no scenario names an implementation")
 	}
 }

@@ -218,9 +218,13 @@ func (p *printer) bedEnd(r BedResult, featuresDir string) {
 	}
 	if r.Bed.Matrix != nil {
 		mr := r.Bed.Matrix.tally(r)
-		p.println(fmt.Sprintf("  by %s:", mr.Param))
-		for _, line := range mr.lines() {
-			p.println("    " + line)
+		if len(mr.Rows) == 0 {
+			p.println(fmt.Sprintf("  by %s: no scenario of this run names one", mr.Param))
+		} else {
+			p.println(fmt.Sprintf("  by %s:", mr.Param))
+			for _, line := range mr.lines() {
+				p.println("    " + line)
+			}
 		}
 	}
 }

@@ -96,13 +96,10 @@ func (s *scenario) theRegistrySays(t *godog.Table) error {
 	return joinProblems(problems)
 }
 
-// implementationColumn is the examples column naming the implementation a
-// scenario drives; the conformance bed's matrix has a row per value.
-const implementationColumn = "implementation"
-
 // theScenariosCheckExactlyTheClaims reads this bed's own scenarios: for
-// each capability, the implementations named in the examples of the
-// scenarios tagged with it must be exactly those claiming it.
+// each capability, the implementations its scenarios check (the values of
+// the examples column the bed's matrix has a row for) must be exactly
+// those claiming it.
 func (s *scenario) theScenariosCheckExactlyTheClaims(ctx context.Context) error {
 	reg, err := s.w.registry()
 	if err != nil {
@@ -111,6 +108,9 @@ func (s *scenario) theScenariosCheckExactlyTheClaims(ctx context.Context) error 
 	bed, _, ok := beds.Current(ctx)
 	if !ok {
 		return errors.New("not running in a bed")
+	}
+	if bed.Matrix == nil {
+		return fmt.Errorf("bed %s lists no matrix: nothing says which examples column names the implementation", bed.Name)
 	}
 	plan, err := beds.Scenarios(os.DirFS(s.w.opts.FeaturesDir), bed, "")
 	if err != nil {
@@ -123,7 +123,7 @@ func (s *scenario) theScenariosCheckExactlyTheClaims(ctx context.Context) error 
 			if !slices.Contains(sc.Tags, "@"+string(c)) {
 				continue
 			}
-			if v, ok := sc.Param(implementationColumn); ok {
+			if v, ok := sc.Param(bed.Matrix.Param); ok {
 				checked[v] = true
 			}
 		}
