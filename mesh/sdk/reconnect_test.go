@@ -106,4 +106,23 @@ func reconnectsAfterTheBusIsAway(t *testing.T, b bus) {
 		t.Fatalf("a publish made while the bus was away: %v", err)
 	}
 	roundTrip(2)
+
+	// A module closed while its bus is away ends at once, without an
+	// error: there is nothing in flight a drain could settle.
+	for _, p := range proxies {
+		p.Cut()
+	}
+	for i, m := range []*sdk.Module{sensor, logger, catalog} {
+		before := proxies[i].Refused()
+		eventually(t, 30*time.Second, func() (bool, string) {
+			return proxies[i].Refused() > before, fmt.Sprintf("module %d has not tried to reconnect", i)
+		})
+		began := time.Now()
+		if err := m.Close(); err != nil {
+			t.Errorf("module %d closed while the bus was away: %v", i, err)
+		}
+		if took := time.Since(began); took > 2*time.Second {
+			t.Errorf("module %d took %s to close while the bus was away; want at once", i, took)
+		}
+	}
 }

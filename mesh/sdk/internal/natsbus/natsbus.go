@@ -93,12 +93,26 @@ func (b *Bus) asyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
 
 // Close stops fetching (what was fetched is still handled and settled),
 // then drains the connection: tool calls in flight are answered before it
-// closes. It waits at most the configured timeout for each.
+// closes. It waits at most the configured timeout for each. While the bus
+// is away there is nothing a drain could settle or answer, so Close stops
+// and closes at once; what was delivered and not settled comes again.
 func (b *Bus) Close() error {
 	b.mu.Lock()
 	cc := b.consumer
 	b.consumer = nil
 	b.mu.Unlock()
+	if b.nc.IsReconnecting() {
+		if cc != nil {
+			cc.Stop()
+		}
+		b.nc.Close()
+		select {
+		case <-b.closed:
+		case <-time.After(b.cfg.Timeout):
+			return fmt.Errorf("close while reconnecting: %w", transport.ErrTimeout)
+		}
+		return nil
+	}
 	var errs []error
 	if cc != nil {
 		cc.Drain()

@@ -58,6 +58,8 @@
 //     still passed to cfg.Deliver and settled, tool calls in flight are
 //     answered, then the connection closes; each wait bounded by
 //     cfg.Timeout. After Close returns, cfg.Deliver is not called again.
+//     While the bus is away there is nothing to drain: Close stops and
+//     closes at once, without an error.
 //
 // Header names are matched exactly and are lower-case; an AMQP binding
 // converts its message headers (amqp.Table) to map[string][]string with
