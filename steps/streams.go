@@ -10,7 +10,6 @@ import (
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/observe"
 )
 
@@ -162,11 +161,7 @@ func (s *scenario) iReadEveryStream(ctx context.Context) error {
 }
 
 func (s *scenario) theControllerIsRestarted(ctx context.Context) error {
-	r, err := s.cluster()
-	if err != nil {
-		return err
-	}
-	c, err := r.cluster.Container(harness.RoleController)
+	c, err := s.controllerContainer()
 	if err != nil {
 		return err
 	}

@@ -86,11 +86,11 @@ func (s *Status) Apply(seq uint64, subject string, header map[string][]string, b
 		if e.Class == "" || e.Since.IsZero() {
 			return false, fmt.Errorf("%w: %s at %d: class and since are required", ErrBadStatusEvent, subject, seq)
 		}
-		said, _ := wire.ParseTime(first(header, wire.HeaderTime)) // validated above
+		said, _ := wire.ParseTime(wire.HeaderValue(header, wire.HeaderTime)) // validated above
 		s.put(FailingProvision{
 			Provider: provider, Consumer: e.Consumer, Node: e.Node,
 			Class: e.Class, Since: e.Since.UTC(),
-			Said: said.UTC(), ReportedBy: first(header, wire.HeaderNode), EventID: first(header, wire.HeaderEventID),
+			Said: said.UTC(), ReportedBy: wire.HeaderValue(header, wire.HeaderNode), EventID: wire.HeaderValue(header, wire.HeaderEventID),
 		})
 		return true, nil
 	case wire.EventProvisionerRecovered:
@@ -187,10 +187,3 @@ func SaveStatus(dir string, s Status) error {
 
 // Status is the controller's status file.
 func (l Layout) Status() string { return filepath.Join(l.Dir, StatusFile) }
-
-func first(h map[string][]string, name string) string {
-	if v := h[name]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}

@@ -66,12 +66,7 @@ func decode(key string, m transport.Message) (Event, error) {
 	if _, _, ok := strings.Cut(key, "."); !ok {
 		return Event{}, fmt.Errorf("%w: no event key", wire.ErrNotEventSubject)
 	}
-	get := func(name string) string {
-		if v := m.Header[name]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
+	get := func(name string) string { return wire.HeaderValue(m.Header, name) }
 	at, err := wire.ParseTime(get(wire.HeaderTime))
 	if err != nil {
 		return Event{}, err

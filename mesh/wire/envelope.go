@@ -54,22 +54,24 @@ func (e *HeaderError) Unwrap() error { return e.Err }
 // exactly, as nats.go matches them: the envelope's names are lower-case.
 func ValidateHeaders(h map[string][]string) error {
 	for _, name := range RequiredHeaders {
-		if first(h, name) == "" {
+		if HeaderValue(h, name) == "" {
 			return &HeaderError{Header: name, Err: ErrMissingHeader}
 		}
 	}
-	if v := first(h, HeaderTime); !validTime(v) {
+	if v := HeaderValue(h, HeaderTime); !validTime(v) {
 		return &HeaderError{Header: HeaderTime, Err: ErrBadHeader, Detail: fmt.Sprintf("%q is not RFC 3339", v)}
 	}
-	mt, _, err := mime.ParseMediaType(first(h, HeaderContentType))
+	mt, _, err := mime.ParseMediaType(HeaderValue(h, HeaderContentType))
 	if err != nil || mt != ContentTypeJSON {
 		return &HeaderError{Header: HeaderContentType, Err: ErrBadHeader,
-			Detail: fmt.Sprintf("%q is not %s", first(h, HeaderContentType), ContentTypeJSON)}
+			Detail: fmt.Sprintf("%q is not %s", HeaderValue(h, HeaderContentType), ContentTypeJSON)}
 	}
 	return nil
 }
 
-func first(h map[string][]string, name string) string {
+// HeaderValue is the first value of the header name in h, or "": how every
+// reader of an envelope takes a header, whichever bus it came on.
+func HeaderValue(h map[string][]string, name string) string {
 	if v := h[name]; len(v) > 0 {
 		return v[0]
 	}

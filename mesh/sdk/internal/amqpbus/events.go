@@ -28,16 +28,10 @@ func (b *Bus) Publish(ctx context.Context, key string, msg transport.Message) er
 	if err != nil {
 		return err
 	}
-	first := func(name string) string {
-		if v := msg.Header[name]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
 	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, wire.ExchangeEvents, wire.EventRoutingKey(b.name, key), false, false, amqp.Publishing{
 		Headers:      amqp.Table(wire.HeadersToTable(msg.Header)),
-		ContentType:  first(wire.HeaderContentType),
-		MessageId:    first(wire.HeaderEventID),
+		ContentType:  wire.HeaderValue(msg.Header, wire.HeaderContentType),
+		MessageId:    wire.HeaderValue(msg.Header, wire.HeaderEventID),
 		DeliveryMode: amqp.Persistent,
 		Body:         msg.Body,
 	})
