@@ -109,7 +109,7 @@ func NewSession(ctx context.Context, opts SessionOptions) (*Session, error) {
 		docker.Close()
 		return nil, err
 	}
-	s.builder = &images.Builder{Root: s.root, Out: s.out}
+	s.builder = &images.Builder{Root: s.root, Out: s.out, Tag: images.TagFromEnv(os.Getenv)}
 	return s, nil
 }
 

@@ -20,7 +20,7 @@ func buildImages(ctx context.Context, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bedrun images: %v\n", err)
 		return exitFail
 	}
-	b := &images.Builder{Root: root, Out: stderr}
+	b := &images.Builder{Root: root, Out: stderr, Tag: images.TagFromEnv(os.Getenv)}
 	defer b.Close()
 	start := time.Now()
 	refs, err := b.EnsureAll(ctx, images.All()...)

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -47,7 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "module root `dir` (default: the module of the working directory)")
-	tag := fs.String("tag", "local", "image `tag`")
+	tag := fs.String("tag", cmp.Or(images.TagFromEnv(os.Getenv), "local"), "image `tag` (default $MESH_IMAGE_TAG, else local)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: build-images [flags] [image ...]\n\n"+
 			"Builds the images (default all: %s) when missing or stale.\n\nFlags:\n", strings.Join(names, ", "))

@@ -43,7 +43,8 @@ type Builder struct {
 	Root string
 	// Out receives one progress line per step; nil discards them.
 	Out io.Writer
-	// Tag is the tag of every image; default "local".
+	// Tag is the tag of every image; default "local" (TagFromEnv lets two
+	// checkouts on one machine keep images of their own).
 	Tag string
 	// GOARCH is the target architecture; default the one we run on.
 	GOARCH string
@@ -54,6 +55,16 @@ type Builder struct {
 	docker    engine
 	goVersion string
 }
+
+// EnvTag names the tag the harness and the image commands give every image
+// they build, instead of "local": two checkouts on one machine (a worktree
+// beside main) then keep images of their own rather than rebuilding each
+// other's in turn.
+const EnvTag = "MESH_IMAGE_TAG"
+
+// TagFromEnv is the tag EnvTag asks for, or "" (the default); getenv is
+// os.Getenv, or a stand-in in tests.
+func TagFromEnv(getenv func(string) string) string { return getenv(EnvTag) }
 
 // Ref is the image reference Ensure returns for s, e.g. mesh-nats:local.
 func (b *Builder) Ref(s Spec) string {

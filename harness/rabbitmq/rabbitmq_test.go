@@ -30,7 +30,7 @@ func TestRabbitMQ(t *testing.T) {
 	defer cancel()
 
 	var out bytes.Buffer
-	b := &images.Builder{Out: &out}
+	b := &images.Builder{Out: &out, Tag: images.TagFromEnv(os.Getenv)}
 	defer b.Close()
 	defer func() { t.Logf("builder output:\n%s", out.String()) }()
 	override := os.Getenv(EnvImage)

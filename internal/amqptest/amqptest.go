@@ -89,7 +89,7 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 		t.Logf("reap the leftovers of dead test runs: %v", err)
 	}
 
-	b := &images.Builder{Out: io.Discard}
+	b := &images.Builder{Out: io.Discard, Tag: images.TagFromEnv(os.Getenv)}
 	defer b.Close()
 	image, err := rabbitmq.EnsureImage(ctx, b, os.Getenv(rabbitmq.EnvImage), images.DebianFromEnv(os.Getenv))
 	if err != nil {
