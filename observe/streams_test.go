@@ -28,7 +28,7 @@ func TestStreamsDiffSeesEveryChange(t *testing.T) {
 	}
 	defer c.Close()
 	js, _ := jetstream.New(c.Conn)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 1}); err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 1, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	before, err := Streams(ctx, js)
@@ -40,7 +40,7 @@ func TestStreamsDiffSeesEveryChange(t *testing.T) {
 		t.Fatalf("expected no difference between two readings, got %v", d)
 	}
 
-	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 2}); err != nil {
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 2, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := js.CreateConsumer(ctx, wire.StreamNodes, jetstream.ConsumerConfig{Durable: "extra", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {

@@ -5,6 +5,7 @@ package natstest
 
 import (
 	"context"
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,6 +31,9 @@ type Server struct {
 	ConfigPath string
 	// Fingerprint is the server certificate's.
 	Fingerprint string
+	// DeclarationKey is the controller's signing key; every host's
+	// credential carries its public half.
+	DeclarationKey ed25519.PrivateKey
 
 	t         testing.TB
 	dir       string
@@ -58,7 +62,11 @@ func Start(t testing.TB, m *meshdesc.Mesh) *Server {
 	}
 	write(t, filepath.Join(dir, compose.CertFile), certPEM)
 	write(t, filepath.Join(dir, compose.KeyFile), keyPEM)
-	s := &Server{t: t, dir: dir, Fingerprint: fp, passwords: map[string]string{}, hashes: map[string]string{}}
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, dir: dir, Fingerprint: fp, DeclarationKey: key, passwords: map[string]string{}, hashes: map[string]string{}}
 	s.ConfigPath = filepath.Join(dir, compose.ConfigFile)
 	s.writeConfig(m)
 
@@ -143,6 +151,9 @@ func (s *Server) fillCreds(m *meshdesc.Mesh) {
 		c := p.Credential()
 		c.URL = wire.BusURL(p.User, s.passwords[p.User], addr)
 		c.Fingerprint = s.Fingerprint
+		if c.Principal == wire.PrincipalHost {
+			c.DeclarationKey = wire.EncodeDeclarationKey(s.DeclarationKey.Public().(ed25519.PublicKey))
+		}
 		s.Creds[p.User] = c
 	}
 }

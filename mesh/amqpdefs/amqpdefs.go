@@ -327,20 +327,12 @@ func bindingKeys(mod meshdesc.Module) []string {
 }
 
 // toolKeys are the routing-key expressions of resolved tool references on
-// mesh.rpc. A wildcard stays within one token, as a module and a tool are
-// one token each.
+// mesh.rpc: ResolveTools has expanded every wildcard to declared tools,
+// so each is one tool's exact key.
 func toolKeys(refs []meshdesc.ToolRef) []string {
-	const token = `[^.]+`
 	var out []string
 	for _, r := range refs {
-		switch {
-		case r.Module == "*":
-			out = append(out, `serve\.`+token+`\.`+token)
-		case r.Tool == "*":
-			out = append(out, regexp.QuoteMeta(wire.ServiceQueue(r.Module, ""))+token)
-		default:
-			out = append(out, regexp.QuoteMeta(wire.ServiceQueue(r.Module, r.Tool)))
-		}
+		out = append(out, regexp.QuoteMeta(wire.ServiceQueue(r.Module, r.Tool)))
 	}
 	return out
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/meshbus/mesh/mesh/meshdesc"
-	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // Where the server's files are inside its container.
@@ -59,13 +58,13 @@ func Config(m *meshdesc.Mesh, in Inputs) ([]byte, error) {
 	if in.Monitor == "" {
 		in.Monitor = m.Bus.Monitor + ":" + strconv.Itoa(m.Bus.MonitorPort)
 	}
-	var users []user
+	users := map[string][]user{}
 	for _, p := range Principals(m) {
 		hash, ok := in.Hashes[p.User]
 		if !ok || hash == "" {
 			return nil, fmt.Errorf("compose config: %w %q", ErrMissingHash, p.User)
 		}
-		users = append(users, render(p, hash))
+		users[p.Account] = append(users[p.Account], render(p, hash))
 	}
 	cfg := config{
 		ServerName: m.Name,
@@ -83,7 +82,7 @@ func Config(m *meshdesc.Mesh, in Inputs) ([]byte, error) {
 			// the default lazy fsync; the mesh promises nothing lost.
 			SyncInterval: "always",
 		},
-		Accounts: map[string]account{wire.Account: {JetStream: "enabled", Users: users}},
+		Accounts: accounts(users, DefaultLimits()),
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -119,8 +118,40 @@ type jetstream struct {
 }
 
 type account struct {
-	JetStream string `json:"jetstream"`
-	Users     []user `json:"users"`
+	JetStream *jsLimits     `json:"jetstream,omitempty"`
+	Limits    *accountLimit `json:"limits,omitempty"`
+	Users     []user        `json:"users"`
+	Exports   []export      `json:"exports,omitempty"`
+	Imports   []imp         `json:"imports,omitempty"`
+}
+
+type jsLimits struct {
+	MaxMem     int64 `json:"max_mem"`
+	MaxFile    int64 `json:"max_file"`
+	MaxStreams int   `json:"max_streams"`
+	// MaxBytesRequired makes the server refuse a stream without MaxBytes.
+	MaxBytesRequired bool `json:"max_bytes_required"`
+}
+
+type accountLimit struct {
+	MaxConnections int `json:"max_connections"`
+	MaxPayload     int `json:"max_payload"`
+}
+
+type export struct {
+	Service  string   `json:"service,omitempty"`
+	Stream   string   `json:"stream,omitempty"`
+	Accounts []string `json:"accounts"`
+}
+
+type imp struct {
+	Service *source `json:"service,omitempty"`
+	Stream  *source `json:"stream,omitempty"`
+}
+
+type source struct {
+	Account string `json:"account"`
+	Subject string `json:"subject"`
 }
 
 type user struct {

@@ -183,12 +183,12 @@ func TestModuleAcksOnlyItsOwnConsumer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	ctl := dial(t, s, wire.ControllerUser)
+	ctl := dial(t, s, wire.ControllerMeshUser)
 	js, err := jetstream.New(ctl.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamEvents, Subjects: []string{wire.SubjectModuleEvents}}); err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamEvents, Subjects: []string{wire.SubjectModuleEvents}, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	logger, _ := m.Module("logger")

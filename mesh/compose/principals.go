@@ -16,6 +16,8 @@ import (
 type Principal struct {
 	// User is the user name it connects as.
 	User string
+	// Account is the account the user is in (wire.Account*).
+	Account string
 	// Kind is one of the wire.Principal* kinds (empty for a module).
 	Kind string
 	// Node is set for hosts and modules.
@@ -45,10 +47,10 @@ func (p Principal) Credential() wire.Credential {
 }
 
 // Principals lists every user of the mesh, in a fixed order: the
-// controller, each node's host, each module on each node, each person,
-// each enrolment token. m must be valid.
+// controller (its two users), each node's host, each module on each node,
+// each person, each enrolment token. m must be valid.
 func Principals(m *meshdesc.Mesh) []Principal {
-	out := []Principal{controller()}
+	out := []Principal{controller(), controllerMesh(m)}
 	for _, n := range m.Nodes {
 		out = append(out, host(n.Name))
 	}
@@ -64,18 +66,19 @@ func Principals(m *meshdesc.Mesh) []Principal {
 	return out
 }
 
-// controller owns the control, node and build trees and the JetStream
-// API, acks what it reads of EVENTS for its status, and answers enrolments on the reply subject the request's payload
-// names, which is an enrolment inbox.
+// controller owns the control, node and build trees and the control
+// account's JetStream API, and answers enrolments on the reply subject
+// the request's payload names, which is an enrolment inbox (the control
+// account exports those to the enrolment account).
 func controller() Principal {
 	return Principal{
-		User: wire.ControllerUser,
-		Kind: wire.PrincipalController,
+		User:    wire.ControllerUser,
+		Account: wire.AccountControl,
+		Kind:    wire.PrincipalController,
 		Permissions: perms(
 			[]string{
 				wire.SubjectControlAll, wire.SubjectNodesAll, wire.SubjectBuildAll, wire.SubjectAskAll,
 				wire.JetStreamAPI, wire.ConsumerAcks(wire.StreamControl, wire.ControlConsumer),
-				wire.ConsumerAcks(wire.StreamEvents, wire.StatusConsumer),
 				wire.EnrolInboxes,
 			},
 			[]string{wire.Under(wire.ControllerInbox), wire.NodeAlive("*")},
@@ -84,16 +87,43 @@ func controller() Principal {
 	}
 }
 
-// host may publish its own node's control subjects and hear its own
-// declaration and the controller's asks of it, nothing of another node.
+// controllerMesh is the controller in the mesh account: it owns that
+// account's JetStream API (EVENTS, DEAD, the modules' consumers), acks
+// what it reads of EVENTS for its status, and alone may ask the
+// provisioner tools, which retire and delete a consumer (ADR 0230).
+func controllerMesh(m *meshdesc.Mesh) Principal {
+	pub := []string{wire.JetStreamAPI, wire.ConsumerAcks(wire.StreamEvents, wire.StatusConsumer)}
+	for _, mod := range m.Modules {
+		if len(mod.Provides) == 0 {
+			continue
+		}
+		for _, t := range wire.ProvisionerTools {
+			pub = append(pub, wire.ToolSubject(mod.Name, t))
+		}
+	}
+	return Principal{
+		User:        wire.ControllerMeshUser,
+		Account:     wire.AccountMesh,
+		Kind:        wire.PrincipalController,
+		Permissions: perms(pub, []string{wire.Under(wire.ControllerInbox)}, false),
+	}
+}
+
+// host may publish its own node's control subjects and hear the
+// controller's asks of it, nothing of another node. It is not granted a
+// core subscription on its declaration subject: whoever may subscribe a
+// subject hears the controller's publishes on it with their reply
+// subjects, and, granted allow_responses, could answer them with a forged
+// PubAck before the stream did. A host reads NODES through JetStream.
 func host(node string) Principal {
 	return Principal{
-		User: wire.HostUser(node),
-		Kind: wire.PrincipalHost,
-		Node: node,
+		User:    wire.HostUser(node),
+		Account: wire.AccountControl,
+		Kind:    wire.PrincipalHost,
+		Node:    node,
 		Permissions: perms(
 			[]string{wire.NodeControl(node)},
-			[]string{wire.Under(wire.HostInbox(node)), wire.NodeDeclare(node), wire.NodeAsk(node)},
+			[]string{wire.Under(wire.HostInbox(node)), wire.NodeAsk(node)},
 			true,
 		),
 	}
@@ -101,6 +131,11 @@ func host(node string) Principal {
 
 // module is one module on one node: publish its emits and the tools it
 // uses; serve its tools; bind, fetch from and ack its own consumer only.
+// What it consumes reaches it through that consumer, whose filters the
+// controller sets; it is granted no core subscription on another
+// module's events, which would let it hear their publishes with their
+// reply subjects and, serving a tool (allow_responses), answer them with
+// a forged PubAck.
 func module(m *meshdesc.Mesh, node string, mod meshdesc.Module) Principal {
 	var pub, sub []string
 	for _, key := range mod.AllEmits() {
@@ -119,9 +154,9 @@ func module(m *meshdesc.Mesh, node string, mod meshdesc.Module) Principal {
 	for _, tool := range mod.AllTools() {
 		sub = append(sub, wire.ToolSubject(mod.Name, tool))
 	}
-	sub = append(sub, ConsumerFilters(mod)...)
 	return Principal{
 		User:        wire.ModuleUser(node, mod.Name),
+		Account:     wire.AccountMesh,
 		Kind:        wire.PrincipalModule,
 		Node:        node,
 		Module:      mod.Name,
@@ -145,6 +180,7 @@ func ConsumerFilters(mod meshdesc.Module) []string {
 func person(m *meshdesc.Mesh, p meshdesc.Person) Principal {
 	return Principal{
 		User:        wire.PersonUser(p.Name),
+		Account:     wire.AccountMesh,
 		Kind:        wire.PrincipalPerson,
 		Name:        p.Name,
 		Permissions: perms(toolGrants(m.ResolveTools(p.Tools)), []string{wire.Under(wire.PersonInbox(p.Name))}, false),
@@ -152,27 +188,27 @@ func person(m *meshdesc.Mesh, p meshdesc.Person) Principal {
 }
 
 // enrol may publish an enrolment request and hear its own inbox, nothing
-// else: a leaked token is useless for anything but enrolling.
+// else: a leaked token is useless for anything but enrolling. It is in
+// the enrolment account, which reaches CONTROL only through the service
+// import of the enrolment subject (see Config).
 func enrol(token string) Principal {
 	return Principal{
 		User:        wire.EnrolUser(token),
+		Account:     wire.AccountEnrol,
 		Kind:        wire.PrincipalEnrol,
 		Name:        token,
 		Permissions: perms([]string{wire.SubjectEnrol}, []string{wire.Under(wire.EnrolInbox(token))}, false),
 	}
 }
 
+// toolGrants grants exactly the tools refs resolve to: ResolveTools has
+// expanded every wildcard to declared tools, so a grant never reaches a
+// tool nobody declared, nor the provisioner tools, which are the
+// controller's alone.
 func toolGrants(refs []meshdesc.ToolRef) []string {
 	var out []string
 	for _, r := range refs {
-		switch {
-		case r.Module == "*":
-			out = append(out, wire.SubjectAllTools)
-		case r.Tool == "*":
-			out = append(out, wire.ModuleTools(r.Module))
-		default:
-			out = append(out, wire.ToolSubject(r.Module, r.Tool))
-		}
+		out = append(out, wire.ToolSubject(r.Module, r.Tool))
 	}
 	return out
 }

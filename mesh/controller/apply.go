@@ -63,6 +63,14 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 		return ApplyResult{}, err
 	}
 
+	declKey, minted, err := ensureDeclarationKey(dir)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	if minted {
+		o.Logger.Info("declaration key minted", "path", l.DeclarationKey())
+	}
+
 	res := ApplyResult{Added: []string{}, Removed: []string{}, CredentialsWritten: []string{}}
 	principals := compose.Principals(m)
 	secrets := Secrets{}
@@ -92,7 +100,7 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 	}
 	docs := map[string][]byte{}
 	for _, p := range principals {
-		if docs[p.User], err = credentialDoc(m, p, secrets[p.User], fp); err != nil {
+		if docs[p.User], err = credentialDoc(m, p, secrets[p.User], fp, declKey); err != nil {
 			return ApplyResult{}, err
 		}
 	}

@@ -42,7 +42,7 @@ type step struct {
 // missing, updates what drifted (logging "corrected" with the fields) and
 // deletes the consumers of a pruned stream that d does not list. An
 // object that matches is not touched.
-func Assert(ctx context.Context, js jetstream.JetStream, d Desired, log *slog.Logger) (Report, error) {
+func Assert(ctx context.Context, js JetStreams, d Desired, log *slog.Logger) (Report, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -74,12 +74,16 @@ func Assert(ctx context.Context, js jetstream.JetStream, d Desired, log *slog.Lo
 	return r, nil
 }
 
-func plan(ctx context.Context, js jetstream.JetStream, d Desired) ([]step, error) {
+func plan(ctx context.Context, jss JetStreams, d Desired) ([]step, error) {
 	var steps []step
 	var drifts []error
 	for _, ds := range d.Streams {
 		name := ds.Config.Name
 		what := "stream " + name
+		js, err := jss.For(name)
+		if err != nil {
+			return nil, err
+		}
 		s, err := js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			cfg := ds.Config

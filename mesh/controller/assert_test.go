@@ -20,7 +20,7 @@ type snapshot struct {
 	consumers map[string]jetstream.ConsumerInfo // "STREAM/name"
 }
 
-func take(t *testing.T, js jetstream.JetStream) snapshot {
+func take(t *testing.T, js routed) snapshot {
 	t.Helper()
 	ctx := ctxT(t)
 	s := snapshot{streams: map[string]jetstream.StreamInfo{}, consumers: map[string]jetstream.ConsumerInfo{}}
@@ -199,12 +199,12 @@ func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
 	// CONTROL made by someone else with limits retention, and node-b's
 	// consumer with the wrong deliver policy; EVENTS also drifted on an
 	// updatable field, which must NOT be corrected while anything is refused.
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamControl, Subjects: []string{wire.SubjectControlAll}, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamControl, Subjects: []string{wire.SubjectControlAll}, Storage: jetstream.FileStorage, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	p := DefaultPolicy()
 	p.EventsMaxAge = time.Hour
-	if _, err := Assert(ctx, js, DesiredState(b.m, p), nil); err == nil {
+	if _, err := Assert(ctx, js.JetStreams, DesiredState(b.m, p), nil); err == nil {
 		t.Fatal("expected CONTROL's retention to be refused")
 	} else if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "stream CONTROL: retention: expected WorkQueue, got Limits") {
 		t.Fatalf("expected ErrDrift naming CONTROL's retention, expected vs actual; got %v", err)
@@ -229,7 +229,7 @@ func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, _ := js.Stream(ctx, wire.StreamEvents)
-	_, err := Assert(ctx, js, DesiredState(b.m, p), nil)
+	_, err := Assert(ctx, js.JetStreams, DesiredState(b.m, p), nil)
 	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "consumer EVENTS/node-b_logger: deliver_policy: expected all, got new") {
 		t.Fatalf("expected ErrDrift naming node-b_logger's deliver policy; got %v", err)
 	}

@@ -71,7 +71,6 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 				Retention:  jetstream.LimitsPolicy,
 				Storage:    jetstream.FileStorage,
 				MaxAge:     p.EventsMaxAge,
-				MaxBytes:   p.EventsMaxBytes,
 				Duplicates: p.EventsDuplicates,
 			},
 			Consumers: append(moduleConsumers(m, p), statusConsumer()),
@@ -80,7 +79,11 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 	}
 	var d Desired
 	for _, name := range wire.Streams {
-		d.Streams = append(d.Streams, byName[name])
+		ds := byName[name]
+		ds.Config.MaxBytes = p.Bytes[name]
+		ds.Config.MaxMsgSize = p.MsgSize[name]
+		ds.Config.Discard = Discard[name]
+		d.Streams = append(d.Streams, ds)
 	}
 	return d
 }

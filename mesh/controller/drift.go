@@ -93,6 +93,7 @@ func streamDiffs(want, got jetstream.StreamConfig) []fieldDiff {
 	d.add("max_bytes", limit(want.MaxBytes), limit(got.MaxBytes), true)
 	d.add("max_msgs", limit(want.MaxMsgs), limit(got.MaxMsgs), true)
 	d.add("max_msgs_per_subject", limit(want.MaxMsgsPerSubject), limit(got.MaxMsgsPerSubject), true)
+	d.add("max_msg_size", limit(int64(want.MaxMsgSize)), limit(int64(got.MaxMsgSize)), true)
 	d.add("discard", want.Discard, got.Discard, true)
 	if want.Duplicates != 0 {
 		d.add("duplicate_window", want.Duplicates, got.Duplicates, true)
@@ -110,6 +111,7 @@ func correctedStream(want, got jetstream.StreamConfig) jetstream.StreamConfig {
 	c.MaxBytes = want.MaxBytes
 	c.MaxMsgs = want.MaxMsgs
 	c.MaxMsgsPerSubject = want.MaxMsgsPerSubject
+	c.MaxMsgSize = want.MaxMsgSize
 	c.Discard = want.Discard
 	if want.Duplicates != 0 {
 		c.Duplicates = want.Duplicates

@@ -117,6 +117,10 @@ func genesisFiles(m *meshdesc.Mesh, o Options) ([]file, GenesisResult, error) {
 	if err != nil {
 		return nil, GenesisResult{}, err
 	}
+	declKey, declPEM, err := newDeclarationKey()
+	if err != nil {
+		return nil, GenesisResult{}, err
+	}
 	principals := compose.Principals(m)
 	secrets := Secrets{}
 	res := GenesisResult{Fingerprint: fp}
@@ -135,13 +139,14 @@ func genesisFiles(m *meshdesc.Mesh, o Options) ([]file, GenesisResult, error) {
 	files := []file{
 		{filepath.Join(TLSDir, CACertFile), ca.CertPEM, 0o644},
 		{filepath.Join(TLSDir, CAKeyFile), ca.KeyPEM, 0o600},
+		{filepath.Join(TLSDir, DeclarationKeyFile), declPEM, 0o600},
 		{filepath.Join(NATSDir, compose.CertFile), certPEM, 0o644},
 		{filepath.Join(NATSDir, compose.KeyFile), keyPEM, 0o600},
 		{filepath.Join(NATSDir, compose.ConfigFile), conf, 0o644},
 		{SecretsFile, secrets.marshal(), 0o600},
 	}
 	for _, p := range principals {
-		doc, err := credentialDoc(m, p, secrets[p.User], fp)
+		doc, err := credentialDoc(m, p, secrets[p.User], fp, declKey)
 		if err != nil {
 			return nil, GenesisResult{}, err
 		}

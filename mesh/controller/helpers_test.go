@@ -144,27 +144,75 @@ func (b *bed) dial(user string) (*nats.Conn, error) {
 	return bus.Dial(ctx, b.credential(user))
 }
 
-// js is a JetStream context as the controller, which the test uses both
-// to observe the server and to make it drift.
-func (b *bed) js() jetstream.JetStream {
+// js is JetStream as the controller, through its user in each account,
+// which the test uses both to observe the server and to make it drift.
+func (b *bed) js() routed {
 	b.t.Helper()
-	nc, err := b.dial(wire.ControllerUser)
-	if err != nil {
-		b.t.Fatalf("dial as controller: %v", err)
+	out := JetStreams{}
+	for _, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
+		nc, err := b.dial(user)
+		if err != nil {
+			b.t.Fatalf("dial as %s: %v", user, err)
+		}
+		b.t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		out[b.credential(user).Account()] = js
 	}
-	b.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	return routed{out}
+}
+
+// routed reaches each stream through the account it lives in, so a test
+// can name streams without saying where they are.
+type routed struct{ JetStreams }
+
+func (r routed) of(stream string) jetstream.JetStream {
+	js, err := r.For(stream)
 	if err != nil {
-		b.t.Fatal(err)
+		panic(err)
 	}
 	return js
 }
 
+func (r routed) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	return r.of(name).Stream(ctx, name)
+}
+
+func (r routed) CreateStream(ctx context.Context, c jetstream.StreamConfig) (jetstream.Stream, error) {
+	return r.of(c.Name).CreateStream(ctx, c)
+}
+
+func (r routed) UpdateStream(ctx context.Context, c jetstream.StreamConfig) (jetstream.Stream, error) {
+	return r.of(c.Name).UpdateStream(ctx, c)
+}
+
+func (r routed) DeleteStream(ctx context.Context, name string) error {
+	return r.of(name).DeleteStream(ctx, name)
+}
+
+func (r routed) Consumer(ctx context.Context, stream, name string) (jetstream.Consumer, error) {
+	return r.of(stream).Consumer(ctx, stream, name)
+}
+
+func (r routed) CreateConsumer(ctx context.Context, stream string, c jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	return r.of(stream).CreateConsumer(ctx, stream, c)
+}
+
+func (r routed) UpdateConsumer(ctx context.Context, stream string, c jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	return r.of(stream).UpdateConsumer(ctx, stream, c)
+}
+
+func (r routed) DeleteConsumer(ctx context.Context, stream, name string) error {
+	return r.of(stream).DeleteConsumer(ctx, stream, name)
+}
+
 // assert runs one assertion with the default policy.
-func (b *bed) assert(js jetstream.JetStream) (Report, error) {
+func (b *bed) assert(js routed) (Report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return Assert(ctx, js, DesiredState(b.m, DefaultPolicy()), nil)
+	return Assert(ctx, js.JetStreams, DesiredState(b.m, DefaultPolicy()), nil)
 }
 
 func ctxT(t *testing.T) context.Context {

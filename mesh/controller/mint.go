@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -73,11 +74,15 @@ func composeConfig(m *meshdesc.Mesh, secrets Secrets, o Options) ([]byte, error)
 }
 
 // credentialDoc is a principal's credential document, checked before it
-// is written: the first bus name and port, the pinned fingerprint.
-func credentialDoc(m *meshdesc.Mesh, p compose.Principal, sec Secret, fingerprint string) ([]byte, error) {
+// is written: the first bus name and port, the pinned fingerprint, and
+// for a host the public half of the key declarations are signed with.
+func credentialDoc(m *meshdesc.Mesh, p compose.Principal, sec Secret, fingerprint string, declKey ed25519.PrivateKey) ([]byte, error) {
 	c := p.Credential()
 	c.URL = busURL(m, p.User, sec.Password)
 	c.Fingerprint = fingerprint
+	if c.Principal == wire.PrincipalHost {
+		c.DeclarationKey = wire.EncodeDeclarationKey(declKey.Public().(ed25519.PublicKey))
+	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("credential of %s: %w", p.User, err)
 	}

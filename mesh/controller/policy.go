@@ -1,6 +1,12 @@
 package controller
 
-import "time"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
 
 // Policy holds the numbers of design 25 §3 that the streams and consumers
 // are asserted with. They are gathered here, not spelled at the call
@@ -11,8 +17,6 @@ type Policy struct {
 	DeadMaxAge time.Duration
 	// EventsMaxAge is how long an event is kept for a consumer that was down.
 	EventsMaxAge time.Duration
-	// EventsMaxBytes bounds the EVENTS stream's size.
-	EventsMaxBytes int64
 	// EventsDuplicates is the window in which a repeated Nats-Msg-Id
 	// (x-event-id) is recognised and not stored twice.
 	EventsDuplicates time.Duration
@@ -21,6 +25,25 @@ type Policy struct {
 	EventsMaxDeliver int
 	// EventsAckWait is how long a module has to ack before redelivery.
 	EventsAckWait time.Duration
+	// Bytes bounds each stream's size and MsgSize each message's, by
+	// stream name. Every stream is bounded (the accounts require it: a
+	// leaked credential must not fill the disk and stop the bus); what a
+	// full stream does is Discard's.
+	Bytes   map[string]int64
+	MsgSize map[string]int32
+}
+
+// Discard is what a full stream does, by stream. CONTROL, NODES, BUILDS
+// and EVENTS refuse the new message: its publisher gets an error and
+// nothing already acknowledged is ever dropped for it (a host retries its
+// report, an emitter its event). DEAD drops its oldest: a dead letter is a
+// record of a message that stays in EVENTS, and the newest matter most.
+var Discard = map[string]jetstream.DiscardPolicy{
+	wire.StreamControl: jetstream.DiscardNew,
+	wire.StreamNodes:   jetstream.DiscardNew,
+	wire.StreamBuilds:  jetstream.DiscardNew,
+	wire.StreamEvents:  jetstream.DiscardNew,
+	wire.StreamDead:    jetstream.DiscardOld,
 }
 
 // DefaultPolicy is the policy the controller runs with.
@@ -28,10 +51,23 @@ func DefaultPolicy() Policy {
 	return Policy{
 		DeadMaxAge:       30 * 24 * time.Hour,
 		EventsMaxAge:     7 * 24 * time.Hour,
-		EventsMaxBytes:   1 << 30,
 		EventsDuplicates: 2 * time.Minute,
 		EventsMaxDeliver: 5,
 		EventsAckWait:    30 * time.Second,
+		Bytes: map[string]int64{
+			wire.StreamControl: 256 << 20,
+			wire.StreamNodes:   64 << 20,
+			wire.StreamBuilds:  64 << 20,
+			wire.StreamEvents:  1 << 30,
+			wire.StreamDead:    256 << 20,
+		},
+		MsgSize: map[string]int32{
+			wire.StreamControl: 256 << 10,
+			wire.StreamNodes:   256 << 10,
+			wire.StreamBuilds:  256 << 10,
+			wire.StreamEvents:  1 << 20,
+			wire.StreamDead:    64 << 10,
+		},
 	}
 }
 

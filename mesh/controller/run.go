@@ -31,7 +31,7 @@ type RunOptions struct {
 }
 
 func (o RunOptions) withDefaults() RunOptions {
-	if o.Policy == (Policy{}) {
+	if o.Policy.Bytes == nil {
 		o.Policy = DefaultPolicy()
 	}
 	if o.StartTimeout == 0 {
@@ -43,87 +43,135 @@ func (o RunOptions) withDefaults() RunOptions {
 	return o
 }
 
-// Run connects as the controller, asserts the streams and consumers, logs
-// "ready", and folds the provisioner events into the status
-// (FollowStatus) until ctx ends, when it returns nil.
-// Drift the server cannot correct is returned (wrapping ErrDrift) before
-// "ready" is ever logged.
+// Run connects as the controller, asserts the streams and consumers,
+// publishes every node's declaration and guards them (GuardDeclarations),
+// logs "ready", and folds the provisioner events into the status
+// (FollowStatus) until ctx ends, when it returns nil. Drift the server
+// cannot correct is returned (wrapping ErrDrift) before "ready" is ever
+// logged.
 func Run(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) error {
 	o = o.withDefaults()
-	nc, rep, err := Start(ctx, m, dir, o)
+	key, err := LoadDeclarationKey(dir)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	conns, rep, err := Start(ctx, m, dir, o)
 	if err != nil {
-		return fmt.Errorf("open jetstream: %w", err)
+		return err
 	}
-	stopFollowing, err := FollowStatus(ctx, js, dir, o.Logger)
+	defer conns.Close()
+	jss, err := conns.JetStreams()
+	if err != nil {
+		return err
+	}
+	stopFollowing, err := FollowStatus(ctx, jss[wire.AccountMesh], dir, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow status: %w", err)
 	}
+	defer stopFollowing()
+	stopGuarding, err := GuardDeclarations(ctx, jss[wire.AccountControl], key, m, o.Logger)
+	if err != nil {
+		return fmt.Errorf("guard declarations: %w", err)
+	}
+	defer stopGuarding()
 	o.Logger.Info("ready", "created", len(rep.Created), "corrected", len(rep.Corrected), "deleted", len(rep.Deleted))
 	<-ctx.Done()
-	stopFollowing()
 	o.Logger.Info("stopping", "why", context.Cause(ctx))
 	return nil
 }
 
-// Start connects with the state directory's controller credential,
+// Conns are the controller's connections to the bus: one per account it
+// owns streams in (docs/decisions/0001-accounts.md).
+type Conns struct {
+	// Control is the controller's user in the control account.
+	Control *nats.Conn
+	// Mesh is its user in the mesh account.
+	Mesh *nats.Conn
+}
+
+// Close closes both connections.
+func (c *Conns) Close() {
+	for _, nc := range []*nats.Conn{c.Control, c.Mesh} {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+}
+
+// JetStreams are the two connections' JetStream contexts by account.
+func (c *Conns) JetStreams() (JetStreams, error) {
+	ctl, err := jetstream.New(c.Control)
+	if err != nil {
+		return nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	mesh, err := jetstream.New(c.Mesh)
+	if err != nil {
+		return nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	return JetStreams{wire.AccountControl: ctl, wire.AccountMesh: mesh}, nil
+}
+
+// Start connects with the state directory's two controller credentials,
 // retrying with backoff while the server comes up, and asserts the
 // desired streams and consumers. Transient failures are retried within
 // StartTimeout; drift that cannot be corrected and a wrong certificate
 // are not, since waiting cannot fix them.
-func Start(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) (*nats.Conn, Report, error) {
+func Start(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) (*Conns, Report, error) {
 	o = o.withDefaults()
-	cred, err := loadControllerCredential(dir)
-	if err != nil {
-		return nil, Report{}, err
+	var creds [2]wire.Credential
+	for i, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
+		c, err := loadControllerCredential(dir, user)
+		if err != nil {
+			return nil, Report{}, err
+		}
+		creds[i] = c
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
 	desired := DesiredState(m, o.Policy)
 
-	var nc *nats.Conn
+	conns := &Conns{}
 	var rep Report
-	err = retry(ctx, o.Logger, func(ctx context.Context) (bool, error) {
-		if nc == nil {
-			c, err := bus.Dial(ctx, cred, append(connOptions(o.Logger), o.Dial...)...)
-			if err != nil {
-				return !errors.Is(err, bus.ErrFingerprint), fmt.Errorf("connect: %w", err)
+	err := retry(ctx, o.Logger, func(ctx context.Context) (bool, error) {
+		for i, nc := range []**nats.Conn{&conns.Control, &conns.Mesh} {
+			if *nc != nil {
+				continue
 			}
-			nc = c
+			c, err := bus.Dial(ctx, creds[i], append(connOptions(o.Logger, creds[i].User()), o.Dial...)...)
+			if err != nil {
+				return !errors.Is(err, bus.ErrFingerprint), fmt.Errorf("connect as %s: %w", creds[i].User(), err)
+			}
+			*nc = c
 		}
-		js, err := jetstream.New(nc)
+		jss, err := conns.JetStreams()
 		if err != nil {
-			return false, fmt.Errorf("open jetstream: %w", err)
+			return false, err
 		}
-		rep, err = Assert(ctx, js, desired, o.Logger)
+		rep, err = Assert(ctx, jss, desired, o.Logger)
 		if err != nil {
 			return !errors.Is(err, ErrDrift), err
 		}
 		return false, nil
 	})
 	if err != nil {
-		if nc != nil {
-			nc.Close()
-		}
+		conns.Close()
 		return nil, Report{}, err
 	}
-	return nc, rep, nil
+	return conns, rep, nil
 }
 
 // connOptions keep the controller's connection for its whole life: it
 // reconnects forever, since the bus coming back is the only way forward,
 // and says so in the log.
-func connOptions(log *slog.Logger) []bus.Option {
+func connOptions(log *slog.Logger, user string) []bus.Option {
 	return []bus.Option{
 		bus.WithName("mesh-controller"),
 		bus.WithNATSOptions(
 			nats.MaxReconnects(-1),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("disconnected from the bus", "err", err) }),
-			nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to the bus", "server", nc.ConnectedUrlRedacted()) }),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("disconnected from the bus", "user", user, "err", err) }),
+			nats.ReconnectHandler(func(nc *nats.Conn) {
+				log.Info("reconnected to the bus", "user", user, "server", nc.ConnectedUrlRedacted())
+			}),
 		),
 	}
 }
@@ -152,11 +200,11 @@ func retry(ctx context.Context, log *slog.Logger, f func(context.Context) (retry
 	}
 }
 
-func loadControllerCredential(dir string) (wire.Credential, error) {
-	path := Layout{dir}.Credential(wire.ControllerUser)
+func loadControllerCredential(dir, user string) (wire.Credential, error) {
+	path := Layout{dir}.Credential(user)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return wire.Credential{}, fmt.Errorf("%w: read controller credential: %v", ErrNoGenesis, err)
+		return wire.Credential{}, fmt.Errorf("%w: read controller credential %s: %v", ErrNoGenesis, user, err)
 	}
 	cred, err := wire.ParseCredential(data)
 	if err != nil {

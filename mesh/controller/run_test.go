@@ -65,12 +65,12 @@ func TestRunWaitsForTheServerThenIsReady(t *testing.T) {
 func TestStartRefusesDriftAtOnce(t *testing.T) {
 	b := newBed(t, sampleMesh(t))
 	b.start()
-	if _, err := b.js().CreateStream(ctxT(t), jetstream.StreamConfig{Name: wire.StreamBuilds, Subjects: []string{wire.SubjectBuildAll}, Storage: jetstream.MemoryStorage, Retention: jetstream.WorkQueuePolicy}); err != nil {
+	if _, err := b.js().CreateStream(ctxT(t), jetstream.StreamConfig{Name: wire.StreamBuilds, Subjects: []string{wire.SubjectBuildAll}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
 	_, _, err := Start(context.Background(), b.m, b.dir, RunOptions{StartTimeout: 30 * time.Second})
-	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "stream BUILDS: storage: expected File, got Memory") {
+	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "stream BUILDS: retention: expected WorkQueue, got Limits") {
 		t.Fatalf("expected ErrDrift naming BUILDS's storage, got %v", err)
 	}
 	if took := time.Since(began); took > 10*time.Second {

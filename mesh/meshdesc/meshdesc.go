@@ -212,25 +212,43 @@ func (m *Mesh) Placements() []Placement {
 	return out
 }
 
-// ToolRef is one tool of one module, or every tool of it (Tool "*").
+// ToolRef is one tool of one module.
 type ToolRef struct {
 	Module string
 	Tool   string
 }
 
-// ResolveTools turns "uses"-style entries into tool references, a seat
-// resolved to the module that claims it. It assumes a valid description.
+// ResolveTools turns "uses"-style entries into the tools they name, a seat
+// resolved to the module that claims it and every wildcard expanded to
+// the tools the manifests declare ("pg.*" is pg's declared tools, "*"
+// every module's). A wildcard never reaches the provisioner tools, which
+// retire and delete a consumer and are asked by the controller alone (ADR
+// 0230); naming one is refused by Validate. It assumes a valid
+// description and returns the references sorted and without repeats.
 func (m *Mesh) ResolveTools(entries []string) []ToolRef {
 	var out []ToolRef
+	add := func(mod Module) {
+		for _, t := range mod.Tools {
+			out = append(out, ToolRef{Module: mod.Name, Tool: t})
+		}
+	}
 	for _, e := range entries {
 		if e == "*" {
-			out = append(out, ToolRef{Module: "*", Tool: "*"})
+			for _, mod := range m.Modules {
+				add(mod)
+			}
 			continue
 		}
 		target, tool, _ := strings.Cut(e, ".")
-		out = append(out, ToolRef{Module: m.holder(target), Tool: tool})
+		mod, _ := m.Module(m.holder(target))
+		if tool == "*" {
+			add(mod)
+			continue
+		}
+		out = append(out, ToolRef{Module: mod.Name, Tool: tool})
 	}
-	return out
+	slices.SortFunc(out, func(a, b ToolRef) int { return strings.Compare(a.Module+"."+a.Tool, b.Module+"."+b.Tool) })
+	return slices.Compact(out)
 }
 
 // holder resolves a module or seat name to the module's name.
@@ -303,6 +321,11 @@ func (m *Mesh) Validate() error {
 		}
 		checkList(bad, where+".emits", mod.Emits, wire.CheckKey)
 		checkList(bad, where+".tools", mod.Tools, wire.CheckToolName)
+		for j, t := range mod.Tools {
+			if strings.HasPrefix(t, wire.ProvisionerToolPrefix) {
+				bad(fmt.Sprintf("%s.tools[%d] %q", where, j, t), "tools named %s… are a provider's, derived from provides, never declared", wire.ProvisionerToolPrefix)
+			}
+		}
 		checkList(bad, where+".provides", mod.Provides, wire.CheckName)
 		if mod.Language != "" {
 			if err := wire.CheckName(mod.Language); err != nil {
@@ -317,6 +340,14 @@ func (m *Mesh) Validate() error {
 			m.checkConsume(bad, fmt.Sprintf("%s.consumes[%d] %q", where, j, c), c)
 		}
 		m.checkToolRefs(bad, where+".uses", mod.Uses, false)
+		for j, u := range mod.Uses {
+			if target, _, _ := strings.Cut(u, "."); m.holder(target) == mod.Name {
+				// A module that may call its own tool can ask itself with
+				// any reply subject it likes and answer it (allow_responses):
+				// a way to write wherever it wants with one credential.
+				bad(fmt.Sprintf("%s.uses[%d] %q", where, j, u), "a module may not use its own tools")
+			}
+		}
 	}
 
 	nodes := map[string]string{}
@@ -447,9 +478,13 @@ func (m *Mesh) checkToolRefs(bad func(string, string, ...any), where string, ref
 			continue
 		}
 		if tool == "*" {
-			if len(mod.AllTools()) == 0 {
-				bad(w, "module %q serves no tools", mod.Name)
+			if len(mod.Tools) == 0 {
+				bad(w, "module %q declares no tools (its provisioner tools are the controller's alone)", mod.Name)
 			}
+			continue
+		}
+		if slices.Contains(wire.ProvisionerTools, tool) {
+			bad(w, "the provisioner tools retire and delete consumers and are asked by the controller alone (ADR 0230)")
 			continue
 		}
 		if !slices.Contains(mod.AllTools(), tool) {

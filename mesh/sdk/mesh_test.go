@@ -35,7 +35,8 @@ var (
 // streams and consumers asserted by the controller's own code.
 type testMesh struct {
 	srv *natstest.Server
-	// js is the controller's: it observes the server from outside.
+	// js is the controller's in the mesh account, where EVENTS and DEAD
+	// are: it observes the server from outside.
 	js jetstream.JetStream
 }
 
@@ -47,19 +48,23 @@ func startMesh(tb testing.TB, p controller.Policy) *testMesh {
 	}
 	srv := natstest.Start(tb, m)
 	ctx := ctxFor(tb, 20*time.Second)
-	nc, err := srv.Dial(ctx, wire.ControllerUser)
-	if err != nil {
-		tb.Fatalf("dial as controller: %v", err)
+	jss := controller.JetStreams{}
+	for _, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
+		nc, err := srv.Dial(ctx, user)
+		if err != nil {
+			tb.Fatalf("dial as %s: %v", user, err)
+		}
+		tb.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		jss[srv.Creds[user].Account()] = js
 	}
-	tb.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := controller.Assert(ctx, js, controller.DesiredState(m, p), nil); err != nil {
+	if _, err := controller.Assert(ctx, jss, controller.DesiredState(m, p), nil); err != nil {
 		tb.Fatalf("assert streams and consumers: %v", err)
 	}
-	return &testMesh{srv: srv, js: js}
+	return &testMesh{srv: srv, js: jss[wire.AccountMesh]}
 }
 
 // credFile writes user's credential document where a host would.

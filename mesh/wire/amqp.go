@@ -244,3 +244,15 @@ func HeadersFromTable(t map[string]any, contentType string) map[string][]string 
 	}
 	return h
 }
+
+// CheckDirectReplyTo reports whether replyTo is a direct reply-to address
+// as RabbitMQ hands it to a responder (DirectReplyTo, a dot and the
+// broker's token for the caller's channel): the one reply a responder on
+// the AMQP bus answers.
+func CheckDirectReplyTo(replyTo string) error {
+	token, ok := strings.CutPrefix(replyTo, DirectReplyTo+".")
+	if !ok || token == "" {
+		return fmt.Errorf("%w: %q is not %s.<token>", ErrReplySubject, replyTo, DirectReplyTo)
+	}
+	return nil
+}

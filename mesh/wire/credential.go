@@ -36,6 +36,10 @@ type Credential struct {
 	Principal string `json:"principal,omitempty"`
 	// Name names a person or a token for those principals.
 	Name string `json:"name,omitempty"`
+	// DeclarationKey is, in a host's credential, the controller's public
+	// key (EncodeDeclarationKey): a host takes from NODES only what it
+	// signed (VerifyDeclaration).
+	DeclarationKey string `json:"declaration_key,omitempty"`
 	// Bootstrap is true when the credential was a plain URL: unscoped, for
 	// the moment before a mesh can issue anything. It is never ordinary.
 	Bootstrap bool `json:"-"`
@@ -107,7 +111,14 @@ func (c Credential) Validate() error {
 		}
 		return need("module", c.Module)
 	case PrincipalHost:
-		return need("node", c.Node)
+		if err := need("node", c.Node); err != nil {
+			return err
+		}
+		if c.DeclarationKey == "" {
+			return fmt.Errorf("%w: field declaration_key is missing", ErrBadCredential)
+		}
+		_, err := DecodeDeclarationKey(c.DeclarationKey)
+		return err
 	case PrincipalPerson, PrincipalEnrol:
 		return need("name", c.Name)
 	case PrincipalController:
@@ -115,6 +126,22 @@ func (c Credential) Validate() error {
 	default:
 		return fmt.Errorf("%w: field principal: unknown kind %q", ErrBadCredential, c.Principal)
 	}
+}
+
+// Account is the account the credential's user is in
+// (docs/decisions/0001-accounts.md).
+func (c Credential) Account() string {
+	switch c.Principal {
+	case PrincipalHost:
+		return AccountControl
+	case PrincipalEnrol:
+		return AccountEnrol
+	case PrincipalController:
+		if c.User() == ControllerUser {
+			return AccountControl
+		}
+	}
+	return AccountMesh
 }
 
 // User is the user name the credential's URL carries.

@@ -197,6 +197,10 @@ const (
 	ToolProvisionerDelete = "provisioner_delete"
 )
 
+// ProvisionerToolPrefix begins the name of every provisioner tool; a
+// manifest may not declare a tool so named, nor use one.
+const ProvisionerToolPrefix = "provisioner_"
+
 // ProvisionerTools are the tools every provider serves.
 var ProvisionerTools = []string{ToolProvisionerRetirement, ToolProvisionerRetireApprove, ToolProvisionerRetireReject, ToolProvisionerDelete}
 

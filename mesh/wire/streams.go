@@ -9,6 +9,16 @@ const (
 	StreamDead    = "DEAD"
 )
 
+// StreamAccount is the account a stream lives in: the control plane's
+// streams in AccountControl, the modules' in AccountMesh.
+func StreamAccount(stream string) string {
+	switch stream {
+	case StreamControl, StreamNodes, StreamBuilds:
+		return AccountControl
+	}
+	return AccountMesh
+}
+
 // Streams lists every stream the controller asserts, in creation order:
 // DEAD first, because the max-deliveries advisory is only sent when
 // something listens for it.

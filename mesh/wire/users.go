@@ -1,14 +1,36 @@
 package wire
 
-// The bus has one account; every principal is a user in it (design 25 §4).
-const Account = "MESH"
+// The bus's accounts. Design 25 §4 had one; docs/decisions/0001 says why
+// there are three: within one account a reply subject is a capability the
+// server never checks (a responder's answer, a JetStream API status and
+// every stream's PubAck go wherever the sender's reply names), so the
+// control plane's streams live in an account no module, person or
+// enrolment token is a user of.
+const (
+	// AccountControl holds the control plane: the controller's user and
+	// the hosts', and the streams CONTROL, NODES and BUILDS.
+	AccountControl = "CONTROL"
+	// AccountMesh holds what modules and persons share: EVENTS, DEAD and
+	// the tools, and the controller's second user for them.
+	AccountMesh = "MESH"
+	// AccountEnrol holds the enrolment users and nothing else: no
+	// JetStream, no other user. Its one way in is the service import of
+	// SubjectEnrol from AccountControl, through which the server replaces
+	// a request's reply subject with one of its own, so a PubAck returns
+	// here, where no stream listens, whatever the request named.
+	AccountEnrol = "ENROL"
+)
 
 // User names. Each principal's user name is derived from its identity,
 // and so is its inbox prefix, so no user is ever granted _INBOX.>.
 const (
-	// ControllerUser is the controller's user.
+	// ControllerUser is the controller's user in AccountControl.
 	ControllerUser = "controller"
-	inbox          = "_INBOX"
+	// ControllerMeshUser is the controller's user in AccountMesh: it
+	// asserts EVENTS and DEAD and the modules' consumers, folds the
+	// provisioner words into its status and asks the provisioner tools.
+	ControllerMeshUser = "controller.mesh"
+	inbox              = "_INBOX"
 )
 
 // HostUser is the user of the host agent on node.
@@ -23,7 +45,7 @@ func PersonUser(person string) string { return "person." + person }
 // EnrolUser is the user an enrolment token connects as.
 func EnrolUser(token string) string { return "enrol." + token }
 
-// ControllerInbox is the controller's inbox prefix.
+// ControllerInbox is the controller's inbox prefix, in both its accounts.
 const ControllerInbox = inbox + ".controller"
 
 // ModuleInbox is the inbox prefix of module on node (no trailing dot, no

@@ -77,6 +77,14 @@ func (b *Bus) answer(ch *amqp.Channel, tool string, d amqp.Delivery, h transport
 		b.log.Warn("tool call without a reply-to ignored", "tool", tool)
 		return
 	}
+	// The answer goes through the default exchange, which routes to any
+	// queue by name: answered blindly, a call naming another module's
+	// queue as its reply-to would have this module write into it. Only
+	// direct reply-to, the caller's own channel, is answered.
+	if err := wire.CheckDirectReplyTo(d.ReplyTo); err != nil {
+		b.log.Warn("tool call refused: its reply-to is not a direct reply-to", "tool", tool, "err", err)
+		return
+	}
 	reply := h(b.cfg.Context, transport.Message{Header: wire.HeadersFromTable(d.Headers, ""), Body: d.Body})
 	err := ch.Publish("", d.ReplyTo, false, false, amqp.Publishing{
 		CorrelationId: d.CorrelationId,

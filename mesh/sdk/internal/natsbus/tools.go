@@ -27,6 +27,14 @@ func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) erro
 			b.log.Warn("tool call without a reply subject ignored", "tool", tool)
 			return
 		}
+		// allow_responses lets this module publish once to whatever reply
+		// its caller named, and the server checks no grant on it: answered
+		// blindly, a call could have the module write into a stream (as
+		// another module's event). Only a caller's inbox is answered.
+		if err := wire.CheckInboxReply(m.Reply); err != nil {
+			b.log.Warn("tool call refused: its reply subject is no caller's inbox", "tool", tool, "err", err)
+			return
+		}
 		reply := h(b.cfg.Context, transport.Message{Header: m.Header, Body: m.Data})
 		out := &nats.Msg{Subject: m.Reply, Header: nats.Header(reply.Header), Data: reply.Body}
 		if err := m.RespondMsg(out); err != nil {

@@ -1,0 +1,75 @@
+package compose
+
+import "github.com/meshbus/mesh/mesh/wire"
+
+// Limits bound what each account may hold, so that no principal can fill
+// the bus's disk (a leaked token, a module flooding EVENTS through the
+// server's own replies). The controller's stream policy must fit inside
+// them; its tests hold it to that.
+type Limits struct {
+	// ControlFile and MeshFile bound the JetStream file store of the
+	// control and mesh accounts, all their streams together.
+	ControlFile, MeshFile int64
+	// ControlStreams and MeshStreams are how many streams each may hold.
+	ControlStreams, MeshStreams int
+	// EnrolConnections and EnrolPayload bound the enrolment account: a
+	// leaked token may open this many connections, and send requests this
+	// large, and no more.
+	EnrolConnections, EnrolPayload int
+}
+
+// DefaultLimits are the limits the configuration is composed with.
+func DefaultLimits() Limits {
+	return Limits{
+		ControlFile:      1 << 30,
+		MeshFile:         2 << 30,
+		ControlStreams:   3,
+		MeshStreams:      2,
+		EnrolConnections: 64,
+		EnrolPayload:     64 << 10,
+	}
+}
+
+// accounts lays the principals' users out in the three accounts of
+// docs/decisions/0001-accounts.md. The control account exports two
+// things to the enrolment account, and nothing else crosses:
+//   - the enrolment subject, as a service: the server gives the request a
+//     reply subject of its own (_R_…) in the control account, so CONTROL's
+//     PubAck goes back to the requester in the enrolment account, whatever
+//     reply the request named, and never onto a control subject;
+//   - the enrolment inboxes, as a stream: the controller's answer,
+//     published in the control account on the reply subject the request's
+//     payload names, is heard there by the token's own user.
+//
+// The enrolment account has no JetStream: no API answers, no stream
+// writes. With no token issued it is left out, with the exports.
+func accounts(users map[string][]user, l Limits) map[string]account {
+	out := map[string]account{
+		wire.AccountControl: {
+			JetStream: &jsLimits{MaxFile: l.ControlFile, MaxStreams: l.ControlStreams, MaxBytesRequired: true},
+			Users:     users[wire.AccountControl],
+		},
+		wire.AccountMesh: {
+			JetStream: &jsLimits{MaxFile: l.MeshFile, MaxStreams: l.MeshStreams, MaxBytesRequired: true},
+			Users:     users[wire.AccountMesh],
+		},
+	}
+	if len(users[wire.AccountEnrol]) == 0 {
+		return out
+	}
+	ctl := out[wire.AccountControl]
+	ctl.Exports = []export{
+		{Service: wire.SubjectEnrol, Accounts: []string{wire.AccountEnrol}},
+		{Stream: wire.EnrolInboxes, Accounts: []string{wire.AccountEnrol}},
+	}
+	out[wire.AccountControl] = ctl
+	out[wire.AccountEnrol] = account{
+		Limits: &accountLimit{MaxConnections: l.EnrolConnections, MaxPayload: l.EnrolPayload},
+		Users:  users[wire.AccountEnrol],
+		Imports: []imp{
+			{Service: &source{Account: wire.AccountControl, Subject: wire.SubjectEnrol}},
+			{Stream: &source{Account: wire.AccountControl, Subject: wire.EnrolInboxes}},
+		},
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// sweepInterval is how often the guard checks every declaration even when
+// the stream told it nothing: a restore whose publish failed is retried.
+const sweepInterval = 30 * time.Second
+
+// Declarations are the declaration of every node of m: the modules
+// assigned to it.
+func Declarations(m *meshdesc.Mesh) []wire.Declaration {
+	out := make([]wire.Declaration, 0, len(m.Nodes))
+	for _, n := range m.Nodes {
+		mods := append([]string{}, n.Modules...)
+		out = append(out, wire.Declaration{Node: n.Name, Modules: mods})
+	}
+	return out
+}
+
+// declared is one node's declaration as the controller publishes it.
+type declared struct {
+	body, signature []byte
+}
+
+// guard keeps NODES holding, for every node, the declaration the
+// controller signed, and nothing on any other subject. Within the control
+// account a host can make the server write onto another node's subject
+// (its report's PubAck, a JetStream API status: docs/decisions/0001):
+// readers refuse what the controller did not sign for that subject
+// (wire.VerifyDeclaration), and the guard puts the node's own back.
+type guard struct {
+	js   jetstream.JetStream
+	want map[string]declared // by subject
+	log  *slog.Logger
+	mu   sync.Mutex // one repair at a time: the sweep and the watcher
+}
+
+// GuardDeclarations publishes each node's signed declaration where NODES
+// does not already hold it, then watches NODES and, within moments of
+// anything else landing on a node's subject, publishes that node's own
+// again; a message on a subject that is no node's declaration is purged.
+// It returns once the first pass is done; stop ends the watch.
+func GuardDeclarations(ctx context.Context, js jetstream.JetStream, key ed25519.PrivateKey, m *meshdesc.Mesh, log *slog.Logger) (stop func(), err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &guard{js: js, want: map[string]declared{}, log: log}
+	for _, d := range Declarations(m) {
+		body, sig, err := wire.SignDeclaration(key, d)
+		if err != nil {
+			return nil, err
+		}
+		g.want[wire.NodeDeclare(d.Node)] = declared{body: body, signature: []byte(sig)}
+	}
+	if err := g.sweep(ctx); err != nil {
+		return nil, err
+	}
+	// DeliverLastPerSubject: what NODES holds now, then everything new,
+	// and again from where it was after a reconnect (the ordered consumer
+	// recreates itself).
+	oc, err := js.OrderedConsumer(ctx, wire.StreamNodes, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", wire.StreamNodes, err)
+	}
+	cc, err := oc.Consume(func(msg jetstream.Msg) {
+		g.check(ctx, msg.Subject(), msg.Data(), msg.Headers().Get(wire.HeaderSignature))
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		log.Warn("watching declarations", "err", err)
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", wire.StreamNodes, err)
+	}
+	sweepCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(sweepInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case <-t.C:
+				if err := g.sweep(sweepCtx); err != nil && sweepCtx.Err() == nil {
+					log.Warn("sweeping declarations", "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		cc.Stop()
+		<-done
+	}, nil
+}
+
+// sweep checks the last message of every node's subject.
+func (g *guard) sweep(ctx context.Context) error {
+	st, err := g.js.Stream(ctx, wire.StreamNodes)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", wire.StreamNodes, err)
+	}
+	for subject := range g.want {
+		m, err := st.GetLastMsgForSubject(ctx, subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			g.check(ctx, subject, nil, "")
+		case err != nil:
+			return fmt.Errorf("read %s on %s: %w", subject, wire.StreamNodes, err)
+		default:
+			g.check(ctx, subject, m.Data, m.Header.Get(wire.HeaderSignature))
+		}
+	}
+	return nil
+}
+
+// check repairs subject if what it holds is not the controller's current
+// declaration for it.
+func (g *guard) check(ctx context.Context, subject string, body []byte, signature string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	want, ok := g.want[subject]
+	if !ok {
+		// No node's declaration: what the server was made to write on a
+		// subject of its own choosing. NODES keeps nothing but declarations.
+		if err := purgeSubject(ctx, g.js, subject); err != nil {
+			g.log.Error("purge a subject of NODES that is no node's declaration", "subject", subject, "err", err)
+			return
+		}
+		g.log.Warn("purged a subject of NODES that is no node's declaration", "subject", subject)
+		return
+	}
+	if bytes.Equal(body, want.body) && signature == string(want.signature) {
+		return
+	}
+	if body != nil {
+		g.log.Warn("declaration replaced by something the controller did not sign; restoring", "subject", subject, "bytes", len(body))
+	}
+	msg := &nats.Msg{Subject: subject, Header: nats.Header{wire.HeaderSignature: []string{string(want.signature)}}, Data: want.body}
+	if _, err := g.js.PublishMsg(ctx, msg); err != nil {
+		g.log.Error("publish declaration; the next sweep tries again", "subject", subject, "err", err)
+	}
+}
+
+func purgeSubject(ctx context.Context, js jetstream.JetStream, subject string) error {
+	st, err := js.Stream(ctx, wire.StreamNodes)
+	if err != nil {
+		return err
+	}
+	return st.Purge(ctx, jetstream.WithPurgeSubject(subject))
+}

@@ -1,0 +1,111 @@
+package wire
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// HeaderSignature carries the controller's signature of a declaration.
+const HeaderSignature = "x-signature"
+
+// Declaration is what the controller tells a node to be (design 25 §1),
+// kept last-per-subject on NODES at NodeDeclare(Node).
+type Declaration struct {
+	// Node is the node it is for; it must match the subject it is on.
+	Node string `json:"node"`
+	// Modules are the modules assigned to the node, in description order.
+	Modules []string `json:"modules"`
+}
+
+// ErrDeclaration is wrapped by every refusal of a declaration.
+var ErrDeclaration = errors.New("not a declaration of the controller's")
+
+// Signing a declaration binds it to its subject: a host may make the
+// server write onto another node's subject (the PubAck of its own report,
+// an API status: docs/decisions/0001), but what the server writes there
+// is never signed, and a genuine declaration copied there (a direct get's
+// answer) is signed for its own node's subject, not that one.
+func signedBytes(subject string, body []byte) []byte {
+	return append([]byte("mesh-declaration\n"+subject+"\n"), body...)
+}
+
+// SignDeclaration renders d as its body and the signature to send in
+// HeaderSignature.
+func SignDeclaration(key ed25519.PrivateKey, d Declaration) (body []byte, signature string, err error) {
+	if err := CheckName(d.Node); err != nil {
+		return nil, "", fmt.Errorf("sign declaration: node: %w", err)
+	}
+	if d.Modules == nil {
+		d.Modules = []string{}
+	}
+	body, err = json.Marshal(d)
+	if err != nil {
+		return nil, "", fmt.Errorf("sign declaration: %w", err)
+	}
+	sig := ed25519.Sign(key, signedBytes(NodeDeclare(d.Node), body))
+	return body, base64.StdEncoding.EncodeToString(sig), nil
+}
+
+// VerifyDeclaration is how every reader of NODES takes a message: only a
+// body the controller signed for exactly this subject is a declaration.
+// Anything else found there — a PubAck, a JetStream status, bytes some
+// responder was made to write, a declaration signed for another node —
+// is refused, whatever it looks like.
+func VerifyDeclaration(pub ed25519.PublicKey, subject string, body []byte, signature string) (Declaration, error) {
+	if len(pub) != ed25519.PublicKeySize {
+		return Declaration{}, fmt.Errorf("%w: no controller key to check it with", ErrDeclaration)
+	}
+	if signature == "" {
+		return Declaration{}, fmt.Errorf("%w: no %s header", ErrDeclaration, HeaderSignature)
+	}
+	sig, err := base64.StdEncoding.DecodeString(signature)
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return Declaration{}, fmt.Errorf("%w: %s is not a signature", ErrDeclaration, HeaderSignature)
+	}
+	if !ed25519.Verify(pub, signedBytes(subject, body), sig) {
+		return Declaration{}, fmt.Errorf("%w: the signature does not verify for %s", ErrDeclaration, subject)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var d Declaration
+	if err := dec.Decode(&d); err != nil {
+		return Declaration{}, fmt.Errorf("%w: body: %v", ErrDeclaration, err)
+	}
+	if NodeDeclare(d.Node) != subject {
+		return Declaration{}, fmt.Errorf("%w: it is for node %q, on %s", ErrDeclaration, d.Node, subject)
+	}
+	return d, nil
+}
+
+// NodeOfDeclare is the node whose declaration subject s is, or false.
+func NodeOfDeclare(s string) (string, bool) {
+	rest, ok := strings.CutPrefix(s, "mesh.node.")
+	if !ok {
+		return "", false
+	}
+	node, ok := strings.CutSuffix(rest, ".declare")
+	if !ok || CheckName(node) != nil {
+		return "", false
+	}
+	return node, true
+}
+
+// EncodeDeclarationKey renders the controller's public key as a host's
+// credential carries it.
+func EncodeDeclarationKey(pub ed25519.PublicKey) string {
+	return base64.StdEncoding.EncodeToString(pub)
+}
+
+// DecodeDeclarationKey reads a key EncodeDeclarationKey rendered.
+func DecodeDeclarationKey(s string) (ed25519.PublicKey, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: declaration key: want %d bytes in base64", ErrBadCredential, ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(b), nil
+}
