@@ -15,13 +15,17 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     Given a mesh raised from nothing from "testdata/mesh.yaml"
 
   Scenario: The streams exist with the retention of design 25 §3, and a second start changes nothing
+    The control plane's streams are in an account of their own (docs/decisions/0001-accounts.md),
+    and every stream is bounded: a full one refuses what is new rather than drop what it holds,
+    but for DEAD, whose oldest records go first.
+
     Then the server has exactly these streams:
-      | stream  | retention | subjects                                                                          | max per subject |
-      | CONTROL | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push | unlimited       |
-      | NODES   | limits    | mesh.node.>                                                                       | 1               |
-      | BUILDS  | workqueue | mesh.build.>                                                                      | unlimited       |
-      | EVENTS  | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                           | unlimited       |
-      | DEAD    | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                               | unlimited       |
+      | account | stream  | retention | subjects                                                                          | max per subject | when full    |
+      | CONTROL | CONTROL | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push | unlimited       | refuses new  |
+      | CONTROL | NODES   | limits    | mesh.node.>                                                                       | 1               | refuses new  |
+      | CONTROL | BUILDS  | workqueue | mesh.build.>                                                                      | unlimited       | refuses new  |
+      | MESH    | EVENTS  | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                           | unlimited       | refuses new  |
+      | MESH    | DEAD    | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                               | unlimited       | drops oldest |
     And the server has exactly these durable pull consumers:
       | stream  | consumer      | filters                                                    |
       | CONTROL | controller    |                                                            |
@@ -36,6 +40,7 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     Then each of these users connects with the credential genesis wrote for it:
       | user               |
       | controller         |
+      | controller.mesh    |
       | host.node-a        |
       | host.node-b        |
       | mod.node-a.sensor  |
@@ -62,18 +67,23 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
       | logger | node-b | mesh.mod.sensor.event.reading  | refuses |
       | logger | node-b | mesh.node.node-b.declare       | refuses |
 
-  Scenario Outline: A module cannot subscribe outside its consumes
+  Scenario Outline: A module cannot subscribe outside its inbox and its tools
+    What a module consumes reaches it through the consumer the controller made for it. A core
+    subscription on those events would hear each publish with its reply subject, which a module
+    serving a tool could answer with a forged PubAck; so there is none.
+
     Given the module "<module>" on "<node>" is connected with its own credential
     When it subscribes to "<subject>"
     Then the server <verdict> the subscription
 
     Examples:
       | module | node   | subject                           | verdict |
-      | logger | node-b | mesh.mod.sensor.event.reading     | accepts |
-      | logger | node-b | mesh.mod.sensor.event.alarm.>     | accepts |
+      | logger | node-b | mesh.mod.sensor.event.reading     | refuses |
+      | logger | node-b | mesh.mod.sensor.event.alarm.>     | refuses |
       | logger | node-b | mesh.mod.sensor.event.>           | refuses |
       | logger | node-b | mesh.mod.catalog.event.anything   | refuses |
       | logger | node-b | mesh.node.node-b.declare          | refuses |
+      | sensor | node-a | mesh.mod.sensor.tool.calibrate    | accepts |
       | sensor | node-a | mesh.mod.sensor.event.reading     | refuses |
       | sensor | node-a | mesh.>                            | refuses |
 
@@ -114,3 +124,32 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     And the open connection of "alice" has been closed by the server
     And the nats container is the same container, started at the same time, running the same server process
     And the server reloaded its configuration without restarting
+
+  @reply-injection
+  Scenario: No principal outside the control plane can aim a reply at it, by any route
+    nats-server checks a publisher's right to a subject but never to the reply subject it names:
+    a responder's answer (allow_responses), the JetStream API's statuses and a stream's PubAck all
+    go wherever the sender's reply says. So the control plane's streams are in an account of
+    their own, where no module, person or enrolment token is a user (docs/decisions/0001-accounts.md),
+    and every responder the mesh runs answers only a caller's inbox.
+
+    Given the driver of "go" serves "calibrate" as "sensor" on "node-a"
+    And I note what the control plane's streams hold
+    When the person "alice" calls "sensor.calibrate" with its reply aimed at each of the control plane's subjects
+    And the module "logger" on "node-b" pulls from its consumer with its replies aimed at each of the control plane's subjects
+    And the module "sensor" on "node-a" emits "reading" with its PubAck aimed at each of the control plane's subjects
+    And the enrolment token "tok-node-c" asks to enrol with its PubAck aimed at each of the control plane's subjects
+    Then the control plane's streams hold what they held, but for the enrolment requests themselves
+    When the person "alice" calls "sensor.calibrate" with its reply aimed at "mesh.mod.catalog.event.provisioner.failing"
+    Then the mesh's streams hold nothing on "mesh.mod.catalog.event.provisioner.failing"
+
+  @reply-injection
+  Scenario: A host's PubAck aimed at another node's declaration is never taken for one, and the controller puts it back
+    A host is inside the control plane: its report's PubAck can be aimed at another node's
+    declaration subject. What lands there is not signed by the controller for that subject, so a
+    node's reader refuses it; and the controller, watching NODES, restores the node's own.
+
+    Given the declaration NODES holds for "node-b" is the controller's, as the node's own credential checks it
+    When the host of "node-a" reports with its PubAck aimed at the declaration subject of "node-b"
+    Then what landed there is refused as a declaration by the key in the credential of "node-b"
+    And within 5 seconds NODES holds the controller's declaration for "node-b" again

@@ -12,6 +12,8 @@ import (
 
 // Stream is what the server says of one stream and its consumers.
 type Stream struct {
+	// Account is the account it was read in, where the reader says so.
+	Account   string
 	Config    jetstream.StreamConfig
 	Created   time.Time
 	Consumers map[string]Consumer

@@ -179,14 +179,31 @@ func (s *scenario) thePersonIsConnected(ctx context.Context, person string) erro
 // stored is how many messages a stream holds on one subject; stream is
 // empty when no stream captures the subject.
 type stored struct {
-	stream string
-	count  uint64
+	account, stream string
+	count           uint64
 }
 
-// storedOn asks the server which stream captures subject and how many
-// messages it holds on it.
-func (s *scenario) storedOn(ctx context.Context, subject string) (stored, error) {
-	js, err := s.jetStream(ctx)
+// storedEverywhere is what every stream capturing subject holds on it, in
+// each account the controller keeps streams in: a publish refused in one
+// account must not have landed in another either.
+func (s *scenario) storedEverywhere(ctx context.Context, subject string) ([]stored, error) {
+	var out []stored
+	for _, acct := range []string{wire.AccountControl, wire.AccountMesh} {
+		st, err := s.storedOn(ctx, acct, subject)
+		if err != nil {
+			return nil, err
+		}
+		if st.stream != "" {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// storedOn asks the server which stream of account captures subject and
+// how many messages it holds on it.
+func (s *scenario) storedOn(ctx context.Context, account, subject string) (stored, error) {
+	js, err := s.jetStream(ctx, account)
 	if err != nil {
 		return stored{}, err
 	}
@@ -205,7 +222,7 @@ func (s *scenario) storedOn(ctx context.Context, subject string) (stored, error)
 	if err != nil {
 		return stored{}, err
 	}
-	return stored{stream: name, count: info.State.Subjects[subject]}, nil
+	return stored{account: account, stream: name, count: info.State.Subjects[subject]}, nil
 }
 
 func (s *scenario) itPublishesOn(ctx context.Context, subject string) error {
@@ -213,10 +230,10 @@ func (s *scenario) itPublishesOn(ctx context.Context, subject string) error {
 		return errors.New("no principal connected (a Given step connects one)")
 	}
 	var err error
-	if s.counted, err = s.storedOn(ctx, subject); err != nil {
+	if s.counted, err = s.storedEverywhere(ctx, subject); err != nil {
 		return err
 	}
-	if s.counted.stream != "" {
+	if len(s.counted) > 0 {
 		s.r.tainted = true
 	}
 	s.lastOp, s.lastSubject = observe.Publish, subject
@@ -266,22 +283,24 @@ func (s *scenario) theServerJudges(ctx context.Context, verdict, what string) er
 	case verdict == "refuses" && !refused:
 		return fmt.Errorf("expected the server to refuse %s %q, it accepted it", s.lastOp, s.lastSubject)
 	}
-	if s.lastOp != observe.Publish || s.counted.stream == "" {
+	if s.lastOp != observe.Publish || len(s.counted) == 0 {
 		return nil
 	}
-	// A stream captures the subject: an accepted publish is stored there,
-	// a refused one is not.
-	want := s.counted.count
-	if verdict == "accepts" {
-		want++
-	}
+	// A stream captures the subject: an accepted publish is stored in the
+	// publisher's account, a refused one nowhere.
 	return eventually(ctx, 5*time.Second, func(ctx context.Context) error {
-		now, err := s.storedOn(ctx, s.lastSubject)
-		if err != nil {
-			return err
-		}
-		if now.count != want {
-			return fmt.Errorf("expected stream %s to hold %d message(s) on %s, it holds %d", now.stream, want, s.lastSubject, now.count)
+		for _, before := range s.counted {
+			want := before.count
+			if verdict == "accepts" && before.account == s.it.cred.Account() {
+				want++
+			}
+			now, err := s.storedOn(ctx, before.account, s.lastSubject)
+			if err != nil {
+				return err
+			}
+			if now.count != want {
+				return fmt.Errorf("expected stream %s (account %s) to hold %d message(s) on %s, it holds %d", before.stream, before.account, want, s.lastSubject, now.count)
+			}
 		}
 		return nil
 	})
@@ -354,13 +373,13 @@ func (s *scenario) theModuleAcknowledges(ctx context.Context, module, node strin
 	s.it = c
 	// An ack is a publish of +ACK to the delivery's reply subject.
 	s.lastOp, s.lastSubject = observe.Publish, s.delivery.Reply()
-	s.counted = stored{}
+	s.counted = nil
 	s.lastErr = c.Try(ctx, observe.Publish, s.delivery.Reply())
 	return nil
 }
 
 func (s *scenario) consumerInfo(ctx context.Context, consumer string) (*jetstream.ConsumerInfo, error) {
-	js, err := s.jetStream(ctx)
+	js, err := s.streamJetStream(ctx, wire.StreamEvents)
 	if err != nil {
 		return nil, err
 	}

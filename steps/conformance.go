@@ -317,7 +317,7 @@ func (s *scenario) theBusHoldsTheEvent(ctx context.Context, fixture string) erro
 	if err := s.w.fixture(fixture, &f); err != nil {
 		return err
 	}
-	js, err := s.jetStream(ctx)
+	js, err := s.streamJetStream(ctx, wire.StreamEvents)
 	if err != nil {
 		return err
 	}
@@ -574,7 +574,7 @@ func (s *scenario) theDeadStreamHoldsTheAdvisory(ctx context.Context, consumer s
 	if err != nil {
 		return err
 	}
-	js, err := s.jetStream(ctx)
+	js, err := s.streamJetStream(ctx, wire.StreamDead)
 	if err != nil {
 		return err
 	}

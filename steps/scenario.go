@@ -33,7 +33,7 @@ type scenario struct {
 	lastOp      observe.Op
 	lastSubject string
 	lastErr     error
-	counted     stored // the stream count of lastSubject before a publish
+	counted     []stored // the stream counts of lastSubject before a publish
 
 	emitted  *jetstream.PubAck
 	delivery jetstream.Msg
@@ -54,6 +54,12 @@ type scenario struct {
 
 	moduleImage, moduleImageID string
 	moduleRuns                 []moduleRun
+
+	held       observe.Holding    // the control plane's streams, noted
+	enrolments int                // enrolment requests sent since
+	pullsUntil time.Time          // when the pulls aimed at the control plane expire
+	landed     chan jetstream.Msg // what a watch of a declaration subject saw
+	cleanups   []func()
 }
 
 // client is a connection as one principal, with its credential.
@@ -68,6 +74,9 @@ type savedCredential = wire.Credential
 func (s *scenario) after(ctx context.Context, sc *godog.Scenario, err error) (context.Context, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
+	for _, stop := range s.cleanups {
+		stop()
+	}
 	for _, c := range s.clients {
 		c.Close()
 	}
@@ -136,14 +145,23 @@ func (s *scenario) dial(ctx context.Context, cred wire.Credential) (*client, err
 	return &client{Client: c, cred: cred}, nil
 }
 
-// jetStream is the controller's view of JetStream, for reading streams
-// and consumers from outside.
-func (s *scenario) jetStream(ctx context.Context) (jetstream.JetStream, error) {
-	c, err := s.connect(ctx, wire.ControllerUser)
+// jetStream is the controller's view of JetStream in one account
+// (wire.Account*), for reading streams and consumers from outside.
+func (s *scenario) jetStream(ctx context.Context, account string) (jetstream.JetStream, error) {
+	user := wire.ControllerMeshUser
+	if account == wire.AccountControl {
+		user = wire.ControllerUser
+	}
+	c, err := s.connect(ctx, user)
 	if err != nil {
 		return nil, err
 	}
 	return jetstream.New(c.Conn)
+}
+
+// streamJetStream is the controller's view of the account stream lives in.
+func (s *scenario) streamJetStream(ctx context.Context, stream string) (jetstream.JetStream, error) {
+	return s.jetStream(ctx, wire.StreamAccount(stream))
 }
 
 // eventually polls check until it succeeds or the deadline passes, and

@@ -10,6 +10,7 @@ import (
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
 )
 
@@ -21,12 +22,32 @@ func (s *scenario) bindStreams(sc *godog.ScenarioContext) {
 	sc.Step(`^every stream and consumer is as it was: same configuration, same creation time, none added or removed$`, s.everyStreamIsAsItWas)
 }
 
+// readStreams reads every stream and durable consumer of the two accounts
+// the controller holds streams in, each marked with its account. An
+// ephemeral consumer (the controller's watch of NODES, an observer's) is
+// nobody's configuration and is recreated under another name at will.
 func (s *scenario) readStreams(ctx context.Context) (map[string]observe.Stream, error) {
-	js, err := s.jetStream(ctx)
-	if err != nil {
-		return nil, err
+	out := map[string]observe.Stream{}
+	for _, acct := range []string{wire.AccountControl, wire.AccountMesh} {
+		js, err := s.jetStream(ctx, acct)
+		if err != nil {
+			return nil, err
+		}
+		got, err := observe.Streams(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("account %s: %w", acct, err)
+		}
+		for name, st := range got {
+			st.Account = acct
+			for cname, c := range st.Consumers {
+				if c.Config.Durable == "" {
+					delete(st.Consumers, cname)
+				}
+			}
+			out[name] = st
+		}
 	}
-	return observe.Streams(ctx, js)
+	return out, nil
 }
 
 // table reads a data table into rows of column → cell.
@@ -67,6 +88,13 @@ func retention(p jetstream.RetentionPolicy) string {
 	return p.String()
 }
 
+func discard(p jetstream.DiscardPolicy) string {
+	if p == jetstream.DiscardNew {
+		return "refuses new"
+	}
+	return "drops oldest"
+}
+
 func limit(n int64) string {
 	if n <= 0 {
 		return "unlimited"
@@ -89,6 +117,9 @@ func (s *scenario) theServerHasExactlyTheseStreams(ctx context.Context, t *godog
 			problems = append(problems, fmt.Sprintf("stream %s: expected it, the server has none", name))
 			continue
 		}
+		if st.Account != row["account"] {
+			problems = append(problems, fmt.Sprintf("stream %s: expected it in account %s, it is in %s", name, row["account"], st.Account))
+		}
 		if r := retention(st.Config.Retention); r != row["retention"] {
 			problems = append(problems, fmt.Sprintf("stream %s: expected retention %s, got %s", name, row["retention"], r))
 		}
@@ -97,6 +128,12 @@ func (s *scenario) theServerHasExactlyTheseStreams(ctx context.Context, t *godog
 		}
 		if l := limit(st.Config.MaxMsgsPerSubject); l != row["max per subject"] {
 			problems = append(problems, fmt.Sprintf("stream %s: expected max per subject %s, got %s", name, row["max per subject"], l))
+		}
+		if st.Config.MaxBytes <= 0 || st.Config.MaxMsgSize <= 0 {
+			problems = append(problems, fmt.Sprintf("stream %s: expected bounded size and message size, got max bytes %d, max message size %d", name, st.Config.MaxBytes, st.Config.MaxMsgSize))
+		}
+		if d := discard(st.Config.Discard); d != row["when full"] {
+			problems = append(problems, fmt.Sprintf("stream %s: expected when full %s, got %s", name, row["when full"], d))
 		}
 		if st.Config.Storage != jetstream.FileStorage {
 			problems = append(problems, fmt.Sprintf("stream %s: expected file storage, got %s", name, st.Config.Storage))

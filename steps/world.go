@@ -77,6 +77,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindStreams(sc)
 	s.bindStatus(sc)
 	s.bindAccounts(sc)
+	s.bindReplies(sc)
 	s.bindConformance(sc)
 	s.bindADR0039(sc)
 }

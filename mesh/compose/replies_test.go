@@ -1,0 +1,255 @@
+package compose_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/internal/natstest"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// The reply subject is a capability the server never checks (NATS-NOTES,
+// permissions): a responder's answer, the JetStream API's statuses and a
+// stream's PubAck all go where the sender's reply names. These tests try
+// each route against the composed configuration and hold the server to
+// keeping the control plane's streams out of reach of every principal
+// outside the control account (docs/decisions/0001-accounts.md).
+
+// controlStreams creates CONTROL, NODES and BUILDS in the control
+// account and EVENTS in the mesh account, as the controller does.
+func controlStreams(t *testing.T, s *natstest.Server) (ctl, mesh jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctl, _ = jetstream.New(dial(t, s, wire.ControllerUser).Conn)
+	mesh, _ = jetstream.New(dial(t, s, wire.ControllerMeshUser).Conn)
+	for _, c := range []struct {
+		js  jetstream.JetStream
+		cfg jetstream.StreamConfig
+	}{
+		{ctl, jetstream.StreamConfig{Name: wire.StreamControl, Subjects: []string{wire.SubjectReports, wire.SubjectEnrol, wire.SubjectBuilt, wire.SubjectPush}, Retention: jetstream.WorkQueuePolicy}},
+		{ctl, jetstream.StreamConfig{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 1}},
+		{ctl, jetstream.StreamConfig{Name: wire.StreamBuilds, Subjects: []string{wire.SubjectBuildAll}, Retention: jetstream.WorkQueuePolicy}},
+		{mesh, jetstream.StreamConfig{Name: wire.StreamEvents, Subjects: []string{wire.SubjectModuleEvents, wire.SubjectSeatEvents}}},
+	} {
+		c.cfg.MaxBytes = 1 << 20
+		if _, err := c.js.CreateStream(ctx, c.cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := mesh.CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{
+		Durable: wire.ModuleConsumer("node-b", "logger"), AckPolicy: jetstream.AckExplicitPolicy,
+		FilterSubjects: []string{wire.EventSubject("sensor", "reading")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// node-b's declaration, which a successful route would replace.
+	if _, err := ctl.Publish(ctx, wire.NodeDeclare("node-b"), []byte(`{"node":"node-b","modules":["logger"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	return ctl, mesh
+}
+
+// targets are the subjects every route aims at: a node's declaration, the
+// control stream's subjects, the build queue.
+var targets = []string{wire.NodeDeclare("node-b"), wire.SubjectEnrol, wire.NodeReport("node-b"), wire.SubjectPush, wire.SubjectBuildRequest}
+
+// reading is what the control streams hold: messages per stream, and the
+// last sequence of every subject.
+func reading(t *testing.T, js jetstream.JetStream) map[string]uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out := map[string]uint64{}
+	for _, name := range []string{wire.StreamControl, wire.StreamNodes, wire.StreamBuilds} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = info.State.Msgs
+		for subj, n := range info.State.Subjects {
+			out[name+" "+subj] = n
+		}
+		for _, subj := range targets {
+			if m, err := st.GetLastMsgForSubject(ctx, subj); err == nil {
+				out[fmt.Sprintf("%s %s last", name, subj)] = m.Sequence
+			}
+		}
+	}
+	return out
+}
+
+// unchanged waits past every reply the server could still be sending and
+// compares the control streams with before.
+func unchanged(t *testing.T, js jetstream.JetStream, route string, before map[string]uint64, c ...*conn) {
+	t.Helper()
+	for _, x := range c {
+		if err := x.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A PubAck and an API answer are sent before the server answers a
+	// later round trip of the same connection; a round trip of the
+	// controller's own then orders after them.
+	after := reading(t, js)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s: %s was %d, now %d", route, k, v, after[k])
+		}
+	}
+	for k, v := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("%s: %s appeared (%d)", route, k, v)
+		}
+	}
+}
+
+func TestAToolResponderCannotBeAimedAtTheControlPlane(t *testing.T) {
+	s := natstest.Start(t, sample(t))
+	ctl, _ := controlStreams(t, s)
+	// A responder that answers whatever reply it is given, as the SDK did.
+	sensor := dial(t, s, wire.ModuleUser("node-a", "sensor"))
+	if _, err := sensor.QueueSubscribe(wire.ToolSubject("sensor", "calibrate"), wire.ToolQueue("sensor", "calibrate"),
+		func(m *nats.Msg) { _ = m.Respond([]byte(`{"forged":true}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	sensor.expectNoViolation(t)
+	alice := dial(t, s, wire.PersonUser("alice"))
+	before := reading(t, ctl)
+	for _, target := range targets {
+		if err := alice.PublishRequest(wire.ToolSubject("sensor", "calibrate"), target, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The responder has answered every call once its queue is empty.
+	if err := alice.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sensor.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	unchanged(t, ctl, "responder", before, alice, sensor)
+}
+
+func TestTheJetStreamAPICannotBeAimedAtTheControlPlane(t *testing.T) {
+	s := natstest.Start(t, sample(t))
+	ctl, _ := controlStreams(t, s)
+	logger := dial(t, s, wire.ModuleUser("node-b", "logger"))
+	before := reading(t, ctl)
+	next := wire.ConsumerNext(wire.StreamEvents, wire.ModuleConsumer("node-b", "logger"))
+	for _, target := range targets {
+		// no_wait: answered at once with a 404; idle heartbeats: answered
+		// again and again until the request expires.
+		if err := logger.PublishRequest(next, target, []byte(`{"batch":1,"no_wait":true}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := logger.PublishRequest(next, target, []byte(`{"batch":1,"expires":1000000000,"idle_heartbeat":100000000}`)); err != nil {
+			t.Fatal(err)
+		}
+		info := wire.ConsumerInfo(wire.StreamEvents, wire.ModuleConsumer("node-b", "logger"))
+		if err := logger.PublishRequest(info, target, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logger.expectNoViolation(t)
+	// Past the requests' expiry: every heartbeat they could send is sent.
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		unchanged(t, ctl, "jetstream api", before, logger)
+		if t.Failed() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling a window the heartbeats fill
+	}
+}
+
+func TestAPubAckCannotBeAimedAtTheControlPlane(t *testing.T) {
+	s := natstest.Start(t, sample(t))
+	ctl, _ := controlStreams(t, s)
+	sensor := dial(t, s, wire.ModuleUser("node-a", "sensor"))
+	before := reading(t, ctl)
+	for _, target := range targets {
+		if err := sensor.PublishRequest(wire.EventSubject("sensor", "reading"), target, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sensor.expectNoViolation(t)
+	unchanged(t, ctl, "emitter's puback", before, sensor)
+}
+
+func TestAnEnrolmentUserCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
+	s := natstest.Start(t, sample(t))
+	ctl, _ := controlStreams(t, s)
+	tok := dial(t, s, wire.EnrolUser("tok-node-c"))
+	before := reading(t, ctl)
+	for _, target := range targets {
+		if err := tok.PublishRequest(wire.SubjectEnrol, target, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok.expectNoViolation(t)
+	// The requests themselves are CONTROL's, on the enrolment subject, and
+	// nothing else changed: no PubAck landed anywhere in the control account.
+	n := uint64(len(targets))
+	before[wire.StreamControl] += n
+	before[wire.StreamControl+" "+wire.SubjectEnrol] += n
+	delete(before, wire.StreamControl+" "+wire.SubjectEnrol+" last")
+	var after map[string]uint64
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		// The requests cross the import on their own time.
+		after = reading(t, ctl)
+		if after[wire.StreamControl] >= before[wire.StreamControl] || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+	}
+	delete(after, wire.StreamControl+" "+wire.SubjectEnrol+" last")
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("enrolment puback: %s expected %d, got %d", k, v, after[k])
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("enrolment puback: subjects %v, expected %v", after, before)
+	}
+
+	// And its PubAck comes back to it, in its own account: the import
+	// replaced the reply subject on the way in and restores it on the way out.
+	msg, err := tok.Request(wire.SubjectEnrol, []byte(`{}`), 5*time.Second)
+	if err != nil {
+		t.Fatalf("an enrolment request's PubAck: %v", err)
+	}
+	if string(msg.Data) == "" {
+		t.Fatal("expected CONTROL's PubAck")
+	}
+}
+
+// TestTheControllerAnswersAnEnrolmentInItsInbox: the enrolment account
+// hears the control account's answers on its own inboxes and nothing else.
+func TestTheControllerAnswersAnEnrolmentInItsInbox(t *testing.T) {
+	s := natstest.Start(t, sample(t))
+	tok := dial(t, s, wire.EnrolUser("tok-node-c"))
+	sub, err := tok.SubscribeSync(wire.Under(wire.EnrolInbox("tok-node-c")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.expectNoViolation(t)
+	ctl := dial(t, s, wire.ControllerUser)
+	if err := ctl.Publish(wire.EnrolInbox("tok-node-c")+".x", []byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	ctl.expectNoViolation(t)
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil || string(m.Data) != "sealed" {
+		t.Fatalf("expected the controller's answer in the token's inbox, got %v %v", m, err)
+	}
+}

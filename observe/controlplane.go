@@ -1,0 +1,61 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// ControlStreams are the streams of the control account, the ones no
+// reply subject from outside it may write into.
+var ControlStreams = []string{wire.StreamControl, wire.StreamNodes, wire.StreamBuilds}
+
+// Holding is what streams hold: per stream its message count, and per
+// subject its message count and last sequence.
+type Holding map[string]uint64
+
+// Hold reads what the named streams hold.
+func Hold(ctx context.Context, js jetstream.JetStream, streams []string) (Holding, error) {
+	out := Holding{}
+	for _, name := range streams {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("read stream %s: %w", name, err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			return nil, fmt.Errorf("read stream %s: %w", name, err)
+		}
+		out[name+" messages"] = info.State.Msgs
+		for subj, n := range info.State.Subjects {
+			out[name+" "+subj+" messages"] = n
+			m, err := st.GetLastMsgForSubject(ctx, subj)
+			if err != nil {
+				return nil, fmt.Errorf("read the last message of %s on %s: %w", name, subj, err)
+			}
+			out[name+" "+subj+" last sequence"] = m.Sequence
+		}
+	}
+	return out, nil
+}
+
+// Changes lists every entry that differs between two holdings, sorted.
+func (h Holding) Changes(after Holding) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		if after[k] != h[k] {
+			out = append(out, fmt.Sprintf("%s: was %d, now %d", k, h[k], after[k]))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if _, ok := h[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: appeared (%d)", k, after[k]))
+		}
+	}
+	return out
+}

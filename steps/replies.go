@@ -1,0 +1,303 @@
+package steps
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cucumber/godog"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
+)
+
+// The reply subject is a capability nats-server never checks: these steps
+// aim every principal's replies at the control plane (docs/decisions/0001).
+
+func (s *scenario) bindReplies(sc *godog.ScenarioContext) {
+	sc.Step(`^I note what the control plane's streams hold$`, s.iNoteTheControlPlane)
+	sc.Step(`^the person "([^"]+)" calls "([^".]+)\.([^"]+)" with its reply aimed at each of the control plane's subjects$`, s.personCallsAimedAtControl)
+	sc.Step(`^the person "([^"]+)" calls "([^".]+)\.([^"]+)" with its reply aimed at "([^"]+)"$`, s.personCallsAimedAt)
+	sc.Step(`^the module "([^"]+)" on "([^"]+)" pulls from its consumer with its replies aimed at each of the control plane's subjects$`, s.moduleIsPullAimedAtControl)
+	sc.Step(`^the module "([^"]+)" on "([^"]+)" pulls from its consumer with its replies aimed at "([^"]+)"$`, s.modulePullsAimedAt)
+	sc.Step(`^the module "([^"]+)" on "([^"]+)" emits "([^"]+)" with its PubAck aimed at each of the control plane's subjects$`, s.moduleEmitsAimedAtControl)
+	sc.Step(`^the enrolment token "([^"]+)" asks to enrol with its PubAck aimed at each of the control plane's subjects$`, s.tokenEnrolsAimedAtControl)
+	sc.Step(`^the control plane's streams hold what they held, but for the enrolment requests themselves$`, s.theControlPlaneIsUnchanged)
+	sc.Step(`^the mesh's streams hold nothing on "([^"]+)"$`, s.theMeshHoldsNothingOn)
+	sc.Step(`^the declaration NODES holds for "([^"]+)" is the controller's, as the node's own credential checks it$`, s.theDeclarationIsTheControllers)
+	sc.Step(`^the host of "([^"]+)" reports with its PubAck aimed at the declaration subject of "([^"]+)"$`, s.theHostReportsAimedAt)
+	sc.Step(`^what landed there is refused as a declaration by the key in the credential of "([^"]+)"$`, s.whatLandedIsRefused)
+	sc.Step(`^within (\d+) seconds NODES holds the controller's declaration for "([^"]+)" again$`, s.nodesHoldsItAgain)
+}
+
+// controlTargets are the subjects every route aims at.
+var controlTargets = []string{
+	wire.NodeDeclare("node-b"), wire.SubjectEnrol, wire.NodeReport("node-b"),
+	wire.SubjectPush, wire.SubjectBuilt, wire.SubjectBuildRequest,
+}
+
+func (s *scenario) controlJS(ctx context.Context) (jetstream.JetStream, error) {
+	return s.jetStream(ctx, wire.AccountControl)
+}
+
+func (s *scenario) iNoteTheControlPlane(ctx context.Context) error {
+	js, err := s.controlJS(ctx)
+	if err != nil {
+		return err
+	}
+	s.held, err = observe.Hold(ctx, js, observe.ControlStreams)
+	return err
+}
+
+// aim publishes to subject as user once per target, each time naming the
+// target as the reply subject, and flushes: whatever answers it does so
+// to the target.
+func (s *scenario) aim(ctx context.Context, user, subject string, body []byte, targets []string) error {
+	c, err := s.connect(ctx, user)
+	if err != nil {
+		return err
+	}
+	for _, t := range targets {
+		if err := c.PublishRequest(subject, t, body); err != nil {
+			return fmt.Errorf("publish %s as %s with reply %s: %w", subject, user, t, err)
+		}
+	}
+	return c.FlushWithContext(ctx)
+}
+
+func (s *scenario) personCallsAimedAtControl(ctx context.Context, person, module, tool string) error {
+	return s.callAimed(ctx, person, module, tool, controlTargets)
+}
+
+func (s *scenario) personCallsAimedAt(ctx context.Context, person, module, tool, target string) error {
+	return s.callAimed(ctx, person, module, tool, []string{target})
+}
+
+// callAimed makes the calls, then one ordinary call and waits for its
+// answer: the responder answers one call at a time, in arrival order, so
+// once it has answered that one it has done whatever it does with the
+// others.
+func (s *scenario) callAimed(ctx context.Context, person, module, tool string, targets []string) error {
+	user, subject := wire.PersonUser(person), wire.ToolSubject(module, tool)
+	if err := s.aim(ctx, user, subject, []byte(`{}`), targets); err != nil {
+		return err
+	}
+	c, err := s.connect(ctx, user)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.RequestWithContext(ctx, subject, []byte(`{}`)); err != nil {
+		return fmt.Errorf("an ordinary call of %s after the aimed ones: %w", subject, err)
+	}
+	return nil
+}
+
+// pulls are the pull requests the JetStream API answers on the reply:
+// at once (no_wait), with idle heartbeats until it expires, and a
+// consumer info.
+func (s *scenario) pull(ctx context.Context, module, node string, targets []string) error {
+	user, consumer := wire.ModuleUser(node, module), wire.ModuleConsumer(node, module)
+	for _, r := range []struct {
+		subject string
+		body    string
+	}{
+		{wire.ConsumerNext(wire.StreamEvents, consumer), `{"batch":1,"no_wait":true}`},
+		{wire.ConsumerNext(wire.StreamEvents, consumer), `{"batch":1,"expires":2000000000,"idle_heartbeat":200000000}`},
+		{wire.ConsumerInfo(wire.StreamEvents, consumer), ``},
+	} {
+		if err := s.aim(ctx, user, r.subject, []byte(r.body), targets); err != nil {
+			return err
+		}
+	}
+	s.pullsUntil = time.Now().Add(2 * time.Second)
+	return nil
+}
+
+func (s *scenario) moduleIsPullAimedAtControl(ctx context.Context, module, node string) error {
+	return s.pull(ctx, module, node, controlTargets)
+}
+
+func (s *scenario) modulePullsAimedAt(ctx context.Context, module, node, target string) error {
+	return s.pull(ctx, module, node, []string{target})
+}
+
+func (s *scenario) moduleEmitsAimedAtControl(ctx context.Context, module, node, key string) error {
+	return s.aim(ctx, wire.ModuleUser(node, module), wire.EventSubject(module, key), []byte(`{}`), controlTargets)
+}
+
+func (s *scenario) tokenEnrolsAimedAtControl(ctx context.Context, token string) error {
+	s.enrolments += len(controlTargets)
+	return s.aim(ctx, wire.EnrolUser(token), wire.SubjectEnrol, []byte(`{}`), controlTargets)
+}
+
+// theControlPlaneIsUnchanged waits out every heartbeat the pulls could
+// still send, then compares: only the enrolment requests themselves may
+// have been added, on the enrolment subject.
+func (s *scenario) theControlPlaneIsUnchanged(ctx context.Context) error {
+	if s.held == nil {
+		return errors.New("no earlier reading of the control plane's streams")
+	}
+	js, err := s.controlJS(ctx)
+	if err != nil {
+		return err
+	}
+	want := observe.Holding{}
+	for k, v := range s.held {
+		want[k] = v
+	}
+	n := uint64(s.enrolments)
+	want[wire.StreamControl+" messages"] += n
+	want[wire.StreamControl+" "+wire.SubjectEnrol+" messages"] += n
+	ignore := wire.StreamControl + " " + wire.SubjectEnrol + " last sequence"
+	var last []string
+	check := func(ctx context.Context) error {
+		now, err := observe.Hold(ctx, js, observe.ControlStreams)
+		if err != nil {
+			return err
+		}
+		now[ignore], want[ignore] = 0, 0
+		last = want.Changes(now)
+		if len(last) > 0 {
+			return fmt.Errorf("expected the control plane's streams unchanged but for %d enrolment request(s); %d change(s):\n  %v", n, len(last), last)
+		}
+		return nil
+	}
+	// The enrolment requests cross the import on their own time.
+	if err := eventually(ctx, 5*time.Second, check); err != nil {
+		return err
+	}
+	// And nothing may land later: the pulls' heartbeats run until they
+	// expire. Every reading until then is checked.
+	for time.Now().Before(s.pullsUntil.Add(500 * time.Millisecond)) {
+		if err := check(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (s *scenario) theMeshHoldsNothingOn(ctx context.Context, subject string) error {
+	for _, acct := range []string{wire.AccountControl, wire.AccountMesh} {
+		st, err := s.storedOn(ctx, acct, subject)
+		if err != nil {
+			return err
+		}
+		if st.count != 0 {
+			return fmt.Errorf("expected nothing on %s, stream %s (account %s) holds %d message(s) there", subject, st.stream, acct, st.count)
+		}
+	}
+	return nil
+}
+
+// hostKey is the controller's public key as the node's credential has it.
+func (s *scenario) hostKey(node string) (ed25519.PublicKey, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := r.cluster.Credential(wire.HostUser(node))
+	if err != nil {
+		return nil, err
+	}
+	return wire.DecodeDeclarationKey(cred.DeclarationKey)
+}
+
+func (s *scenario) lastDeclaration(ctx context.Context, node string) (*jetstream.RawStreamMsg, error) {
+	js, err := s.controlJS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := js.Stream(ctx, wire.StreamNodes)
+	if err != nil {
+		return nil, err
+	}
+	return st.GetLastMsgForSubject(ctx, wire.NodeDeclare(node))
+}
+
+func (s *scenario) verifyLast(ctx context.Context, node string) error {
+	key, err := s.hostKey(node)
+	if err != nil {
+		return err
+	}
+	m, err := s.lastDeclaration(ctx, node)
+	if err != nil {
+		return fmt.Errorf("read %s's declaration: %w", node, err)
+	}
+	if _, err := wire.VerifyDeclaration(key, m.Subject, m.Data, m.Header.Get(wire.HeaderSignature)); err != nil {
+		return fmt.Errorf("expected the controller's declaration for %s, got %q: %w", node, m.Data, err)
+	}
+	return nil
+}
+
+func (s *scenario) theDeclarationIsTheControllers(ctx context.Context, node string) error {
+	return eventually(ctx, 10*time.Second, func(ctx context.Context) error { return s.verifyLast(ctx, node) })
+}
+
+// theHostReportsAimedAt watches the node's declaration subject from
+// outside before the host reports, so that what lands there is seen even
+// though the controller replaces it at once.
+func (s *scenario) theHostReportsAimedAt(ctx context.Context, host, node string) error {
+	js, err := s.controlJS(ctx)
+	if err != nil {
+		return err
+	}
+	oc, err := js.OrderedConsumer(ctx, wire.StreamNodes, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{wire.NodeDeclare(node)}, DeliverPolicy: jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		return err
+	}
+	s.landed = make(chan jetstream.Msg, 16)
+	cc, err := oc.Consume(func(m jetstream.Msg) {
+		select {
+		case s.landed <- m:
+		default:
+		}
+	})
+	if err != nil {
+		return err
+	}
+	s.cleanups = append(s.cleanups, cc.Stop)
+	c, err := s.connect(ctx, wire.HostUser(host))
+	if err != nil {
+		return err
+	}
+	if err := c.PublishRequest(wire.NodeReport(host), wire.NodeDeclare(node), []byte(`{}`)); err != nil {
+		return err
+	}
+	return c.FlushWithContext(ctx)
+}
+
+func (s *scenario) whatLandedIsRefused(ctx context.Context, node string) error {
+	key, err := s.hostKey(node)
+	if err != nil {
+		return err
+	}
+	select {
+	case m := <-s.landed:
+		if _, err := wire.VerifyDeclaration(key, m.Subject(), m.Data(), m.Headers().Get(wire.HeaderSignature)); err == nil {
+			return fmt.Errorf("expected what the host's PubAck put on %s to be refused as a declaration, it was taken: %q", m.Subject(), m.Data())
+		}
+		beds.Logf(ctx, "landed on %s and refused as a declaration: %q", m.Subject(), m.Data())
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New("expected the host's PubAck to land on the declaration subject (the control account's own route), nothing landed in 10s")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *scenario) nodesHoldsItAgain(ctx context.Context, seconds int, node string) error {
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error { return s.verifyLast(ctx, node) })
+}
