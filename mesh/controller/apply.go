@@ -98,11 +98,11 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 	}
 
 	// Everything is composed and checked; only now is anything written.
-	if _, err := writeAtomic(l.Secrets(), secrets.marshal(), 0o600); err != nil {
+	if _, err := writeAtomicSync(l.Secrets(), secrets.marshal(), 0o600, o.syncDir); err != nil {
 		return res, err
 	}
 	for _, p := range principals {
-		changed, err := writeAtomic(l.Credential(p.User), docs[p.User], 0o600)
+		changed, err := writeAtomicSync(l.Credential(p.User), docs[p.User], 0o600, o.syncDir)
 		if err != nil {
 			return res, err
 		}
@@ -115,7 +115,7 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 			return res, fmt.Errorf("revoke %s: %w", u, err)
 		}
 	}
-	if res.ConfigChanged, err = writeAtomic(l.NATSConfig(), conf, 0o644); err != nil {
+	if res.ConfigChanged, err = writeAtomicSync(l.NATSConfig(), conf, 0o644, o.syncDir); err != nil {
 		return res, err
 	}
 	for _, u := range res.Added {
