@@ -53,8 +53,14 @@ func (l Layout) CAKey() string { return filepath.Join(l.Dir, TLSDir, CAKeyFile) 
 
 // Credential is the credential document of a user.
 func (l Layout) Credential(user string) string {
-	return filepath.Join(l.Dir, CredentialsDir, user+".json")
+	return filepath.Join(l.Dir, CredentialsDir, user+credentialExt)
 }
+
+// credentialExt ends every credential file's name.
+const credentialExt = ".json"
+
+// tempInfix marks writeAtomic's temporary files: "."+name+tempInfix+random.
+const tempInfix = ".tmp-"
 
 // Secret is one principal's password and its bcrypt hash. The password is
 // kept so that credential documents can be rewritten (a new bus address)
@@ -115,7 +121,7 @@ func writeAtomicSync(path string, data []byte, perm fs.FileMode, sync func(dir s
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
 		return false, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+tempInfix+"*")
 	if err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
