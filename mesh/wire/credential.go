@@ -147,6 +147,9 @@ func (c Credential) ValidateFields() error {
 			return fmt.Errorf("%w: field %s: %v", ErrBadCredential, f.name, err)
 		}
 	}
+	if k.check != nil {
+		return k.check(c)
+	}
 	return nil
 }
 
@@ -159,6 +162,9 @@ type principalKind struct {
 	user userRule
 	// who names the principal in a refusal.
 	who string
+	// check, when set, checks what else the kind carries (a field only it
+	// has), after the identity fields.
+	check func(Credential) error
 }
 
 type field struct{ name, value string }
