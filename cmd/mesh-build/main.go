@@ -6,6 +6,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,8 +28,9 @@ check refuses every module of the description (or only NAME) that uses a
 capability its language's SDK does not implement, naming the module, the
 capability and the manifest fields that need it.
 
-Exit status: 0 every module checked can be built; 1 a module is refused or
-the description is invalid; 2 bad usage.
+Exit status: 0 every module checked can be built (or help: help, -h,
+--help, check --help); 1 a module is refused or the description is
+invalid; 2 bad usage.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -40,10 +43,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var flagOut bytes.Buffer
+	fs.SetOutput(&flagOut)
+	fs.Usage = func() {
+		fmt.Fprintf(&flagOut, "%s\nFlags of check:\n", usage)
+		fs.PrintDefaults()
+	}
 	meshFile := fs.String("mesh", "", "the mesh description")
 	module := fs.String("module", "", "check only this module")
 	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, _ = stdout.Write(flagOut.Bytes())
+			return 0
+		}
+		_, _ = stderr.Write(flagOut.Bytes())
 		return 2
 	}
 	if *meshFile == "" || fs.NArg() > 0 {

@@ -36,6 +36,11 @@ modules:
 		{[]string{"check"}, 2, "--mesh FILE is required"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"help"}, 0, "Usage:"},
+		{[]string{"-h"}, 0, "Usage:"},
+		{[]string{"--help"}, 0, "Usage:"},
+		{[]string{"check", "--help"}, 0, "-module string"},
+		{[]string{"check", "-h"}, 0, "Flags of check:"},
+		{[]string{"check", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 	}
 	for _, c := range cases {
 		var out, errOut bytes.Buffer

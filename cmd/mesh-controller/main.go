@@ -10,11 +10,13 @@
 //
 // Logs are JSON lines on stderr; genesis and apply print a JSON summary on
 // stdout, status a line per provision its provider keeps failing (or the
-// whole status as JSON). Exit status: 0 done, 1 refused or failed, 2 bad
-// usage.
+// whole status as JSON); help, -h or --help (alone or after a command)
+// prints the usage on stdout. Exit status: 0 done (or help), 1 refused or
+// failed, 2 bad usage.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,13 +58,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmd := args[0]
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(stdout, usageLine)
+		return exitOK
+	}
 	fs := flag.NewFlagSet("mesh-controller "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	stateDir := fs.String("state", "", "the state directory")
 	if cmd == "status" {
 		asJSON := fs.Bool("json", false, "print the whole status as JSON")
-		if err := fs.Parse(args[1:]); err != nil {
-			return exitUsage
+		if code, ok := parse(fs, args[1:], stdout, stderr); !ok {
+			return code
 		}
 		if *stateDir == "" || fs.NArg() > 0 {
 			fmt.Fprintf(stderr, "mesh-controller status: --state is required, nothing else\n%s\n", usageLine)
@@ -85,8 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "unknown command %q\n%s\n", cmd, usageLine)
 		return exitUsage
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+	if code, ok := parse(fs, args[1:], stdout, stderr); !ok {
+		return code
 	}
 	if *meshFile == "" || *stateDir == "" || fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mesh-controller %s: --mesh and --state are required, nothing else\n%s\n", cmd, usageLine)
@@ -129,6 +135,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// parse parses a command's flags. Asked for help (-h, --help), it prints
+// the usage and the flags on stdout and the command ends with exitOK; a
+// bad flag is reported on stderr and ends it with exitUsage. ok is true
+// when the command goes on.
+func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	fs.Usage = func() {
+		fmt.Fprintf(&out, "%s\n\nFlags of %s:\n", usageLine, fs.Name())
+		fs.PrintDefaults()
+	}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = stdout.Write(out.Bytes())
+		return exitOK, false
+	case err != nil:
+		_, _ = stderr.Write(out.Bytes())
+		return exitUsage, false
+	}
+	fs.SetOutput(stderr)
+	return 0, true
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -229,3 +229,26 @@ func startServer(t *testing.T, meshFile, state string, port int) {
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 }
+
+// TestHelp: asking for help is not bad usage; the usage goes to stdout.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"help"}, {"-h"}, {"--help"},
+		{"genesis", "--help"}, {"apply", "-h"}, {"run", "--help"}, {"status", "-h"}, {"status", "--help"},
+	} {
+		code, stdout, stderr := cli(t, context.Background(), args...)
+		if code != exitOK || !strings.Contains(stdout, "usage: mesh-controller") {
+			t.Errorf("%q: expected exit 0 with the usage on stdout, got %d:\n%s%s", args, code, stdout, stderr)
+		}
+	}
+	code, stdout, _ := cli(t, context.Background(), "genesis", "--help")
+	if code != exitOK || !strings.Contains(stdout, "-bcrypt-cost int") {
+		t.Errorf("genesis --help: expected its flags, got:\n%s", stdout)
+	}
+	for _, args := range [][]string{{"genesis", "--bogus"}, {"status", "--bogus"}, {"frobnicate"}} {
+		code, stdout, stderr := cli(t, context.Background(), args...)
+		if code != exitUsage || stdout != "" || stderr == "" {
+			t.Errorf("%q: expected exit 2 saying why on stderr, got %d: stdout %q stderr %q", args, code, stdout, stderr)
+		}
+	}
+}

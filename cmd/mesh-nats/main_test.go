@@ -246,11 +246,14 @@ func TestEntrypoint(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	var stderr bytes.Buffer
-	if got := run([]string{"-h"}, &stderr, &stderr); got != 0 {
-		t.Fatalf("-h: expected status 0, got %d", got)
-	}
-	if !strings.Contains(stderr.String(), "-poll duration") {
-		t.Fatalf("-h: expected the flags in the help, got:\n%s", stderr.String())
+	for _, help := range []string{"-h", "--help"} {
+		stderr.Reset()
+		if got := run([]string{help}, &stderr, &stderr); got != 0 {
+			t.Fatalf("%s: expected status 0, got %d", help, got)
+		}
+		if !strings.Contains(stderr.String(), "-poll duration") {
+			t.Fatalf("%s: expected the flags in the help, got:\n%s", help, stderr.String())
+		}
 	}
 	for _, args := range [][]string{{"--bogus"}, {"--poll", "0s"}} {
 		stderr.Reset()

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -62,27 +61,26 @@ func WithNATSOptions(opts ...nats.Option) Option {
 	return func(o *options) { o.extra = append(o.extra, opts...) }
 }
 
-// Dial connects to the bus as the credential's principal.
+// Dial connects to the bus as the credential's principal. The credential
+// is checked field by field (wire.Credential.ValidateFields); whether its
+// user is the one its identity derives is the server's to judge. No error
+// carries the credential's password.
 func Dial(ctx context.Context, cred wire.Credential, opts ...Option) (*nats.Conn, error) {
 	if cred.Bootstrap {
 		return nil, ErrBootstrap
 	}
-	if err := cred.Validate(); err != nil {
+	if err := cred.ValidateFields(); err != nil {
 		return nil, fmt.Errorf("dial bus: %w", err)
 	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	u, err := url.Parse(cred.URL)
-	if err != nil {
-		return nil, fmt.Errorf("dial bus: %w", err)
-	}
-	address := u.Host
+	address := cred.HostPort()
 	if o.address != "" {
 		address = o.address
 	}
-	password, _ := u.User.Password()
+	user := cred.User()
 	timeout := DefaultTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
@@ -92,12 +90,12 @@ func Dial(ctx context.Context, cred wire.Credential, opts ...Option) (*nats.Conn
 	}
 	name := o.name
 	if name == "" {
-		name = u.User.Username()
+		name = user
 	}
 	natsOpts := []nats.Option{
 		nats.Name(name),
-		nats.UserInfo(u.User.Username(), password),
-		nats.Secure(PinnedTLS(cred.Fingerprint, u.Hostname())),
+		nats.UserInfo(user, cred.Password()),
+		nats.Secure(PinnedTLS(cred.Fingerprint, cred.Host())),
 		nats.Timeout(timeout),
 		nats.CustomInboxPrefix(cred.Inbox()),
 	}
@@ -118,7 +116,7 @@ func Dial(ctx context.Context, cred wire.Credential, opts ...Option) (*nats.Conn
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, fmt.Errorf("dial bus at %s as %s: %w", address, u.User.Username(), r.err)
+			return nil, fmt.Errorf("dial bus at %s as %s: %w", address, user, r.err)
 		}
 		return r.nc, nil
 	case <-ctx.Done():

@@ -86,3 +86,23 @@ func TestDialUsesTheCredentialsInbox(t *testing.T) {
 		t.Fatalf("expected replies under the module's own inbox prefix, got %s", inbox)
 	}
 }
+
+// TestDialNeverEchoesThePassword: the error a module logs when its
+// credential's URL cannot be read shows the URL without its password.
+func TestDialNeverEchoesThePassword(t *testing.T) {
+	const pw = "s3cret-PW-77a"
+	for _, u := range []string{
+		"tls://mod.node-a.sensor:" + pw + "@nats:bad",
+		"tls://mod.node-a.sensor:" + pw + "%zz@nats:4222",
+		"tls://mod.node-a.sensor:" + pw + "@:4222",
+	} {
+		cred := wire.Credential{URL: u, Fingerprint: strings.Repeat("0", 64), Node: "node-a", Module: "sensor"}
+		err := dial(t, cred)
+		if !errors.Is(err, wire.ErrBadCredential) {
+			t.Fatalf("%s: expected ErrBadCredential, got %v", wire.RedactURL(u), err)
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Fatalf("the dial error carries the password: %v", err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"path"
 	"strconv"
 
@@ -56,7 +57,7 @@ func Config(m *meshdesc.Mesh, in Inputs) ([]byte, error) {
 		in.Listen = "0.0.0.0:" + strconv.Itoa(m.Bus.Port)
 	}
 	if in.Monitor == "" {
-		in.Monitor = m.Bus.Monitor + ":" + strconv.Itoa(m.Bus.MonitorPort)
+		in.Monitor = net.JoinHostPort(m.Bus.Monitor, strconv.Itoa(m.Bus.MonitorPort))
 	}
 	users := map[string][]user{}
 	for _, p := range Principals(m) {

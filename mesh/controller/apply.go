@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -37,7 +39,9 @@ type ApplyResult struct {
 
 // Apply recomposes a state directory after the description changed: the
 // secrets of principals that still exist are kept, new principals are
-// minted, removed ones are dropped with their credential files, and
+// minted, removed ones are dropped with their credential files (every
+// credential file of a user not composed, whatever the old secrets say),
+// and
 // nats.conf is replaced atomically, only if its content changed, so the
 // nats container's watcher reloads exactly once per real change.
 //
@@ -86,11 +90,25 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 		secrets[p.User] = sec
 		res.Added = append(res.Added, p.User)
 	}
+	// Removals are derived from what is on disk as well as from the old
+	// secrets: an apply interrupted after it wrote the secrets has already
+	// forgotten a revoked user's secret, but not yet removed its
+	// credential file.
+	onDisk, stale, err := credentialFiles(l)
+	if err != nil {
+		return ApplyResult{}, err
+	}
 	for _, u := range slices.Sorted(maps.Keys(old)) {
 		if _, ok := secrets[u]; !ok {
 			res.Removed = append(res.Removed, u)
 		}
 	}
+	for _, u := range onDisk {
+		if _, ok := secrets[u]; !ok && !slices.Contains(res.Removed, u) {
+			res.Removed = append(res.Removed, u)
+		}
+	}
+	slices.Sort(res.Removed)
 	conf, err := composeConfig(m, secrets, o)
 	if err != nil {
 		return ApplyResult{}, err
@@ -106,11 +124,11 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 	}
 
 	// Everything is composed and checked; only now is anything written.
-	if _, err := writeAtomic(l.Secrets(), secrets.marshal(), 0o600); err != nil {
+	if _, err := writeAtomicSync(l.Secrets(), secrets.marshal(), 0o600, o.syncDir); err != nil {
 		return res, err
 	}
 	for _, p := range principals {
-		changed, err := writeAtomic(l.Credential(p.User), docs[p.User], 0o600)
+		changed, err := writeAtomicSync(l.Credential(p.User), docs[p.User], 0o600, o.syncDir)
 		if err != nil {
 			return res, err
 		}
@@ -123,7 +141,20 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 			return res, fmt.Errorf("revoke %s: %w", u, err)
 		}
 	}
-	if res.ConfigChanged, err = writeAtomic(l.NATSConfig(), conf, 0o644); err != nil {
+	// A write interrupted before its rename leaves its temporary file,
+	// a credential and so a password, behind.
+	for _, p := range stale {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return res, fmt.Errorf("remove the leftover of an interrupted write: %w", err)
+		}
+		o.Logger.Info("leftover of an interrupted write removed", "file", filepath.Base(p))
+	}
+	if len(res.Removed)+len(stale) > 0 {
+		if err := o.syncDir(filepath.Join(l.Dir, CredentialsDir)); err != nil {
+			return res, fmt.Errorf("revoke: %w", err)
+		}
+	}
+	if res.ConfigChanged, err = writeAtomicSync(l.NATSConfig(), conf, 0o644, o.syncDir); err != nil {
 		return res, err
 	}
 	for _, u := range res.Added {
@@ -134,6 +165,30 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 	}
 	o.Logger.Info("applied", "dir", dir, "added", len(res.Added), "removed", len(res.Removed), "config_changed", res.ConfigChanged)
 	return res, nil
+}
+
+// credentialFiles lists the users that have a credential file in the
+// state directory, and the temporary files interrupted writes left there.
+func credentialFiles(l Layout) (users, stale []string, err error) {
+	dir := filepath.Join(l.Dir, CredentialsDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list credentials: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case !e.Type().IsRegular():
+		case strings.HasPrefix(name, ".") && strings.Contains(name, tempInfix):
+			stale = append(stale, filepath.Join(dir, name))
+		case strings.HasSuffix(name, credentialExt) && !strings.HasPrefix(name, "."):
+			users = append(users, strings.TrimSuffix(name, credentialExt))
+		}
+	}
+	return users, stale, nil
 }
 
 // checkCertNames refuses bus names the server certificate does not carry:

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -133,5 +134,70 @@ func TestApplyRefusesWhatCannotReload(t *testing.T) {
 	}
 	if _, err := Apply(b.m, t.TempDir(), b.opts); !errors.Is(err, ErrNoGenesis) {
 		t.Fatalf("expected ErrNoGenesis on an empty directory, got %v", err)
+	}
+}
+
+// TestAnInterruptedApplyIsFinishedByTheNext: an apply that crashed right
+// after writing the secrets left the state as written here: the revoked
+// token's secret gone but its credential file (and its password) still on
+// disk, a new person's secret minted but no credential yet, half a
+// temporary credential file, and the old nats.conf. The next apply
+// derives what to remove from the disk and finishes the job.
+func TestAnInterruptedApplyIsFinishedByTheNext(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	l := Layout{b.dir}
+	m2 := edit(t, b.m)
+	carol, tok := wire.PersonUser("carol"), wire.EnrolUser("tok-node-c")
+
+	// The state as the interrupted apply left it.
+	secrets, err := LoadSecrets(b.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(secrets, tok)
+	if secrets[carol], err = mintSecret(b.opts.BcryptCost); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.Secrets(), secrets.marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	torn := filepath.Join(l.Dir, CredentialsDir, "."+carol+credentialExt+tempInfix+"123456")
+	if err := os.WriteFile(torn, []byte(`{"url":"tls://person.carol:`+secrets[carol].Password), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(l.Credential(tok)); err != nil {
+		t.Fatalf("the setup expects the token's credential still on disk: %v", err)
+	}
+
+	var synced syncLog
+	o := b.opts
+	o.syncDir = synced.sync
+	res, err := Apply(m2, b.dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Removed, []string{tok}) || len(res.Added) != 0 || !res.ConfigChanged || !slices.Contains(res.CredentialsWritten, carol) {
+		t.Fatalf("expected the token removed, nobody minted again, carol's credential written and a new nats.conf; got %+v", res)
+	}
+	for _, p := range []string{l.Credential(tok), torn} {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s still on disk after the apply that finished the interrupted one: %v", filepath.Base(p), err)
+		}
+	}
+	if c := b.credential(carol); c.Password() != secrets[carol].Password {
+		t.Errorf("carol's credential does not carry the secret the interrupted apply minted")
+	}
+	after, _ := LoadSecrets(b.dir)
+	if !reflect.DeepEqual(after, secrets) {
+		t.Errorf("secrets changed by the apply that finished the interrupted one")
+	}
+	conf, _ := os.ReadFile(l.NATSConfig())
+	if bytes.Contains(conf, []byte(`"`+tok+`"`)) || !bytes.Contains(conf, []byte(secrets[carol].Hash)) {
+		t.Errorf("nats.conf does not drop the token and carry carol")
+	}
+	credDir := filepath.Join(l.Dir, CredentialsDir)
+	last := synced.entries[credDir]
+	if len(last) == 0 || slices.Contains(last[len(last)-1], tok+credentialExt) {
+		t.Errorf("the credentials directory was not synced after the removal: %v", last)
 	}
 }

@@ -27,6 +27,13 @@ const ackTimeout = 5 * time.Second
 // lost and nothing applied twice. A delivery whose status cannot be saved
 // is asked again after statusRetry; an event that cannot be read is logged
 // and terminated, since reading it again will not help.
+//
+// An EVENTS deleted and created again numbers its events from 1, below
+// the status's Through: FollowStatus compares the stream with the one the
+// status was folded from (Status.Rebase) before it binds, and folds a new
+// one from its start. (A stream recreated under a running controller takes
+// the controller's consumer with it; the controller asserts the consumer,
+// and so follows the new stream, when it starts again.)
 func FollowStatus(ctx context.Context, js jetstream.JetStream, dir string, log *slog.Logger) (stop func(), err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -35,7 +42,20 @@ func FollowStatus(ctx context.Context, js jetstream.JetStream, dir string, log *
 	if err != nil {
 		return nil, err
 	}
-	cons, err := js.Consumer(ctx, wire.StreamEvents, wire.StatusConsumer)
+	stream, err := js.Stream(ctx, wire.StreamEvents)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", wire.StreamEvents, err)
+	}
+	info := stream.CachedInfo()
+	if changed, why := st.Rebase(info.Created, info.State.LastSeq); changed {
+		if why != "" {
+			log.Warn("EVENTS is not the stream the status was folded from; folding it from its start", "why", why)
+		}
+		if err := SaveStatus(dir, st); err != nil {
+			return nil, err
+		}
+	}
+	cons, err := stream.Consumer(ctx, wire.StatusConsumer)
 	if err != nil {
 		return nil, fmt.Errorf("bind consumer %s on %s: %w", wire.StatusConsumer, wire.StreamEvents, err)
 	}

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -163,6 +165,9 @@ func TestAStatusThatCannotBeSavedLosesNothing(t *testing.T) {
 
 	// A directory where the status file goes: the rename onto it fails.
 	blocker := Layout{b.dir}.Status()
+	if err := os.Remove(blocker); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -174,4 +179,38 @@ func TestAStatusThatCannotBeSavedLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.statusSays("pg/node-b/logger:timeout")
+}
+
+// TestTheStatusFollowsARecreatedEVENTS: EVENTS deleted and created again
+// numbers its events from 1, below what the status has folded; the next
+// controller sees another stream and folds it from its start, keeping what
+// it already named failing.
+func TestTheStatusFollowsARecreatedEVENTS(t *testing.T) {
+	b := newBed(t, providerMesh(t))
+	b.start()
+	ctl := b.runController()
+	pg := b.provider()
+	pg.failing("logger", "node-b", wire.ClassUnreachable)
+	pg.failing("logger", "node-b", wire.ClassTimeout)
+	b.statusSays("pg/node-b/logger:timeout")
+	ctl.stop()
+
+	if err := b.js().DeleteStream(ctxT(t), wire.StreamEvents); err != nil {
+		t.Fatal(err)
+	}
+	b.runController() // asserts EVENTS and its consumers anew
+	pg.failing("watcher", "node-a", wire.ClassRefused)
+	b.statusSays("pg/node-a/watcher:refused", "pg/node-b/logger:timeout")
+
+	info, err := b.js().Stream(ctxT(t), wire.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := LoadStatus(b.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci := info.CachedInfo(); st.Through != ci.State.LastSeq || !st.EventsCreated.Equal(ci.Created) {
+		t.Fatalf("status through %d of EVENTS created %s; the stream ends at %d, created %s", st.Through, st.EventsCreated, ci.State.LastSeq, ci.Created)
+	}
 }

@@ -44,8 +44,15 @@ func Genesis(m *meshdesc.Mesh, dir string, o Options) (GenesisResult, error) {
 	if err != nil {
 		return GenesisResult{}, err
 	}
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return GenesisResult{}, fmt.Errorf("create state directory: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A directory just made is an entry of its parent's.
+		if err := o.syncDir(filepath.Dir(dir)); err != nil {
+			return GenesisResult{}, fmt.Errorf("create state directory: %w", err)
+		}
 	}
 	// A genesis killed mid-way leaves its temporary directory (with
 	// secrets in it) behind; nothing else uses the name.
@@ -74,11 +81,30 @@ func Genesis(m *meshdesc.Mesh, dir string, o Options) (GenesisResult, error) {
 			return GenesisResult{}, fmt.Errorf("write genesis: %w", err)
 		}
 	}
-	// secrets.json last: it is what marks a completed genesis.
-	for _, name := range []string{TLSDir, NATSDir, CredentialsDir, SecretsFile} {
+	// The files are fsynced; their directories' entries are made durable
+	// too before anything is moved, and every move before secrets.json's,
+	// so that after a crash secrets.json present still means a completed
+	// genesis.
+	subdirs := []string{TLSDir, NATSDir, CredentialsDir}
+	for _, name := range subdirs {
+		if err := o.syncDir(filepath.Join(tmp, name)); err != nil {
+			return GenesisResult{}, fmt.Errorf("write genesis: %w", err)
+		}
+	}
+	for _, name := range subdirs {
 		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
 			return GenesisResult{}, fmt.Errorf("move genesis into place: %w", err)
 		}
+	}
+	if err := o.syncDir(dir); err != nil {
+		return GenesisResult{}, fmt.Errorf("move genesis into place: %w", err)
+	}
+	// secrets.json last: it is what marks a completed genesis.
+	if err := os.Rename(filepath.Join(tmp, SecretsFile), filepath.Join(dir, SecretsFile)); err != nil {
+		return GenesisResult{}, fmt.Errorf("move genesis into place: %w", err)
+	}
+	if err := o.syncDir(dir); err != nil {
+		return GenesisResult{}, fmt.Errorf("move genesis into place: %w", err)
 	}
 	o.Logger.Info("genesis", "dir", dir, "users", len(res.Users), "fingerprint", res.Fingerprint)
 	return res, nil

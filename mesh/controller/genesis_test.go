@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/mesh/bus"
@@ -157,5 +158,27 @@ func TestGenesisRefusesLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, SecretsFile)); err == nil {
 		t.Fatal("a refused genesis wrote secrets.json")
+	}
+}
+
+// TestAnIPv6MonitorIsAConfigurationTheServerReads: the monitoring host is
+// joined with its port as nats-server splits it, so an IPv6 address gives
+// a file the server starts with, bound to that address alone.
+func TestAnIPv6MonitorIsAConfigurationTheServerReads(t *testing.T) {
+	m := sampleMesh(t)
+	m.Bus.Monitor = "::1"
+	m = revalidate(t, m)
+	root := t.TempDir()
+	dir := filepath.Join(root, "state")
+	o := Options{BcryptCost: bcrypt.MinCost, Server: compose.Inputs{ConfigDir: filepath.Join(dir, NATSDir), StoreDir: filepath.Join(root, "js")}}
+	if _, err := Genesis(m, dir, o); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(Layout{dir}.NATSConfig())
+	if err != nil {
+		t.Fatalf("nats-server refuses the composed configuration: %v", err)
+	}
+	if opts.HTTPHost != "::1" || opts.HTTPPort != m.Bus.MonitorPort {
+		t.Fatalf("monitoring: expected ::1 port %d, the server reads %q port %d", m.Bus.MonitorPort, opts.HTTPHost, opts.HTTPPort)
 	}
 }

@@ -35,6 +35,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives what changed; default discards.
 	Logger *slog.Logger
+
+	// syncDir fsyncs a directory after entries in it were created, renamed
+	// or removed; default the real one. A test records the calls.
+	syncDir func(dir string) error
 }
 
 func (o Options) withDefaults() Options {
@@ -46,6 +50,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.syncDir == nil {
+		o.syncDir = syncDir
 	}
 	return o
 }

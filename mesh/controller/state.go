@@ -53,8 +53,14 @@ func (l Layout) CAKey() string { return filepath.Join(l.Dir, TLSDir, CAKeyFile) 
 
 // Credential is the credential document of a user.
 func (l Layout) Credential(user string) string {
-	return filepath.Join(l.Dir, CredentialsDir, user+".json")
+	return filepath.Join(l.Dir, CredentialsDir, user+credentialExt)
 }
+
+// credentialExt ends every credential file's name.
+const credentialExt = ".json"
+
+// tempInfix marks writeAtomic's temporary files: "."+name+tempInfix+random.
+const tempInfix = ".tmp-"
 
 // Secret is one principal's password and its bcrypt hash. The password is
 // kept so that credential documents can be rewritten (a new bus address)
@@ -101,11 +107,21 @@ func LoadSecrets(dir string) (Secrets, error) {
 // a module reading its credential) sees the old content or the new one,
 // never a torn file. It reports whether the content changed; unchanged
 // content is not rewritten.
+//
+// The directory is fsynced after the rename: until then the rename itself
+// may not survive a crash, and the old content (a revoked user's
+// configuration, a status already acknowledged) would come back.
 func writeAtomic(path string, data []byte, perm fs.FileMode) (bool, error) {
+	return writeAtomicSync(path, data, perm, syncDir)
+}
+
+// writeAtomicSync is writeAtomic with the directory fsync given, so that a
+// test can see when it happens.
+func writeAtomicSync(path string, data []byte, perm fs.FileMode, sync func(dir string) error) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
 		return false, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+tempInfix+"*")
 	if err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
@@ -130,5 +146,27 @@ func writeAtomic(path string, data []byte, perm fs.FileMode) (bool, error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return false, fmt.Errorf("write %s: %w", path, err)
 	}
+	if err := sync(filepath.Dir(path)); err != nil {
+		// The new content is in place but may not survive a crash: say
+		// so, and let the caller write again.
+		return true, fmt.Errorf("write %s: %w", path, err)
+	}
 	return true, nil
+}
+
+// syncDir fsyncs a directory, so that the entries created, renamed or
+// removed in it survive a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
 }

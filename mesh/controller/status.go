@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/wire"
@@ -34,7 +35,30 @@ type Status struct {
 	// at or below it is a redelivery of one already applied: acknowledged,
 	// never applied twice.
 	Through uint64 `json:"through"`
+	// EventsCreated is when the EVENTS stream Through counts in was
+	// created. A stream deleted and created again numbers its events from
+	// 1: Rebase sees it by this time (or by a last sequence below
+	// Through) and starts Through again.
+	EventsCreated time.Time `json:"events_created,omitzero"`
 }
+
+// What the status holds is bounded, since it is folded from what
+// providers say: a provider names consumers as a module and a machine
+// (each a name), a class from wire.ErrorClasses, the node it speaks from
+// (a name) and an event id of at most maxEventID bytes; and at most
+// MaxFailingPerProvider consumers at once. The providers themselves are
+// bounded by the mesh: the server lets only a module that provides
+// publish provisioner.failing, on its own subject. A word past a bound is
+// refused (ErrBadStatusEvent) and what the status already holds is kept;
+// a provider that still fails says so again within fifteen minutes.
+const (
+	// MaxFailingPerProvider is how many consumers one provider may have
+	// named failing at once: far above the placements of any mesh, and
+	// what keeps a provider gone wrong from growing the status file
+	// without end.
+	MaxFailingPerProvider = 1024
+	maxEventID            = 128
+)
 
 // FailingProvision is a provider's newest word that it keeps failing a
 // consumer.
@@ -86,12 +110,27 @@ func (s *Status) Apply(seq uint64, subject string, header map[string][]string, b
 		if e.Class == "" || e.Since.IsZero() {
 			return false, fmt.Errorf("%w: %s at %d: class and since are required", ErrBadStatusEvent, subject, seq)
 		}
+		if !slices.Contains(wire.ErrorClasses, e.Class) {
+			return false, fmt.Errorf("%w: %s at %d: class %q is not one of %s", ErrBadStatusEvent, subject, seq, e.Class, strings.Join(wire.ErrorClasses, ", "))
+		}
+		reporter, id := wire.HeaderValue(header, wire.HeaderNode), wire.HeaderValue(header, wire.HeaderEventID)
+		if err := wire.CheckName(reporter); err != nil {
+			return false, fmt.Errorf("%w: %s at %d: %s: %w", ErrBadStatusEvent, subject, seq, wire.HeaderNode, err)
+		}
+		if len(id) > maxEventID {
+			return false, fmt.Errorf("%w: %s at %d: %s is %d bytes, more than %d", ErrBadStatusEvent, subject, seq, wire.HeaderEventID, len(id), maxEventID)
+		}
 		said, _ := wire.ParseTime(wire.HeaderValue(header, wire.HeaderTime)) // validated above
-		s.put(FailingProvision{
+		f := FailingProvision{
 			Provider: provider, Consumer: e.Consumer, Node: e.Node,
 			Class: e.Class, Since: e.Since.UTC(),
-			Said: said.UTC(), ReportedBy: wire.HeaderValue(header, wire.HeaderNode), EventID: wire.HeaderValue(header, wire.HeaderEventID),
-		})
+			Said: said.UTC(), ReportedBy: reporter, EventID: id,
+		}
+		if !s.holds(f) && s.count(provider) >= MaxFailingPerProvider {
+			return false, fmt.Errorf("%w: %s at %d: provider %q already names %d consumers failing, the most the status holds; %s on %s is not added",
+				ErrBadStatusEvent, subject, seq, provider, MaxFailingPerProvider, e.Consumer, e.Node)
+		}
+		s.put(f)
 		return true, nil
 	case wire.EventProvisionerRecovered:
 		var e wire.RecoveredEvent
@@ -118,6 +157,48 @@ func readStatusBody(body []byte, e any, ref *wire.ConsumerRef) error {
 		return fmt.Errorf("body: node: %w", err)
 	}
 	return nil
+}
+
+// Rebase checks the status against the EVENTS stream it is about to be
+// folded from, created at created and ending at lastSeq. When the status
+// was folded from another stream (EVENTS deleted and created again, and so
+// numbered from 1 again), Through is started again at 0, so that the new
+// stream's events are not taken for redeliveries, and why says what was
+// seen; what Failing names is kept, since a stream recreated does not make
+// a provision succeed. It reports whether the status changed.
+func (s *Status) Rebase(created time.Time, lastSeq uint64) (changed bool, why string) {
+	switch {
+	case !s.EventsCreated.IsZero() && !s.EventsCreated.Equal(created):
+		why = fmt.Sprintf("EVENTS was created at %s; the status was folded from one created at %s", created.UTC().Format(time.RFC3339Nano), s.EventsCreated.UTC().Format(time.RFC3339Nano))
+	case lastSeq < s.Through:
+		why = fmt.Sprintf("EVENTS ends at sequence %d, below the status's through %d", lastSeq, s.Through)
+	}
+	if why != "" && s.Through != 0 {
+		s.Through = 0
+		changed = true
+	}
+	if !s.EventsCreated.Equal(created) {
+		s.EventsCreated = created
+		changed = true
+	}
+	return changed, why
+}
+
+// holds reports whether the status names f's provider, node and consumer.
+func (s *Status) holds(f FailingProvision) bool {
+	_, found := slices.BinarySearchFunc(s.Failing, f, compareFailing)
+	return found
+}
+
+// count is how many consumers provider names failing.
+func (s *Status) count(provider string) int {
+	n := 0
+	for _, f := range s.Failing {
+		if f.Provider == provider {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Status) put(f FailingProvision) {

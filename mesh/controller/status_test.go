@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -142,6 +143,11 @@ func TestStatusRefusesWhatItCannotReadAndPassesIt(t *testing.T) {
 		{"no class", word{good.subject, good.header, []byte(`{"consumer":"billing","node":"node-a","since":"2026-11-01T10:00:00Z"}`)}, "class"},
 		{"another key", statusWord("pg", wire.EventProvisionerRetirement, said0, []byte(`{}`)), wire.EventProvisionerRetirement},
 		{"not an event subject", word{"mesh.node.a.declare", good.header, good.body}, "mesh.node.a.declare"},
+		{"a class nobody spelled", failingWord("pg", "billing", "node-a", "exploded", said0), `class "exploded" is not one of unreachable, refused, secret, invalid, timeout, unknown`},
+		{"a node that is no name", withHeader(good, wire.HeaderNode, "Node B"), wire.HeaderNode},
+		{"an event id without end", withHeader(good, wire.HeaderEventID, strings.Repeat("e", 129)), "x-event-id is 129 bytes, more than 128"},
+		{"a consumer that is no name", word{good.subject, good.header, []byte(`{"consumer":"` + strings.Repeat("b", 33) + `","node":"node-a","class":"refused","since":"2026-11-01T10:00:00Z"}`)}, "consumer"},
+		{"no envelope at all (a PubAck)", word{good.subject, nil, []byte(`{"stream":"EVENTS","seq":1}`)}, wire.HeaderEventID},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,7 +169,7 @@ func TestStatusFileRoundTrips(t *testing.T) {
 	if err != nil || empty.Through != 0 || empty.Failing == nil || len(empty.Failing) != 0 {
 		t.Fatalf("a directory without status: %+v, %v; want the empty status", empty, err)
 	}
-	var s Status
+	s := Status{EventsCreated: since0.Add(-time.Hour)}
 	failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0).applyTo(t, &s, 9)
 	if err := SaveStatus(dir, s); err != nil {
 		t.Fatal(err)
@@ -219,5 +225,78 @@ func TestStatusReadsTheFixtures(t *testing.T) {
 	read("provisioner-recovered.json").applyTo(t, &s, 2)
 	if len(s.Failing) != 0 {
 		t.Fatalf("after provisioner-recovered.json: %v", failingKeys(s))
+	}
+}
+
+func withHeader(w word, name, value string) word {
+	h := map[string][]string{}
+	for k, v := range w.header {
+		h[k] = v
+	}
+	h[name] = []string{value}
+	return word{w.subject, h, w.body}
+}
+
+// TestStatusIsBounded: a provider names at most MaxFailingPerProvider
+// consumers at once; past it a new one is refused and nothing held is
+// lost, a held one is still updated and recovered, and other providers
+// are not hindered.
+func TestStatusIsBounded(t *testing.T) {
+	var s Status
+	seq := uint64(0)
+	next := func() uint64 { seq++; return seq }
+	for i := range MaxFailingPerProvider {
+		failingWord("pg", fmt.Sprintf("c%d", i), "node-a", wire.ClassUnreachable, said0).applyTo(t, &s, next())
+	}
+	over := failingWord("pg", "one-more", "node-a", wire.ClassUnreachable, said0)
+	if changed, err := s.Apply(next(), over.subject, over.header, over.body); !errors.Is(err, ErrBadStatusEvent) || changed ||
+		!strings.Contains(err.Error(), fmt.Sprintf(`provider "pg" already names %d consumers failing`, MaxFailingPerProvider)) {
+		t.Fatalf("expected the consumer past the bound refused, got %v (changed %v)", err, changed)
+	}
+	if len(s.Failing) != MaxFailingPerProvider || s.Through != seq {
+		t.Fatalf("a refusal lost what was held or was not passed: %d held, through %d", len(s.Failing), s.Through)
+	}
+	if !failingWord("pg", "c7", "node-a", wire.ClassTimeout, said0.Add(time.Hour)).applyTo(t, &s, next()) {
+		t.Fatal("a held consumer's newer word was not taken at the bound")
+	}
+	failingWord("kc", "one-more", "node-a", wire.ClassSecret, said0).applyTo(t, &s, next())
+	recoveredWord("pg", "c0", "node-a").applyTo(t, &s, next())
+	over.applyTo(t, &s, next())
+	if len(s.Failing) != MaxFailingPerProvider+1 {
+		t.Fatalf("expected pg at its bound and kc beside it, got %d held", len(s.Failing))
+	}
+}
+
+// TestStatusRebase: a status folded from another EVENTS (deleted and
+// created again, so numbered from 1 again) starts Through again and keeps
+// what it names failing; the same stream changes nothing.
+func TestStatusRebase(t *testing.T) {
+	created1 := since0.Add(-time.Hour)
+	created2 := since0.Add(time.Hour)
+
+	var s Status
+	if changed, why := s.Rebase(created1, 0); !changed || why != "" || !s.EventsCreated.Equal(created1) {
+		t.Fatalf("a first look at EVENTS: changed %v, why %q, %+v", changed, why, s)
+	}
+	failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0).applyTo(t, &s, 10)
+	if changed, why := s.Rebase(created1, 12); changed || why != "" || s.Through != 10 {
+		t.Fatalf("the same stream: changed %v, why %q, through %d", changed, why, s.Through)
+	}
+	changed, why := s.Rebase(created2, 12)
+	if !changed || s.Through != 0 || !strings.Contains(why, "EVENTS was created at") || !s.EventsCreated.Equal(created2) {
+		t.Fatalf("a recreated stream: changed %v, why %q, %+v", changed, why, s)
+	}
+	if len(s.Failing) != 1 {
+		t.Fatalf("a recreated stream lost what is failing: %v", failingKeys(s))
+	}
+	if !failingWord("pg", "billing", "node-b", wire.ClassRefused, said0).applyTo(t, &s, 1) {
+		t.Fatal("the recreated stream's first event was taken for a redelivery")
+	}
+
+	// A status file from before EventsCreated was kept: the sequence says it.
+	old := Status{Through: 40}
+	changed, why = old.Rebase(created1, 3)
+	if !changed || old.Through != 0 || !strings.Contains(why, "EVENTS ends at sequence 3, below the status's through 40") {
+		t.Fatalf("a stream ending below through: changed %v, why %q, %+v", changed, why, old)
 	}
 }

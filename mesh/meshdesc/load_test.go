@@ -48,6 +48,18 @@ func TestRefusals(t *testing.T) {
 		{"name cannot be a consumer name", strings.Replace(base, "name: co,", "name: 'c o',", 1), `modules[1] "c o"`},
 		{"reserved module name", strings.Replace(strings.Replace(base, "name: co,", "name: host,", 1), "em, co]", "em, host]", 1), `the name is reserved`},
 		{"unknown field", base + "extra: 1\n", `field extra not found`},
+		{"monitor on every IPv4 interface", strings.Replace(base, "monitor: nats", "monitor: 0.0.0.0", 1), `bus.monitor "0.0.0.0": an unspecified address binds every interface`},
+		{"monitor on every IPv6 interface", strings.Replace(base, "monitor: nats", "monitor: '::'", 1), `bus.monitor "::": an unspecified address`},
+		{"monitor on every interface, mapped", strings.Replace(base, "monitor: nats", "monitor: '::ffff:0.0.0.0'", 1), `an unspecified address`},
+		{"monitor missing", strings.Replace(base, ", monitor: nats", "", 1), `bus.monitor "": the private host the monitoring endpoint binds is required`},
+		{"monitor with a port", strings.Replace(base, "monitor: nats", "monitor: 'nats:8222'", 1), `bus.monitor "nats:8222": holds a port ("8222"): give the host alone and the port as bus.monitor_port`},
+		{"monitor IPv6 with a port", strings.Replace(base, "monitor: nats", "monitor: '[::1]:8222'", 1), `bus.monitor "[::1]:8222": holds a port`},
+		{"monitor IPv6 in brackets", strings.Replace(base, "monitor: nats", "monitor: '[::1]'", 1), `bus.monitor "[::1]": write an IPv6 address without brackets`},
+		{"monitor numeric name", strings.Replace(base, "monitor: nats", "monitor: '0'", 1), `bus.monitor "0": a host name whose last label is all digits`},
+		{"monitor not a host", strings.Replace(base, "monitor: nats", "monitor: 'my host'", 1), `bus.monitor "my host": not a DNS name or an IP address`},
+		{"a second document", base + "---\nname: other\n", `a second YAML document begins at line 9: a mesh description is one document`},
+		{"a second, broken document", base + "---\nname: [\n", `after the first document`},
+		{"empty", "", `empty (no YAML document)`},
 		{"tool use of a tool not served", base + "persons:\n  - {name: p, tools: [em.nope]}\n", `persons[0] "p".tools[0] "em.nope": module "em" does not serve tool "nope"`},
 	}
 	for _, c := range cases {
@@ -68,6 +80,29 @@ func TestRefusals(t *testing.T) {
 
 func TestBaseIsValid(t *testing.T) {
 	if _, err := Parse([]byte(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMonitorHosts: a name or an address of one interface is accepted,
+// IPv6 included; the port stays apart.
+func TestMonitorHosts(t *testing.T) {
+	for _, h := range []string{"nats", "nats.mesh.internal", "10.0.0.5", "127.0.0.1", "::1", "fd00::5"} {
+		m, err := Parse([]byte(strings.Replace(base, "monitor: nats", "monitor: '"+h+"'", 1)))
+		if err != nil {
+			t.Errorf("monitor %q: %v", h, err)
+			continue
+		}
+		if m.Bus.Monitor != h || m.Bus.MonitorPort != DefaultMonitorPort {
+			t.Errorf("monitor %q: read as %q port %d", h, m.Bus.Monitor, m.Bus.MonitorPort)
+		}
+	}
+}
+
+// TestOneDocumentWithAnEndMarker: an explicit end of the one document is
+// not a second document.
+func TestOneDocumentWithAnEndMarker(t *testing.T) {
+	if _, err := Parse([]byte("---\n" + base + "...\n")); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -54,7 +55,10 @@ type Bus struct {
 	Port int `yaml:"port,omitempty"`
 	// Monitor is the host the monitoring endpoint binds: a name that
 	// resolves, inside the server's container, to its private-network
-	// address only.
+	// address only, or such an address (IPv4 or IPv6, without brackets).
+	// Never an unspecified address (0.0.0.0, ::), which would open the
+	// unauthenticated endpoint on every interface, and never with a port:
+	// that is MonitorPort.
 	Monitor string `yaml:"monitor"`
 	// MonitorPort is the monitoring port; default 8222.
 	MonitorPort int `yaml:"monitor_port,omitempty"`
@@ -161,13 +165,26 @@ func Load(path string) (*Mesh, error) {
 }
 
 // Parse decodes and checks a mesh description. Unknown fields are refused
-// so that a misspelt field is not silently a missing one.
+// so that a misspelt field is not silently a missing one, and so is a
+// second YAML document, so that what follows a stray "---" is not silently
+// ignored.
 func Parse(data []byte) (*Mesh, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var m Mesh
 	if err := dec.Decode(&m); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: empty (no YAML document)", ErrInvalid)
+		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, fmt.Errorf("%w: after the first document: %v", ErrInvalid, err)
+	default:
+		return nil, fmt.Errorf("%w: a second YAML document begins at line %d: a mesh description is one document", ErrInvalid, next.Line)
 	}
 	m.applyDefaults()
 	if err := m.Validate(); err != nil {
@@ -280,8 +297,8 @@ func (m *Mesh) Validate() error {
 			bad(fmt.Sprintf("bus.names[%d] %q", i, n), "not a DNS name or an IP address")
 		}
 	}
-	if m.Bus.Monitor == "" {
-		bad("bus.monitor", "the private host the monitoring endpoint binds is required")
+	if err := checkMonitor(m.Bus.Monitor); err != nil {
+		bad(fmt.Sprintf("bus.monitor %q", m.Bus.Monitor), "%v", err)
 	}
 	for _, p := range []struct {
 		field string
@@ -491,6 +508,55 @@ func (m *Mesh) checkToolRefs(bad func(string, string, ...any), where string, ref
 			bad(w, "module %q does not serve tool %q (it serves %v)", mod.Name, tool, mod.AllTools())
 		}
 	}
+}
+
+// checkMonitor checks the host the monitoring endpoint binds. The endpoint
+// has no authentication, so the host must be one interface of the
+// server's: a name (resolved inside its container) or an address, never
+// an unspecified address, which binds every interface. nats-server reads
+// "http" as host:port, so a host already holding a port (or brackets)
+// would write a configuration it refuses to start with.
+func checkMonitor(h string) error {
+	if h == "" {
+		return errors.New("the private host the monitoring endpoint binds is required")
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		if ip.IsUnspecified() {
+			return errors.New("an unspecified address binds every interface, and the monitoring endpoint has no authentication: name the server's private address or host")
+		}
+		return nil
+	}
+	if isHostName(h) {
+		if isNumeric(lastLabel(h)) {
+			// inet_aton reads "0" or "127.1" as an address, "0" as
+			// 0.0.0.0: refuse the doubt.
+			return errors.New("a host name whose last label is all digits is read as an address by some resolvers; write the address in full")
+		}
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(h); err == nil {
+		return fmt.Errorf("holds a port (%q): give the host alone and the port as bus.monitor_port", port)
+	}
+	if strings.HasPrefix(h, "[") {
+		return errors.New("write an IPv6 address without brackets")
+	}
+	return errors.New("not a DNS name or an IP address")
+}
+
+func lastLabel(h string) string {
+	if i := strings.LastIndexByte(h, '.'); i >= 0 {
+		return h[i+1:]
+	}
+	return h
+}
+
+func isNumeric(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // isHostName reports whether s is a DNS name: dot-separated labels of

@@ -231,6 +231,10 @@ const (
 	ClassUnknown = "unknown"
 )
 
+// ErrorClasses are every class a FailingEvent may name: what a provider
+// cannot classify is ClassUnknown, never a word of its own.
+var ErrorClasses = []string{ClassUnreachable, ClassRefused, ClassSecret, ClassInvalid, ClassTimeout, ClassUnknown}
+
 // Why a RecoveredEvent was sent.
 const (
 	// RecoveredSuccess: the first success after provisioner.failing.

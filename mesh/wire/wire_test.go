@@ -106,3 +106,127 @@ func TestParseCredential(t *testing.T) {
 		}
 	}
 }
+
+func credDoc(url, extra string) string {
+	return `{"url":"` + url + `","fingerprint":"` + fp + `"` + extra + `}`
+}
+
+// TestParseCredentialRefusesWhatItCannotTrust: bad input is refused with
+// the field named, never taken as something else.
+func TestParseCredentialRefusesWhatItCannotTrust(t *testing.T) {
+	mod := `,"node":"node-a","module":"sensor"`
+	ok := credDoc("tls://mod.node-a.sensor:pw@nats:4222", mod)
+	refusals := map[string]string{
+		ok + `{"url":"x"}`:                                    "trailing data after the JSON document at byte",
+		ok + "\n}":                                            "trailing data",
+		ok + " garbage":                                       "trailing data",
+		`"tls://nats:4222" x`:                                 "bootstrap url",
+		credDoc("tls://nats:4222", mod):                       "field url: tls://nats:4222: no user",
+		credDoc("tls://:pw@nats:4222", mod):                   "no user",
+		credDoc("tls://mod.node-a.sensor@nats:4222", mod):     "no password",
+		credDoc("tls://mod.node-a.sensor:@nats:4222", mod):    "no password",
+		credDoc("tls://mod.node-a.sensor:pw@:4222", mod):      "no host",
+		credDoc("tls://mod.node-a.sensor:pw@", mod):           "no host",
+		credDoc("tls://mod.node-a.sensor:pw@nats:", mod):      "empty port",
+		credDoc("tls://mod.node-a.sensor:pw@nats:0", mod):     "port 0 out of range",
+		credDoc("tls://mod.node-a.sensor:pw@nats:65536", mod): "port 65536 out of range",
+		credDoc("mod.node-a.sensor:pw@nats:4222", mod):        "no scheme:// found",
+		// The user is the identity's, and nobody else's.
+		credDoc("tls://mod.node-a.logger:pw@nats:4222", mod):                             `field url: user "mod.node-a.logger" is not module "sensor" on node "node-a" (want "mod.node-a.sensor")`,
+		credDoc("tls://mod.node-b.sensor:pw@nats:4222", mod):                             `want "mod.node-a.sensor"`,
+		credDoc("tls://host.node-b:pw@nats:4222", `,"principal":"host","node":"node-a"`): `is not the host of node "node-a" (want "host.node-a")`,
+		credDoc("tls://person.bob:pw@nats:4222", `,"principal":"person","name":"alice"`): `want "person.alice"`,
+		credDoc("tls://enrol.t2:pw@nats:4222", `,"principal":"enrol","name":"t1"`):       `want "enrol.t1"`,
+		credDoc("tls://mod.a.b:pw@nats:4222", `,"principal":"controller"`):               `is not the controller (want a user beginning with "controller")`,
+	}
+	for in, want := range refusals {
+		_, err := ParseCredential([]byte(in))
+		if !errors.Is(err, ErrBadCredential) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseCredential(%s): expected ErrBadCredential naming %q, got %v", in, want, err)
+		}
+	}
+
+	accepted := map[string]string{
+		credDoc("tls://host.node-a:pw@nats:4222", `,"principal":"host","node":"node-a"`):   "host.node-a",
+		credDoc("tls://person.alice:pw@nats:4222", `,"principal":"person","name":"alice"`): "person.alice",
+		credDoc("tls://enrol.t1:pw@nats:4222", `,"principal":"enrol","name":"t1"`):         "enrol.t1",
+		credDoc("tls://controller:pw@nats:4222", `,"principal":"controller"`):              "controller",
+		// The controller may have a user per account it works in.
+		credDoc("tls://controller.mesh:pw@nats:4222", `,"principal":"controller"`): "controller.mesh",
+		credDoc("tls://mod.node-a.sensor:pw@[::1]:4222", mod):                      "mod.node-a.sensor",
+		credDoc("tls://mod.node-a.sensor:pw@nats", mod):                            "mod.node-a.sensor",
+		credDoc("amqps://mod.node-a.sensor:pw@nats:5671/mesh", mod):                "mod.node-a.sensor",
+		"amqp://nats:5672": "",
+		ok + "\n\n":        "mod.node-a.sensor",
+		"\n " + ok:         "mod.node-a.sensor",
+	}
+	for in, user := range accepted {
+		c, err := ParseCredential([]byte(in))
+		if err != nil || c.User() != user {
+			t.Errorf("ParseCredential(%s): expected user %s, got %q, %v", in, user, c.User(), err)
+		}
+	}
+}
+
+// TestCredentialErrorsNeverCarryThePassword: a module logs the error it
+// could not read its credential with; url.Parse's own errors echo the
+// whole URL, password included.
+func TestCredentialErrorsNeverCarryThePassword(t *testing.T) {
+	const pw = "s3cret-PW-9f2"
+	mod := `,"node":"node-a","module":"sensor"`
+	urls := []string{
+		"tls://mod.node-a.sensor:" + pw + "@nats:bad",
+		"tls://mod.node-a.sensor:" + pw + "@nats:99999",
+		"tls://mod.node-a.sensor:" + pw + "@nats:4222/%zz",
+		"tls://mod.node-a.sensor:" + pw + "%zz@nats:4222",
+		"tls://mod.node-a.sensor:" + pw + "^@nats:4222",
+		"tls://mod.node-a.sensor:" + pw + "@[::1:4222",
+		"tls://mod.node-a.sensor:" + pw + "@na ts:4222",
+		"http://mod.node-a.sensor:" + pw + "@nats:4222",
+		"tls://mod.node-a.sensor:" + pw + "@:4222",
+		"tls://mod.node-a.logger:" + pw + "@nats:4222",
+		"tls:/mod.node-a.sensor:" + pw + "@nats:4222",
+		"mod.node-a.sensor:" + pw + "@nats:4222",
+		"tls://mod.node-a.sensor:" + pw + "@nats:4222\x7f",
+	}
+	for _, u := range urls {
+		for _, in := range []string{credDoc(u, mod), u} {
+			_, err := ParseCredential([]byte(in))
+			if err == nil {
+				if in != u { // a bootstrap URL has no identity to disagree with
+					t.Errorf("ParseCredential(%q): expected a refusal", in)
+				}
+				continue
+			}
+			if strings.Contains(err.Error(), pw) {
+				t.Errorf("ParseCredential(%q): the error carries the password: %v", in, err)
+			}
+		}
+		c := Credential{URL: u, Fingerprint: fp, Node: "node-a", Module: "sensor"}
+		if err := c.ValidateFields(); err != nil && strings.Contains(err.Error(), pw) {
+			t.Errorf("ValidateFields(%q): the error carries the password: %v", u, err)
+		}
+		if r := RedactURL(u); strings.Contains(r, pw) {
+			t.Errorf("RedactURL(%q) = %q: carries the password", u, r)
+		}
+	}
+	_, err := ParseCredential([]byte(credDoc("tls://mod.node-a.sensor:"+pw+"@nats:bad", mod)))
+	if want := `field url: tls://mod.node-a.sensor:xxxxx@nats:bad: invalid port ":bad" after host`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("expected the refusal to show the redacted URL and the reason, %q; got %v", want, err)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"tls://u:pw@h:1":        "tls://u:xxxxx@h:1",
+		"tls://u@h:1":           "tls://u@h:1",
+		"tls://h:1":             "tls://h:1",
+		"amqps://u:p@w@h:1/v?x": "amqps://u:xxxxx@h:1/v?x",
+		"tls://h:1/a@b":         "tls://h:1/a@b",
+		"u:pw@h:1":              "(a URL without scheme://, not shown)",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -136,3 +136,15 @@ func TestBadUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
+			t.Errorf("%q: expected exit 0, got %d", args, code)
+		}
+		if !strings.Contains(stdout.String()+stderr.String(), "mesh-probe [flags] http URL") {
+			t.Errorf("%q: expected the usage, got %q", args, stdout.String()+stderr.String())
+		}
+	}
+}

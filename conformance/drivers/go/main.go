@@ -22,7 +22,8 @@ import (
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// Exit statuses of the protocol.
+// Exit statuses of the protocol. Help (help, -h, --help, alone or after a
+// command) prints the usage on stdout and exits exitRan.
 const (
 	exitRan   = 0
 	exitUsage = 2
@@ -55,6 +56,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmd, flags := args[0], args[1:]
+	if isHelp(cmd) || cmd == "help" {
+		fmt.Fprint(stdout, usage)
+		return exitRan
+	}
 	commands := map[string]func(context.Context, []string, *printer, *slog.Logger) error{
 		"connect": connect,
 		"emit":    emit,
@@ -69,6 +74,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	err := do(ctx, flags, out, log)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return exitRan
+	}
 	var u usageError
 	if errors.As(err, &u) {
 		fmt.Fprintf(stderr, "driver %s: %v\n\n%s", cmd, err, usage)
@@ -80,6 +89,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // usageError is a command misused.
 type usageError struct{ error }
+
+// misuse is a command's refusal of its flags: flag.ErrHelp when it was
+// asked for help (-h, --help), else a usageError saying what it requires.
+func misuse(err error, required string) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return flag.ErrHelp
+	}
+	return usageError{errors.New(required)}
+}
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 // printer writes the protocol's JSON lines.
 type printer struct{ w io.Writer }
@@ -133,6 +153,9 @@ func connectModule(ctx context.Context, log *slog.Logger) (*sdk.Module, error) {
 
 func connect(ctx context.Context, args []string, out *printer, log *slog.Logger) error {
 	if len(args) > 0 {
+		if isHelp(args[0]) {
+			return flag.ErrHelp
+		}
 		return usageError{fmt.Errorf("connect takes no flags")}
 	}
 	m, err := connectModule(ctx, log)
@@ -162,7 +185,7 @@ func emit(ctx context.Context, args []string, out *printer, log *slog.Logger) er
 	fs.SetOutput(io.Discard)
 	file := fs.String("fixture", "", "the event fixture")
 	if err := fs.Parse(args); err != nil || *file == "" {
-		return usageError{fmt.Errorf("--fixture FILE is required")}
+		return misuse(err, "--fixture FILE is required")
 	}
 	data, err := os.ReadFile(*file)
 	if err != nil {
@@ -211,7 +234,7 @@ func consume(ctx context.Context, args []string, out *printer, log *slog.Logger)
 	timeout := fs.Duration("timeout", 10*time.Second, "stop after this long")
 	fail := fs.Bool("fail", false, "every handler fails")
 	if err := fs.Parse(args); err != nil || len(pats) == 0 {
-		return usageError{fmt.Errorf("at least one --pattern is required")}
+		return misuse(err, "at least one --pattern is required")
 	}
 	// The SDK logs an envelope it refuses; the protocol reports it.
 	log = slog.New(&refusals{Handler: log.Handler(), out: out})
@@ -287,7 +310,7 @@ func serve(ctx context.Context, args []string, out *printer, log *slog.Logger) e
 	fail := fs.String("fail", "", "fail every call with this message")
 	panicky := fs.Bool("panic", false, "panic in every call")
 	if err := fs.Parse(args); err != nil || *tool == "" {
-		return usageError{fmt.Errorf("--tool T is required")}
+		return misuse(err, "--tool T is required")
 	}
 	m, err := connectModule(ctx, log)
 	if err != nil {
@@ -323,7 +346,7 @@ func call(ctx context.Context, args []string, out *printer, log *slog.Logger) er
 	callArgs := fs.String("args", "{}", "the call's arguments (JSON)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	if err := fs.Parse(args); err != nil || *module == "" || *tool == "" {
-		return usageError{fmt.Errorf("--module M and --tool T are required")}
+		return misuse(err, "--module M and --tool T are required")
 	}
 	m, err := connectModule(ctx, log)
 	if err != nil {
@@ -345,7 +368,7 @@ func grant(_ context.Context, args []string, out *printer, _ *slog.Logger) error
 	fs.SetOutput(io.Discard)
 	file := fs.String("file", "", "the contributions file")
 	if err := fs.Parse(args); err != nil || *file == "" {
-		return usageError{fmt.Errorf("--file FILE is required")}
+		return misuse(err, "--file FILE is required")
 	}
 	grants, err := provision.ReadGrants(*file)
 	if err != nil {
