@@ -2,6 +2,8 @@ package wire
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,5 +120,155 @@ func TestToolErrorEncoding(t *testing.T) {
 	}
 	if msg, failed := ToolFailure(map[string][]string{HeaderToolError: {}}); !failed || msg != ToolFailedMessage {
 		t.Fatalf("expected a bare x-error to be a failure, got %q %v", msg, failed)
+	}
+}
+
+func TestValidateEventRefusesASpoofedSource(t *testing.T) {
+	h := validHeaders()
+	if err := ValidateEvent("sensor", h, []byte(`{"celsius":21.5}`)); err != nil {
+		t.Fatalf("expected the envelope of sensor on sensor's subject accepted, got %v", err)
+	}
+	// The reproduction of issue 7: a module on its own subject claiming
+	// to be catalog, from another node.
+	h[HeaderSource] = []string{"catalog"}
+	h[HeaderNode] = []string{"node-b"}
+	err := ValidateEvent("sensor", h, []byte(`{"celsius":21.5}`))
+	var he *HeaderError
+	if !errors.Is(err, ErrSourceMismatch) || !errors.As(err, &he) || he.Header != HeaderSource {
+		t.Fatalf("expected ErrSourceMismatch naming x-source, got %v", err)
+	}
+	if !strings.Contains(err.Error(), `"catalog"`) || !strings.Contains(err.Error(), "sensor") {
+		t.Fatalf("expected the refusal to name both modules, got %v", err)
+	}
+}
+
+func TestValidateEventRefusesABodyThatIsNotJSON(t *testing.T) {
+	for _, body := range []string{"", "not json", `{"celsius":`, "\xff"} {
+		if err := ValidateEvent("sensor", validHeaders(), []byte(body)); !errors.Is(err, ErrBadBody) {
+			t.Errorf("body %q: expected ErrBadBody, got %v", body, err)
+		}
+	}
+	for _, body := range []string{`{}`, `21.5`, `"text"`, `null`, ` [1, 2] `} {
+		if err := ValidateEvent("sensor", validHeaders(), []byte(body)); err != nil {
+			t.Errorf("body %q: expected JSON accepted, got %v", body, err)
+		}
+	}
+}
+
+// What a server writes to a reply subject someone aimed at EVENTS is
+// never an event: a PubAck, an API answer, a pull's status.
+func TestValidateEventRefusesWhatIsNoEnvelope(t *testing.T) {
+	withStatus := validHeaders()
+	withStatus[HeaderNATSStatus] = []string{"404"}
+	cases := map[string]map[string][]string{
+		"a PubAck, no headers":          nil,
+		"an empty header block":         {},
+		"an idle heartbeat":             {HeaderNATSStatus: {"100"}, "Description": {"Idle Heartbeat"}},
+		"a request timeout":             {HeaderNATSStatus: {"408"}, "Description": {"Request Timeout"}},
+		"a stranger's headers only":     {"x-trace": {"abc"}},
+		"a status line beside envelope": withStatus,
+	}
+	for what, h := range cases {
+		err := ValidateEvent("sensor", h, []byte(`{"stream":"EVENTS","seq":1}`))
+		if !errors.Is(err, ErrNotEnvelope) {
+			t.Errorf("%s: expected ErrNotEnvelope, got %v", what, err)
+		}
+	}
+}
+
+func TestValidateHeadersRefusesOversizedValues(t *testing.T) {
+	cases := map[string]int{
+		HeaderEventID:     MaxIDBytes,
+		HeaderCausationID: MaxIDBytes,
+		HeaderSchema:      MaxSchemaBytes,
+		HeaderSource:      32,
+		HeaderNode:        32,
+	}
+	for name, limit := range cases {
+		h := validHeaders()
+		h[name] = []string{"a" + strings.Repeat("b", limit-1)}
+		if err := ValidateHeaders(h); err != nil {
+			t.Errorf("%s of %d bytes: expected it accepted, got %v", name, limit, err)
+		}
+		h[name] = []string{"a" + strings.Repeat("b", limit)}
+		err := ValidateHeaders(h)
+		var he *HeaderError
+		if !errors.Is(err, ErrBadHeader) || !errors.As(err, &he) || he.Header != name {
+			t.Errorf("%s of %d bytes: expected ErrBadHeader naming it, got %v", name, limit+1, err)
+		}
+	}
+	// An unknown header is ignored, but not unbounded.
+	h := validHeaders()
+	h["x-trace"] = []string{strings.Repeat("t", MaxHeaderValueBytes)}
+	if err := ValidateHeaders(h); err != nil {
+		t.Errorf("expected an unknown header at the value limit accepted, got %v", err)
+	}
+	h["x-trace"] = []string{strings.Repeat("t", MaxHeaderValueBytes+1)}
+	err := ValidateHeaders(h)
+	var he *HeaderError
+	if !errors.Is(err, ErrBadHeader) || !errors.As(err, &he) || he.Header != "x-trace" {
+		t.Errorf("expected an oversized unknown header refused naming it, got %v", err)
+	}
+	if len(err.Error()) > 200 {
+		t.Errorf("expected the refusal not to echo the value, got %d bytes", len(err.Error()))
+	}
+	// Many values each within the limit, together over it.
+	h = validHeaders()
+	for i := range 5 {
+		h[fmt.Sprintf("x-pad-%d", i)] = []string{strings.Repeat("p", MaxHeaderValueBytes)}
+	}
+	if err := ValidateHeaders(h); !errors.Is(err, ErrHeadersTooLarge) {
+		t.Errorf("expected ErrHeadersTooLarge, got %v", err)
+	}
+}
+
+func TestValidateHeadersRefusesAmbiguousHeaders(t *testing.T) {
+	// Two values: one reader takes the first, another the last.
+	h := validHeaders()
+	h[HeaderSource] = []string{"sensor", "catalog"}
+	var he *HeaderError
+	if err := ValidateHeaders(h); !errors.Is(err, ErrBadHeader) || !errors.As(err, &he) || he.Header != HeaderSource {
+		t.Errorf("expected a repeated x-source refused naming it, got %v", err)
+	}
+	// The same name in another case beside it: a reader that folds case
+	// could take either.
+	h = validHeaders()
+	h["X-Source"] = []string{"catalog"}
+	if err := ValidateHeaders(h); !errors.Is(err, ErrBadHeader) || !errors.As(err, &he) || he.Header != "X-Source" {
+		t.Errorf("expected X-Source beside x-source refused naming it, got %v", err)
+	}
+	// An id only visible ASCII: a control character or a space would
+	// make two ids that print alike.
+	for _, id := range []string{"a b", "a\x00b", "a\tb", "ä"} {
+		h = validHeaders()
+		h[HeaderEventID] = []string{id}
+		if err := ValidateHeaders(h); !errors.Is(err, ErrBadHeader) {
+			t.Errorf("x-event-id %q: expected ErrBadHeader, got %v", id, err)
+		}
+	}
+	// An optional header left empty reads as absent.
+	h = validHeaders()
+	h[HeaderSchema] = []string{""}
+	if err := ValidateHeaders(h); err != nil {
+		t.Errorf("expected an empty x-schema read as absent, got %v", err)
+	}
+}
+
+func TestSeatAndMalformedSubjectsAreNoModuleEvents(t *testing.T) {
+	for _, subject := range []string{
+		SeatEventSubject("mesh-catalog", "saved"),
+		"mesh.mod.Sensor.event.reading",
+		"mesh.mod.sensor.event.reading..x",
+		"mesh.mod.sensor.event.Reading",
+	} {
+		if _, _, err := EventKeyFromSubject(subject); !errors.Is(err, ErrNotEventSubject) {
+			t.Errorf("EventKeyFromSubject(%q): expected ErrNotEventSubject, got %v", subject, err)
+		}
+		if _, _, ok := EventOf(subject); ok {
+			t.Errorf("EventOf(%q): expected false", subject)
+		}
+	}
+	if _, _, err := EventKeyFromSubject(SeatEventSubject("mesh-catalog", "saved")); !strings.Contains(fmt.Sprint(err), "seat") {
+		t.Errorf("expected a seat's subject refused for being a seat's, got %v", err)
 	}
 }

@@ -1,7 +1,5 @@
 package wire
 
-import "strings"
-
 // The mesh's subject tree (design 25 §2 with design 19's module subjects,
 // see ARCHITECTURE.md "Wire decisions").
 const (
@@ -53,17 +51,10 @@ func NodeAsk(node string) string { return "mesh.ask." + node + ".>" }
 func EventSubject(module, key string) string { return "mesh.mod." + module + ".event." + key }
 
 // EventOf splits a module's event subject into the module and the key. It
-// reports false for any other subject.
+// reports false for any other subject (EventKeyFromSubject says why).
 func EventOf(subject string) (module, key string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, "mesh.mod.")
-	if !ok {
-		return "", "", false
-	}
-	module, key, ok = strings.Cut(rest, ".event.")
-	if !ok || module == "" || key == "" || strings.Contains(module, ".") {
-		return "", "", false
-	}
-	return module, key, true
+	module, key, err := EventKeyFromSubject(subject)
+	return module, key, err == nil
 }
 
 // SeatEventSubject is the subject a seat holder's event is emitted on.
