@@ -1,11 +1,16 @@
 // Command mesh-nats is the entrypoint of the mesh-nats image (design 25 §5).
 //
-// It runs nats-server as its child with `-c <config>`, polls that one
-// configuration file and sends the child SIGHUP when the file's content
-// changes, so that a recomposed configuration (users added or revoked,
-// permissions changed) goes live without recreating the container. It
-// forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 to the child and
-// exits with the child's exit status (128+signal if the child was killed).
+// It polls one configuration file and runs nats-server as its child on a
+// checked copy of it, which it replaces and answers with SIGHUP when the
+// file's content changes, so that a recomposed configuration (users added
+// or revoked, permissions changed) goes live without recreating the
+// container. A content is applied only when it is whole and keeps the bus
+// closed (internal/confcheck) and nats-server itself accepts it and can
+// reload to it (`-t --test_reload`); otherwise the server keeps the last
+// good one and a log line says why. A bad file at start means no server:
+// mesh-nats exits 1. It forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1 and
+// SIGUSR2 to the child and exits with the child's exit status (128+signal
+// if the child was killed).
 package main
 
 import (
@@ -22,6 +27,7 @@ import (
 type options struct {
 	config    string
 	server    string
+	runDir    string
 	poll      time.Duration
 	childArgs []string // extra arguments for nats-server, after -c <config>
 }
@@ -48,16 +54,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("mesh-nats", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.config, "config", "/etc/nats/nats.conf",
-		"nats-server configuration `file`, passed to the server as -c and polled for changes")
+		"nats-server configuration `file` to watch; the server runs on a checked copy of it")
 	fs.StringVar(&o.server, "server", "/nats-server", "nats-server `binary` to run as the child")
+	fs.StringVar(&o.runDir, "run-dir", "/run/mesh-nats",
+		"`directory` for the checked copy the server loads (its -c) and the candidate being checked")
 	fs.DurationVar(&o.poll, "poll", time.Second,
 		"how often to poll the configuration file; a content change sends the server SIGHUP")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: mesh-nats [flags] [-- extra nats-server args]
 
-Runs nats-server as a child with -c <config>, reloads it with SIGHUP when the
-configuration file's content changes, forwards SIGTERM/SIGINT/SIGHUP/SIGUSR1/
-SIGUSR2 to it, and exits with its exit status.
+Runs nats-server as a child on a checked copy of the configuration file and
+reloads it with SIGHUP when the file's content changes, but only to a
+configuration that is whole (one JSON document), has users with passwords in
+every account, and nats-server itself accepts; otherwise it keeps the last
+good one and logs why. Exits 1 if the file is not good at start. Forwards
+SIGTERM/SIGINT/SIGHUP/SIGUSR1/SIGUSR2 to the server and exits with its status.
 
 Flags:
 `)

@@ -19,40 +19,49 @@ func supervise(o options, stdout, stderr io.Writer, log *slog.Logger) int {
 	// Subscribe before starting the child so a stop request arriving during
 	// start-up is queued and forwarded rather than killing us alone.
 	// TERM and INT stop the child; HUP lets an operator force a reload
-	// (`docker kill -s HUP`); USR1 reopens nats-server's log files and USR2
-	// puts it in lame-duck mode.
+	// (`docker kill -s HUP`) and a re-check of the watched file; USR1
+	// reopens nats-server's log files and USR2 puts it in lame-duck mode.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
-	cmd := exec.Command(o.server, append([]string{"-c", o.config}, o.childArgs...)...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-
+	var cmd *exec.Cmd
+	a := newApplier(o, func() error {
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			log.Error("reload failed", "pid", cmd.Process.Pid, "err", err)
+			return err
+		}
+		return nil
+	}, log)
 	w, err := watch.New(watch.Options{
 		Path:     o.config,
 		Interval: o.poll,
 		Logger:   log,
-		Notify: func(oldHash, newHash string) error {
-			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-				log.Error("reload failed", "pid", cmd.Process.Pid, "err", err)
-				return err
-			}
-			log.Info("reload sent", "signal", "SIGHUP", "pid", cmd.Process.Pid,
-				"old", short(oldHash), "new", short(newHash))
-			return nil
-		},
+		Notify:   a.change,
 	})
 	if err != nil {
 		log.Error("start watcher", "err", err)
 		return 1
 	}
-	// Take the baseline before the server reads the file, so a change made
-	// while it starts is seen as a change. An unreadable file is the
-	// server's to report; the watcher adopts it once it appears.
-	if err := w.Prime(); err != nil {
-		log.Warn("configuration unreadable at start", "path", o.config, "err", err)
+	// Take the baseline before the server reads anything, so a change
+	// made while it starts is seen as a change; and check exactly the
+	// bytes taken. A server started on a torn or open configuration would
+	// serve an open bus, so there is no server until the file is good.
+	content, err := w.Prime()
+	if err == nil {
+		err = a.start(context.Background(), content)
+	}
+	if err != nil {
+		msg := "configuration refused at start; not starting the server"
+		if !refusal(err) {
+			msg = "configuration not checked at start; not starting the server"
+		}
+		log.Error(msg, "path", o.config, "reason", err.Error())
+		return 1
 	}
 
+	cmd = exec.Command(o.server, append([]string{"-c", a.applied()}, o.childArgs...)...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		log.Error("start child", "server", o.server, "err", err)
 		return 1
@@ -88,6 +97,11 @@ func supervise(o options, stdout, stderr io.Writer, log *slog.Logger) int {
 				continue
 			}
 			log.Info("forwarded signal", "signal", sig.String(), "pid", cmd.Process.Pid)
+			if sig == syscall.SIGHUP {
+				// The server reloads what it was last given; look at the
+				// watched file now too, a refused content included.
+				w.Kick()
+			}
 		case err := <-exited:
 			code := exitStatus(cmd.ProcessState, err)
 			log.Info("child exited", "pid", cmd.Process.Pid, "status", code, "state", cmd.ProcessState.String())

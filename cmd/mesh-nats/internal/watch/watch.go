@@ -1,7 +1,8 @@
 // Package watch polls one file and reports when its content changes.
 //
 // The nats image's entrypoint uses it to answer a rewritten configuration
-// file with SIGHUP (design 25 §5). It compares content, not modification
+// file with SIGHUP (design 25 §5), once it has checked the new content. It
+// compares content, not modification
 // times: the controller rewrites the file atomically (temp file + rename)
 // and may rewrite it unchanged, and neither a new inode nor a new mtime is a
 // reason to reload. Polling rather than inotify, because the file lives in a
@@ -20,9 +21,26 @@ import (
 	"time"
 )
 
-// ErrUnreadable is wrapped by Poll and Prime when the file cannot be read,
-// which is expected for a moment while it is being replaced.
-var ErrUnreadable = errors.New("file unreadable")
+// Sentinel errors callers branch on.
+var (
+	// ErrUnreadable is wrapped by Poll and Prime when the file cannot be
+	// read, which is expected for a moment while it is being replaced.
+	ErrUnreadable = errors.New("file unreadable")
+	// ErrRefused is what Notify wraps to refuse a content for good: the
+	// watcher keeps its baseline and does not offer that content again
+	// until the file changes or Kick asks for it.
+	ErrRefused = errors.New("content refused")
+)
+
+// Change is one observed change of the file's content.
+type Change struct {
+	// Old is the hex sha256 of the content last accepted, New that of
+	// Content.
+	Old, New string
+	// Content is the new content, exactly as read: what a check passes
+	// is what gets applied, with no second read in between.
+	Content []byte
+}
 
 // Options configures a Watcher.
 type Options struct {
@@ -30,21 +48,24 @@ type Options struct {
 	Path string
 	// Interval is how often Run polls; it must be positive.
 	Interval time.Duration
-	// Notify is called once per observed content change with the hex
-	// sha256 of the previous and the new content. If it fails, the change
-	// is not recorded and the next poll tries again.
-	Notify func(oldHash, newHash string) error
+	// Notify is called once per observed content change. If it returns
+	// an error wrapping ErrRefused, the content is not accepted and not
+	// offered again until the file changes (or Kick); any other error
+	// means the change is not recorded and the next poll tries again.
+	Notify func(Change) error
 	// Logger receives warnings about an unreadable file; nil discards them.
 	Logger *slog.Logger
 }
 
 // Watcher remembers the hash of the content it last acted on and compares
 // each poll against it. It is not safe for concurrent use: one goroutine
-// calls Prime, Poll or Run.
+// calls Prime, Poll or Run; Kick may be called from any.
 type Watcher struct {
-	opts Options
-	log  *slog.Logger
-	last string // hex sha256 of the content last acted on; "" until first read
+	opts    Options
+	log     *slog.Logger
+	last    string // hex sha256 of the content last acted on; "" until first read
+	refused string // hex sha256 of the content Notify last refused; "" if none
+	kick    chan struct{}
 }
 
 // New checks the options and returns a Watcher that has not read the file
@@ -64,29 +85,32 @@ func New(o Options) (*Watcher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Watcher{opts: o, log: log}, nil
+	return &Watcher{opts: o, log: log, kick: make(chan struct{}, 1)}, nil
 }
 
 // Hash is the hex sha256 of the content last acted on, "" if the file has
 // never been read.
 func (w *Watcher) Hash() string { return w.last }
 
-// Prime records the current content as the baseline without notifying.
-func (w *Watcher) Prime() error {
-	h, err := w.read()
+// Prime records the current content as the baseline without notifying,
+// and returns it: the caller checks and applies exactly these bytes.
+func (w *Watcher) Prime() ([]byte, error) {
+	b, h, err := w.read()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w.last = h
-	return nil
+	return b, nil
 }
 
 // Poll reads the file once and calls Notify if its content differs from
 // the baseline. An unreadable file (missing mid-rename) is not a change: Poll
 // returns an error wrapping ErrUnreadable and keeps the baseline. If the file
-// was never read before, the first successful read becomes the baseline.
+// was never read before, the first successful read becomes the baseline. A
+// content Notify refused is not offered again: Poll reports no change until
+// the content differs from it.
 func (w *Watcher) Poll() (changed bool, err error) {
-	h, err := w.read()
+	b, h, err := w.read()
 	if err != nil {
 		return false, err
 	}
@@ -95,13 +119,33 @@ func (w *Watcher) Poll() (changed bool, err error) {
 		return false, nil
 	}
 	if h == w.last {
+		if w.refused != "" {
+			w.refused = ""
+			w.log.Info("file is back to the content last accepted", "path", w.opts.Path, "hash", short(h))
+		}
 		return false, nil
 	}
-	if err := w.opts.Notify(w.last, h); err != nil {
+	if h == w.refused {
+		return false, nil
+	}
+	if err := w.opts.Notify(Change{Old: w.last, New: h, Content: b}); err != nil {
+		if errors.Is(err, ErrRefused) {
+			w.refused = h
+		}
 		return false, fmt.Errorf("notify change of %s: %w", w.opts.Path, err)
 	}
-	w.last = h
+	w.last, w.refused = h, ""
 	return true, nil
+}
+
+// Kick makes Run poll at once, offering a content refused before to Notify
+// again: an operator's way to retry a file whose refusal depended on
+// something else (a TLS file it names, say) without changing the file.
+func (w *Watcher) Kick() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Run polls every Interval until ctx is done, then returns nil. Errors of a
@@ -116,9 +160,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-w.kick:
+			w.refused = ""
 		}
 		_, err := w.Poll()
 		switch {
+		case errors.Is(err, ErrRefused):
+			// Notify has said why; the content is not offered again.
 		case err != nil && !failing:
 			failing = true
 			w.log.Warn("poll failed, retrying every interval", "path", w.opts.Path, "err", err)
@@ -129,11 +177,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-func (w *Watcher) read() (string, error) {
+func (w *Watcher) read() ([]byte, string, error) {
 	b, err := os.ReadFile(w.opts.Path)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrUnreadable, err)
+		return nil, "", fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return b, hex.EncodeToString(sum[:]), nil
+}
+
+// short abbreviates a hex hash for log lines.
+func short(h string) string {
+	if len(h) > 16 {
+		return h[:16]
+	}
+	return h
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,16 +16,24 @@ import (
 
 // recorder counts Notify calls and remembers their hashes.
 type recorder struct {
-	calls [][2]string
-	fail  int // fail this many calls before succeeding
+	calls   [][2]string
+	content []string // the content of each accepted call
+	offered int      // every call, refused or not
+	fail    int      // fail this many calls before succeeding
+	refuse  string   // refuse this content
 }
 
-func (r *recorder) notify(oldHash, newHash string) error {
+func (r *recorder) notify(c Change) error {
+	r.offered++
+	if string(c.Content) == r.refuse {
+		return fmt.Errorf("not whole: %w", ErrRefused)
+	}
 	if r.fail > 0 {
 		r.fail--
 		return errors.New("child gone")
 	}
-	r.calls = append(r.calls, [2]string{oldHash, newHash})
+	r.calls = append(r.calls, [2]string{c.Old, c.New})
+	r.content = append(r.content, string(c.Content))
 	return nil
 }
 
@@ -60,8 +69,12 @@ func newPrimed(t *testing.T, content string) (*Watcher, *recorder, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Prime(); err != nil {
+	got, err := w.Prime()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if string(got) != content {
+		t.Fatalf("expected Prime to return the content it took as the baseline, got %q", got)
 	}
 	return w, rec, path
 }
@@ -88,6 +101,9 @@ func TestContentChangeNotifiesOnce(t *testing.T) {
 	}
 	if got := rec.calls[0]; got != [2]string{hashOf(`{"a":1}`), hashOf(`{"a":2}`)} {
 		t.Fatalf("expected old/new hashes of the two contents, got %v", got)
+	}
+	if rec.content[0] != `{"a":2}` {
+		t.Fatalf("expected the new content with the change, got %q", rec.content[0])
 	}
 	if w.Hash() != hashOf(`{"a":2}`) {
 		t.Fatalf("expected baseline to move to the new content, got %s", w.Hash())
@@ -156,7 +172,7 @@ func TestFirstReadBecomesBaseline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Prime(); !errors.Is(err, ErrUnreadable) {
+	if _, err := w.Prime(); !errors.Is(err, ErrUnreadable) {
 		t.Fatalf("expected ErrUnreadable priming a missing file, got %v", err)
 	}
 	write(t, path, `{"a":1}`)
@@ -165,8 +181,51 @@ func TestFirstReadBecomesBaseline(t *testing.T) {
 	mustPoll(t, w, true)
 }
 
+// TestRefusedContentIsNotOfferedAgain: a refusal keeps the baseline, the
+// same content is not offered again however often it is polled, and the
+// next different content is.
+func TestRefusedContentIsNotOfferedAgain(t *testing.T) {
+	w, rec, path := newPrimed(t, `{"a":1}`)
+	rec.refuse = `{"a":`
+	write(t, path, `{"a":`)
+	if changed, err := w.Poll(); !errors.Is(err, ErrRefused) || changed {
+		t.Fatalf("expected (false, ErrRefused) for a refused content, got (%v, %v)", changed, err)
+	}
+	mustPoll(t, w, false)
+	mustPoll(t, w, false)
+	if rec.offered != 1 || w.Hash() != hashOf(`{"a":1}`) {
+		t.Fatalf("expected the refused content offered once and the baseline kept, got %d offers, baseline %s", rec.offered, w.Hash())
+	}
+	write(t, path, `{"a":3}`)
+	mustPoll(t, w, true)
+	if len(rec.content) != 1 || rec.content[0] != `{"a":3}` || rec.calls[0][0] != hashOf(`{"a":1}`) {
+		t.Fatalf("expected the next content accepted as a change from the last accepted one, got %v %q", rec.calls, rec.content)
+	}
+}
+
+// TestBackToAcceptedAfterRefusal: a file that returns to the content last
+// accepted is no change, and a later refusal of the same content is said
+// again.
+func TestBackToAcceptedAfterRefusal(t *testing.T) {
+	w, rec, path := newPrimed(t, `{"a":1}`)
+	rec.refuse = `{"a":`
+	write(t, path, `{"a":`)
+	if _, err := w.Poll(); !errors.Is(err, ErrRefused) {
+		t.Fatalf("expected ErrRefused, got %v", err)
+	}
+	write(t, path, `{"a":1}`)
+	mustPoll(t, w, false)
+	write(t, path, `{"a":`)
+	if _, err := w.Poll(); !errors.Is(err, ErrRefused) {
+		t.Fatalf("expected the same torn content refused again after the file was whole in between, got %v", err)
+	}
+	if rec.offered != 2 || len(rec.calls) != 0 {
+		t.Fatalf("expected 2 offers and none accepted, got %d offers, %d accepted", rec.offered, len(rec.calls))
+	}
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
-	ok := func(string, string) error { return nil }
+	ok := func(Change) error { return nil }
 	for name, o := range map[string]Options{
 		"empty path":    {Interval: time.Second, Notify: ok},
 		"zero interval": {Path: "x", Notify: ok},
@@ -211,6 +270,24 @@ func TestRunPollsEveryInterval(t *testing.T) {
 		tick()
 		if len(rec.calls) != 2 {
 			t.Fatalf("after a second change: expected 2 notifies, got %d", len(rec.calls))
+		}
+
+		// A refused content is offered once, then again only when kicked;
+		// the kick polls at once, without waiting for the interval.
+		rec.refuse = `{"a":4}`
+		write(t, path, `{"a":4}`)
+		tick()
+		tick()
+		if rec.offered != 3 {
+			t.Fatalf("after a refused content and two intervals: expected 3 offers, got %d", rec.offered)
+		}
+		rec.refuse = ""
+		time.Sleep(time.Second / 2) // half-way to the next tick
+		synctest.Wait()
+		w.Kick()
+		synctest.Wait()
+		if rec.offered != 4 || len(rec.calls) != 3 {
+			t.Fatalf("after a kick: expected the content offered again at once and accepted, got %d offers, %d accepted", rec.offered, len(rec.calls))
 		}
 		cancel()
 		synctest.Wait()
