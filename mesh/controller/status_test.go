@@ -145,9 +145,9 @@ func TestStatusRefusesWhatItCannotReadAndPassesIt(t *testing.T) {
 		{"not an event subject", word{"mesh.node.a.declare", good.header, good.body}, "mesh.node.a.declare"},
 		{"a class nobody spelled", failingWord("pg", "billing", "node-a", "exploded", said0), `class "exploded" is not one of unreachable, refused, secret, invalid, timeout, unknown`},
 		{"a node that is no name", withHeader(good, wire.HeaderNode, "Node B"), wire.HeaderNode},
-		{"an event id without end", withHeader(good, wire.HeaderEventID, strings.Repeat("e", 129)), "x-event-id is 129 bytes, more than 128"},
+		{"an event id without end", withHeader(good, wire.HeaderEventID, strings.Repeat("e", 129)), "x-event-id: 129 bytes, over the limit of 128"},
 		{"a consumer that is no name", word{good.subject, good.header, []byte(`{"consumer":"` + strings.Repeat("b", 33) + `","node":"node-a","class":"refused","since":"2026-11-01T10:00:00Z"}`)}, "consumer"},
-		{"no envelope at all (a PubAck)", word{good.subject, nil, []byte(`{"stream":"EVENTS","seq":1}`)}, wire.HeaderEventID},
+		{"no envelope at all (a PubAck)", word{good.subject, nil, []byte(`{"stream":"EVENTS","seq":1}`)}, "not an event's envelope"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
