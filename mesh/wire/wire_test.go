@@ -132,12 +132,12 @@ func TestParseCredentialRefusesWhatItCannotTrust(t *testing.T) {
 		credDoc("tls://mod.node-a.sensor:pw@nats:65536", mod): "port 65536 out of range",
 		credDoc("mod.node-a.sensor:pw@nats:4222", mod):        "no scheme:// found",
 		// The user is the identity's, and nobody else's.
-		credDoc("tls://mod.node-a.logger:pw@nats:4222", mod):                             `field url: user "mod.node-a.logger" is not module "sensor" on node "node-a" (want "mod.node-a.sensor")`,
-		credDoc("tls://mod.node-b.sensor:pw@nats:4222", mod):                             `want "mod.node-a.sensor"`,
+		credDoc("tls://mod.node-a.logger:pw@nats:4222", mod): `field url: user "mod.node-a.logger" is not module "sensor" on node "node-a" (want "mod.node-a.sensor")`,
+		credDoc("tls://mod.node-b.sensor:pw@nats:4222", mod): `want "mod.node-a.sensor"`,
 		credDoc("tls://host.node-b:pw@nats:4222", `,"principal":"host","node":"node-a","declaration_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="`): `is not the host of node "node-a" (want "host.node-a")`,
-		credDoc("tls://person.bob:pw@nats:4222", `,"principal":"person","name":"alice"`): `want "person.alice"`,
-		credDoc("tls://enrol.t2:pw@nats:4222", `,"principal":"enrol","name":"t1"`):       `want "enrol.t1"`,
-		credDoc("tls://mod.a.b:pw@nats:4222", `,"principal":"controller"`):               `is not the controller (want a user beginning with "controller")`,
+		credDoc("tls://person.bob:pw@nats:4222", `,"principal":"person","name":"alice"`):                                                                  `want "person.alice"`,
+		credDoc("tls://enrol.t2:pw@nats:4222", `,"principal":"enrol","name":"t1"`):                                                                        `want "enrol.t1"`,
+		credDoc("tls://mod.a.b:pw@nats:4222", `,"principal":"controller"`):                                                                                `is not the controller (want a user beginning with "controller")`,
 	}
 	for in, want := range refusals {
 		_, err := ParseCredential([]byte(in))
@@ -147,10 +147,10 @@ func TestParseCredentialRefusesWhatItCannotTrust(t *testing.T) {
 	}
 
 	accepted := map[string]string{
-		credDoc("tls://host.node-a:pw@nats:4222", `,"principal":"host","node":"node-a","declaration_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="`):   "host.node-a",
-		credDoc("tls://person.alice:pw@nats:4222", `,"principal":"person","name":"alice"`): "person.alice",
-		credDoc("tls://enrol.t1:pw@nats:4222", `,"principal":"enrol","name":"t1"`):         "enrol.t1",
-		credDoc("tls://controller:pw@nats:4222", `,"principal":"controller"`):              "controller",
+		credDoc("tls://host.node-a:pw@nats:4222", `,"principal":"host","node":"node-a","declaration_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="`): "host.node-a",
+		credDoc("tls://person.alice:pw@nats:4222", `,"principal":"person","name":"alice"`):                                                                "person.alice",
+		credDoc("tls://enrol.t1:pw@nats:4222", `,"principal":"enrol","name":"t1"`):                                                                        "enrol.t1",
+		credDoc("tls://controller:pw@nats:4222", `,"principal":"controller"`):                                                                             "controller",
 		// The controller may have a user per account it works in.
 		credDoc("tls://controller.mesh:pw@nats:4222", `,"principal":"controller"`): "controller.mesh",
 		credDoc("tls://mod.node-a.sensor:pw@[::1]:4222", mod):                      "mod.node-a.sensor",
