@@ -47,7 +47,8 @@ func TestRaiseGenesis(t *testing.T) {
 		dumpLogs(t, dir)
 		t.Fatal(err)
 	}
-	cred, err := c.Credential(wire.ControllerUser)
+	// EVENTS is in the mesh account, reached as the controller's user there.
+	cred, err := c.Credential(wire.ControllerMeshUser)
 	if err != nil {
 		t.Fatal(err)
 	}
