@@ -153,3 +153,23 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     When the host of "node-a" reports with its PubAck aimed at the declaration subject of "node-b"
     Then what landed there is refused as a declaration by the key in the credential of "node-b"
     And within 5 seconds NODES holds the controller's declaration for "node-b" again
+
+  @torn-config
+  Scenario: A torn configuration file is refused: the server keeps the last good one and the bus stays closed
+    Issue 7 §2. Cut right after the jetstream block, the file has no accounts and so no users:
+    nats-server's own parser accepts it, and loaded it would admit any client. The entrypoint
+    applies only a whole configuration with the mesh's users in it, and keeps the last good one.
+
+    Given I note the nats container's id, start time and server process
+    When the nats container's configuration file is overwritten in place with its composed content cut right after the "jetstream" block
+    Then the server keeps the configuration it had loaded, same load time and digest, for two watcher-poll intervals
+    And a client without a user is refused by the server
+    And every composed user still connects with its own credential
+    When the whole composed configuration is written back in place
+    Then the server keeps the configuration it had loaded, same load time and digest, for two watcher-poll intervals
+    And a client without a user is refused by the server
+    And every composed user still connects with its own credential
+    And the nats container is the same container, started at the same time, running the same server process
+    When the whole composed configuration is written in place with one harmless setting added
+    Then the server loads a new configuration within two watcher-poll intervals
+    And every composed user still connects with its own credential

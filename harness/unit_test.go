@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -75,5 +76,25 @@ func TestTail(t *testing.T) {
 	}
 	if got := tail("a\n", 5); got != "a" {
 		t.Fatalf("unexpected tail %q", got)
+	}
+}
+
+func TestCutAfter(t *testing.T) {
+	doc := []byte("{\n  \"listen\": \"0.0.0.0:4222\",\n  \"jetstream\": {\"store_dir\": \"/data\"},\n  \"accounts\": {\"A\": {}}\n}\n")
+	got, err := CutAfter(doc, "jetstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\n  \"listen\": \"0.0.0.0:4222\",\n  \"jetstream\": {\"store_dir\": \"/data\"},\n  "; string(got) != want {
+		t.Fatalf("expected the document cut right after the jetstream block, %q, got %q", want, got)
+	}
+	if got, err := CutAfter(doc, "accounts"); err != nil || string(got) != string(doc[:len(doc)-3]) {
+		t.Fatalf("expected the last member cut before the closing brace, got %q, %v", got, err)
+	}
+	if _, err := CutAfter(doc, "cluster"); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("expected ErrNoMember for a missing member, got %v", err)
+	}
+	if _, err := CutAfter([]byte(`["jetstream"]`), "jetstream"); err == nil {
+		t.Fatal("expected an error for a document that is not an object, got none")
 	}
 }

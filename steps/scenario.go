@@ -38,12 +38,13 @@ type scenario struct {
 	emitted  *jetstream.PubAck
 	delivery jetstream.Msg
 
-	streams    map[string]observe.Stream
-	probe      harness.ProbeResult
-	before     natsIdentity
-	written    time.Time
-	firstLogin <-chan login
-	revoked    map[string]savedCredential
+	streams     map[string]observe.Stream
+	probe       harness.ProbeResult
+	before      natsIdentity
+	written     time.Time
+	wholeConfig []byte // the composed configuration before a step tore it
+	firstLogin  <-chan login
+	revoked     map[string]savedCredential
 
 	drivers   []*harness.Driver
 	lines     []harness.DriverLine // what the last finished driver command printed
@@ -179,6 +180,54 @@ func eventually(ctx context.Context, within time.Duration, check func(context.Co
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("after %s: %w", within, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// throughout runs check repeatedly until a run of it that started after
+// the window had passed succeeds, and returns the first error: what must
+// hold for a while rather than come about.
+func throughout(ctx context.Context, window time.Duration, check func(context.Context) error) error {
+	end := time.Now().Add(window)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		last := time.Now().After(end)
+		if err := check(ctx); err != nil {
+			return err
+		}
+		if last {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("before %s had passed: %w", window, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// within runs check repeatedly until it succeeds, and fails if it still
+// fails when run after the window has passed. Unlike eventually, a check
+// under way when the window ends is not cut short: a reading that takes
+// long (a probe container) still counts.
+func within(ctx context.Context, window time.Duration, check func(context.Context) error) error {
+	end := time.Now().Add(window)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		last := time.Now().After(end)
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		if last {
+			return fmt.Errorf("after %s: %w", window, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("before %s had passed: %w", window, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/harness/controller"
-	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -110,6 +109,7 @@ type natsIdentity struct {
 type varz struct {
 	Start          time.Time `json:"start"`
 	ConfigLoadTime time.Time `json:"config_load_time"`
+	ConfigDigest   string    `json:"config_digest"`
 }
 
 func (s *scenario) natsIdentity(ctx context.Context) (natsIdentity, error) {
@@ -131,7 +131,11 @@ func (s *scenario) natsIdentity(ctx context.Context) (natsIdentity, error) {
 	}
 	id := natsIdentity{id: c.ID(), startedAt: st.StartedAt}
 	for _, p := range procs {
-		if strings.Contains(p.Command, "nats-server") && !strings.Contains(p.Command, "mesh-nats") {
+		// The program nats-server, not mesh-nats (whose arguments name it),
+		// nor the short-lived `nats-server -t` that checks a new
+		// configuration.
+		args := strings.Fields(p.Command)
+		if len(args) > 0 && filepath.Base(args[0]) == "nats-server" && !slices.Contains(args, "-t") {
 			id.serverPID = p.PID
 		}
 	}
@@ -230,7 +234,7 @@ func (s *scenario) theControllerApplies(ctx context.Context, file, issued, revok
 	if exit != 0 {
 		return fmt.Errorf("mesh-controller apply exited %d:\n%s", exit, out)
 	}
-	fi, err := os.Stat(filepath.Join(r.cluster.StateDir(), "nats", compose.ConfigFile))
+	fi, err := os.Stat(r.cluster.NATSConfigFile())
 	if err != nil {
 		return err
 	}

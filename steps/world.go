@@ -80,6 +80,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindReplies(sc)
 	s.bindConformance(sc)
 	s.bindADR0039(sc)
+	s.bindTorn(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

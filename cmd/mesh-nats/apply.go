@@ -104,8 +104,8 @@ func (a *applier) change(c watch.Change) error {
 		if refusal(err) {
 			return refuse(err)
 		}
-		// The check itself failed to run: try again on the next poll.
-		a.log.Error("configuration check failed to run; retrying", "path", a.watched, "hash", short(c.New), "err", err)
+		// The check itself failed to run: the watcher says so, once, and
+		// tries again on the next poll.
 		return err
 	}
 	if err := os.Rename(cand, a.applied()); err != nil {

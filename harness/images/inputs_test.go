@@ -153,7 +153,7 @@ func TestRealSpecsInputs(t *testing.T) {
 		spec Spec
 		want []string
 	}{
-		{NATS(), []string{"go.mod", "go.sum", "cmd/mesh-nats/main.go", "cmd/mesh-nats/internal/watch/watch.go"}},
+		{NATS(), []string{"go.mod", "go.sum", "cmd/mesh-nats/main.go", "cmd/mesh-nats/internal/watch/watch.go", "cmd/mesh-nats/internal/confcheck/confcheck.go"}},
 		{Probe(), []string{"go.mod", "go.sum", "stand-ins/probe/main.go", "stand-ins/probe/probe.go"}},
 	} {
 		in, err := b.inputs(t.Context(), root, tc.spec)
