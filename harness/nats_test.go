@@ -45,7 +45,11 @@ func TestNATSContainer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conf := "listen: \"0.0.0.0:4222\"\nhttp: \"nats:8222\"\njetstream { store_dir: \"/data\" }\n"
+	// The entrypoint applies only a whole JSON configuration with users in
+	// every account (docs/nats-entrypoint.md): the smallest such file.
+	conf := `{"listen": "0.0.0.0:4222", "http": "nats:8222", "jetstream": {"store_dir": "/data"},
+  "accounts": {"T": {"jetstream": "enabled", "users": [{"user": "t", "password": "pw"}]}}}
+`
 	if err := os.WriteFile(filepath.Join(c.state, "nats", "nats.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +67,7 @@ func TestNATSContainer(t *testing.T) {
 	if !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Fatalf("expected a loopback bus address, got %s", addr)
 	}
-	nc, err := natsgo.Connect("nats://"+addr, natsgo.Timeout(5*time.Second))
+	nc, err := natsgo.Connect("nats://"+addr, natsgo.Timeout(5*time.Second), natsgo.UserInfo("t", "pw"))
 	if err != nil {
 		t.Fatalf("connect to %s: %v", addr, err)
 	}
