@@ -183,6 +183,14 @@ func TestAPubAckCannotBeAimedAtTheControlPlane(t *testing.T) {
 		}
 	}
 	sensor.expectNoViolation(t)
+	// EVENTS stores and acknowledges in order: once an ordinary publish
+	// has its PubAck, the aimed ones have had theirs sent.
+	sjs, _ := jetstream.New(sensor.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := sjs.Publish(ctx, wire.EventSubject("sensor", "reading"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
 	unchanged(t, ctl, "emitter's puback", before, sensor)
 }
 
