@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// guarded is a bed with its streams asserted and the declarations guarded.
+func guarded(t *testing.T) (*bed, routed, ed25519.PublicKey) {
+	t.Helper()
+	b := newBed(t, sampleMesh(t))
+	b.start()
+	js := b.js()
+	if _, err := b.assert(js); err != nil {
+		t.Fatal(err)
+	}
+	key, err := LoadDeclarationKey(b.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stop, err := GuardDeclarations(ctx, js.of(wire.StreamNodes), key, b.m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	hostKey, err := wire.DecodeDeclarationKey(b.credential(wire.HostUser("node-b")).DeclarationKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, js, hostKey
+}
+
+// declaration reads what NODES holds for node, checked as its host would.
+func declaration(t *testing.T, js routed, pub ed25519.PublicKey, node string) (wire.Declaration, error) {
+	t.Helper()
+	st, err := js.Stream(ctxT(t), wire.StreamNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctxT(t), wire.NodeDeclare(node))
+	if err != nil {
+		return wire.Declaration{}, err
+	}
+	return wire.VerifyDeclaration(pub, m.Subject, m.Data, m.Header.Get(wire.HeaderSignature))
+}
+
+func TestEveryNodeGetsItsSignedDeclaration(t *testing.T) {
+	b, js, pub := guarded(t)
+	for _, n := range b.m.Nodes {
+		d, err := declaration(t, js, pub, n.Name)
+		if err != nil {
+			t.Fatalf("%s: %v", n.Name, err)
+		}
+		if !slices.Equal(d.Modules, n.Modules) {
+			t.Fatalf("%s: expected modules %v, got %v", n.Name, n.Modules, d.Modules)
+		}
+	}
+}
+
+// TestAHostsPubAckOnAnotherNodesDeclarationIsPutRight: the route the
+// control account leaves open (docs/decisions/0001) is refused by the
+// reader and repaired by the guard.
+func TestAHostsPubAckOnAnotherNodesDeclarationIsPutRight(t *testing.T) {
+	b, js, pub := guarded(t)
+	st, err := js.Stream(ctxT(t), wire.StreamNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.GetLastMsgForSubject(ctxT(t), wire.NodeDeclare("node-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := b.dial(wire.HostUser("node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	if err := host.PublishRequest(wire.NodeReport("node-a"), wire.NodeDeclare("node-b"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The PubAck lands (a sequence past the genuine one), and then the
+	// genuine declaration is back, at a later sequence still.
+	eventually(t, 5*time.Second, "node-b's declaration replaced, then restored", func() bool {
+		m, err := st.GetLastMsgForSubject(ctxT(t), wire.NodeDeclare("node-b"))
+		if err != nil || m.Sequence <= before.Sequence+1 {
+			return false
+		}
+		_, err = wire.VerifyDeclaration(pub, m.Subject, m.Data, m.Header.Get(wire.HeaderSignature))
+		return err == nil
+	})
+	landed, err := st.GetMsg(ctxT(t), before.Sequence+1)
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatal(err)
+	}
+	// One message per subject: the PubAck is gone once restored, and
+	// while it was there a reader refused it (wire's tests show how).
+	if err == nil && landed.Subject == wire.NodeDeclare("node-b") {
+		t.Fatalf("the PubAck is still held after the restore: %q", landed.Data)
+	}
+}
+
+func TestASubjectOfNodesThatIsNoNodesIsPurged(t *testing.T) {
+	b, js, _ := guarded(t)
+	host, err := b.dial(wire.HostUser("node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	stray := "mesh.node.nobody.declare"
+	if err := host.PublishRequest(wire.NodeReport("node-a"), stray, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctxT(t), wire.StreamNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, stray+" purged", func() bool {
+		info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(wire.SubjectNodesAll))
+		if err != nil {
+			return false
+		}
+		_, there := info.State.Subjects[stray]
+		return !there && info.State.Msgs == uint64(len(b.m.Nodes))
+	})
+}
+
+// TestAStaleOrForeignDeclarationIsReplacedOnStart: what the guard finds
+// on start is checked too, not only what arrives after.
+func TestAStaleOrForeignDeclarationIsReplacedOnStart(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	b.start()
+	js := b.js()
+	if _, err := b.assert(js); err != nil {
+		t.Fatal(err)
+	}
+	_, foreign, _ := ed25519.GenerateKey(nil)
+	body, sig, _ := wire.SignDeclaration(foreign, wire.Declaration{Node: "node-b", Modules: []string{"sensor"}})
+	msg := &nats.Msg{Subject: wire.NodeDeclare("node-b"), Header: nats.Header{wire.HeaderSignature: []string{sig}}, Data: body}
+	if _, err := js.of(wire.StreamNodes).PublishMsg(ctxT(t), msg); err != nil {
+		t.Fatal(err)
+	}
+	key, err := LoadDeclarationKey(b.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := GuardDeclarations(ctxT(t), js.of(wire.StreamNodes), key, b.m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	pub := key.Public().(ed25519.PublicKey)
+	eventually(t, 5*time.Second, "node-b's own declaration", func() bool {
+		d, err := declaration(t, js, pub, "node-b")
+		return err == nil && slices.Equal(d.Modules, []string{"logger"})
+	})
+}
+
+// TestThePolicyFitsTheAccounts: the streams of each account, at their
+// limits, fit the account's JetStream limit, or the server would refuse
+// the last of them to be created (or a full one to be written).
+func TestThePolicyFitsTheAccounts(t *testing.T) {
+	p, l := DefaultPolicy(), compose.DefaultLimits()
+	sum := map[string]int64{}
+	count := map[string]int{}
+	for _, s := range wire.Streams {
+		if p.Bytes[s] <= 0 || p.MsgSize[s] <= 0 {
+			t.Errorf("stream %s is unbounded: %d bytes, %d per message", s, p.Bytes[s], p.MsgSize[s])
+		}
+		sum[wire.StreamAccount(s)] += p.Bytes[s]
+		count[wire.StreamAccount(s)]++
+	}
+	for acct, lim := range map[string]struct {
+		file    int64
+		streams int
+	}{wire.AccountControl: {l.ControlFile, l.ControlStreams}, wire.AccountMesh: {l.MeshFile, l.MeshStreams}} {
+		if sum[acct] > lim.file || count[acct] > lim.streams {
+			t.Errorf("account %s: streams need %d bytes in %d streams, the account allows %d in %d", acct, sum[acct], count[acct], lim.file, lim.streams)
+		}
+	}
+}
