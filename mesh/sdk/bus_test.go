@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/meshbus/mesh/internal/amqptest"
@@ -43,6 +44,12 @@ type bus interface {
 	publishRaw(t *testing.T, user, source, event string, h map[string]string, contentType string, body []byte)
 	// callRaw calls a tool as user, bypassing the SDK, and returns the answer.
 	callRaw(t *testing.T, user, module, tool string, args []byte) []byte
+	// callAimedAtLogger calls a tool as user, bypassing the SDK, naming as
+	// its reply where the logger's events are kept (NATS: the subject of
+	// sensor.reading, which EVENTS captures; AMQP: the logger's queue),
+	// and returns at once; loggerHolds is how many messages are kept there.
+	callAimedAtLogger(t *testing.T, user, module, tool string)
+	loggerHolds(t *testing.T) int
 	// consumerName is the name of module's events consumer (NATS) or
 	// queue (AMQP); dropConsumer deletes it, as the controller;
 	// hasConsumer says whether it exists.
@@ -85,6 +92,7 @@ var busCases = []busCase{
 	{"ToolCalls", toolCalls},
 	{"ToolQueueGroup", toolQueueGroup},
 	{"ToolsOutsideTheGrants", toolsOutsideTheGrants},
+	{"AResponderAnswersOnlyACallersInbox", aResponderAnswersOnlyACallersInbox},
 	{"ReconnectsAfterTheBusIsAway", reconnectsAfterTheBusIsAway},
 }
 
@@ -181,6 +189,30 @@ func (tm *testMesh) callRaw(t *testing.T, user, module, tool string, args []byte
 	return reply.Data
 }
 
+func (tm *testMesh) callAimedAtLogger(t *testing.T, user, module, tool string) {
+	t.Helper()
+	nc, _ := tm.raw(t, user)
+	if err := nc.PublishRequest(wire.ToolSubject(module, tool), wire.EventSubject("sensor", "reading"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (tm *testMesh) loggerHolds(t *testing.T) int {
+	t.Helper()
+	s, err := tm.js.Stream(ctxFor(t, 5*time.Second), wire.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctxFor(t, 5*time.Second), jetstream.WithSubjectFilter(wire.EventSubject("sensor", "reading")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(info.State.Subjects[wire.EventSubject("sensor", "reading")])
+}
+
 func (tm *testMesh) consumerName(node, module string) string {
 	return wire.ModuleConsumer(node, module)
 }
@@ -242,6 +274,24 @@ func (am *amqpMesh) publishRaw(t *testing.T, user, source, event string, h map[s
 func (am *amqpMesh) callRaw(t *testing.T, user, module, tool string, args []byte) []byte {
 	t.Helper()
 	return am.rawCall(t, user, module, tool, args)
+}
+
+func (am *amqpMesh) callAimedAtLogger(t *testing.T, user, module, tool string) {
+	t.Helper()
+	ch, err := am.br.Dial(t, user).Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.Publish(wire.ExchangeRPC, wire.ServiceQueue(module, tool), true, false,
+		amqp.Publishing{ReplyTo: wire.EventsQueue("node-b", "logger"), CorrelationId: "aimed-1", Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (am *amqpMesh) loggerHolds(t *testing.T) int {
+	t.Helper()
+	return am.ready(t, wire.EventsQueue("node-b", "logger"))
 }
 
 func (am *amqpMesh) consumerName(node, module string) string {

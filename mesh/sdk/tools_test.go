@@ -137,3 +137,32 @@ func toolsOutsideTheGrants(t *testing.T, b bus) {
 		t.Fatalf("expected alice's call answered, got %s", got)
 	}
 }
+
+// aResponderAnswersOnlyACallersInbox: a call may name any reply, and the
+// bus lets the responder publish once to it (allow_responses on NATS; the
+// default exchange, which routes to any queue by name, on AMQP). The SDK
+// answers only a caller's inbox, so a call aimed at where the logger's
+// events are kept leaves nothing there, and runs no handler.
+func aResponderAnswersOnlyACallersInbox(t *testing.T, b bus) {
+	sensor := b.connect(t, sensorUser)
+	var calls atomic.Int32
+	if err := sensor.Handle("calibrate", func(context.Context, []byte) ([]byte, error) {
+		calls.Add(1)
+		return []byte(`{"forged":true}`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := b.loggerHolds(t)
+	b.callAimedAtLogger(t, wire.PersonUser("alice"), "sensor", "calibrate")
+	// Calls are answered one at a time, in arrival order: once an ordinary
+	// call is answered, the aimed one has been dealt with.
+	if got := b.callRaw(t, wire.PersonUser("alice"), "sensor", "calibrate", []byte(`{}`)); string(got) != `{"forged":true}` {
+		t.Fatalf("expected the ordinary call answered, got %s", got)
+	}
+	if got := b.loggerHolds(t); got != before {
+		t.Fatalf("expected the logger's events untouched by an answer (%d), they hold %d", before, got)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("expected the handler to run for the ordinary call only, it ran %d times", n)
+	}
+}
