@@ -32,7 +32,9 @@ type Event struct {
 }
 
 // EventHandler reacts to an event. An error (or a panic) asks for the
-// event again: it is redelivered until the mesh dead-letters it.
+// event again: it is redelivered after a wait that doubles with each
+// delivery (1 s, 2 s, 4 s … at most 30 s), until the mesh dead-letters it
+// (docs/events.md).
 type EventHandler func(ctx context.Context, e Event) error
 
 // ToolHandler answers a call of a tool with its result. An error (or a
