@@ -90,6 +90,22 @@ Feature: Conformance — design 19, per capability, per implementation
       | go             |
 
   @events
+  Scenario Outline: A delivery whose source is not its subject's module, or whose body is not JSON, is refused
+    Design 19: a module's account may publish only into its own namespace, so x-source cannot
+    disagree with where the message arrived from. The emitter publishes on its own subject, as
+    the server lets it; every reader refuses what it claims beyond that.
+    Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
+    When the delivery of "<fixture>" is published on the bus
+    Then the driver refused it, naming what "<fixture>" says is refused
+    And no handler received it
+    And nothing is pending on the consumer "node-b_consumer"
+
+    Examples:
+      | implementation | fixture                      |
+      | go             | delivery-spoofed-source.json |
+      | go             | delivery-not-json.json       |
+
+  @events
   Scenario Outline: Delivery is at-least-once: the same event delivered twice is handled once
     Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
     When the delivery of "delivery-twice.json" is published on the bus as often as it says
@@ -106,6 +122,21 @@ Feature: Conformance — design 19, per capability, per implementation
     When the delivery of "delivery-unknown-header.json" is published on the bus
     Then the DEAD stream holds the max-deliveries advisory of the consumer "node-b_consumer" for that event
     And the handler received it as often as the consumer's max-deliver
+
+    Examples:
+      | implementation |
+      | go             |
+
+  @events @transient
+  Scenario Outline: A handler failing for a moment is asked again later, and handles the event
+    A handler fails because something it needs is away. Asked again at once, every delivery the
+    consumer allows is spent in milliseconds and a one-second outage dead-letters the event; asked
+    again after a growing delay, an outage shorter than the delays together is ridden out.
+    Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b" with a handler that fails for 2 seconds
+    When the delivery of "delivery-unknown-header.json" is published on the bus
+    Then the consumer "node-b_consumer" acknowledges it within 30 seconds
+    And the handler received it more than once
+    And the DEAD stream holds no max-deliveries advisory of the consumer "node-b_consumer" for that event
 
     Examples:
       | implementation |

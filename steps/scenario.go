@@ -172,14 +172,20 @@ func eventually(ctx context.Context, within time.Duration, check func(context.Co
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	var last error
 	for {
 		err := check(ctx)
 		if err == nil {
 			return nil
 		}
+		// A check cut short by the deadline says only that; the one
+		// before it says what was still wrong.
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", within, err)
+			return fmt.Errorf("after %s: %w", within, last)
 		case <-tick.C:
 		}
 	}

@@ -1,13 +1,18 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 func TestDeliverHandlesMatchingEventOnce(t *testing.T) {
@@ -198,14 +203,163 @@ func TestSubscribeRefusesBadPatterns(t *testing.T) {
 func TestMemoryForgetsTheOldestPastItsSize(t *testing.T) {
 	mem := newMemory(3)
 	for _, id := range []string{"a", "b", "c", "a", "d"} {
-		mem.add(id)
+		mem.add("sensor", id)
 	}
 	for id, want := range map[string]bool{"a": false, "b": true, "c": true, "d": true} {
-		if mem.has(id) != want {
+		if mem.has("sensor", id) != want {
 			t.Errorf("has(%s): expected %v", id, want)
 		}
 	}
-	if len(mem.ids) != 3 {
-		t.Fatalf("expected the memory bounded to 3, got %d", len(mem.ids))
+	if len(mem.events) != 3 {
+		t.Fatalf("expected the memory bounded to 3, got %d", len(mem.events))
 	}
+}
+
+// An event is its emitter's id: the same id from two sources is two
+// events, and one module cannot make another's event look handled by
+// emitting its id first.
+func TestMemoryIsKeyedBySourceAndID(t *testing.T) {
+	mem := newMemory(4)
+	mem.add("sensor", "id-1")
+	if mem.has("catalog", "id-1") {
+		t.Fatal("expected catalog's id-1 to be another event than sensor's")
+	}
+	if !mem.has("sensor", "id-1") {
+		t.Fatal("expected sensor's id-1 remembered")
+	}
+}
+
+func TestDeliverHandlesTheSameIDFromTwoSources(t *testing.T) {
+	m, _, _ := fakeModule(t)
+	var got []string
+	record := func(_ context.Context, e Event) error { got = append(got, e.Source+"/"+e.ID); return nil }
+	for _, p := range []string{"sensor.reading", "catalog.reading"} {
+		if err := m.Subscribe(p, record); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := &fakeDelivery{key: "sensor.reading", msg: envelope("id-1")}
+	other := envelope("id-1")
+	other.Header[wire.HeaderSource] = []string{"catalog"}
+	second := &fakeDelivery{key: "catalog.reading", msg: other}
+	m.deliver(first)
+	m.deliver(second)
+	first.expect(t, "ack")
+	second.expect(t, "ack")
+	if strings.Join(got, " ") != "sensor/id-1 catalog/id-1" {
+		t.Fatalf("expected both events handled, got %v", got)
+	}
+}
+
+// Issue 7's reproduction: a module on its own subject claiming to be
+// catalog, from node-b, with a body that is not JSON. Each of the three is
+// refused on its own, terminated, logged with what was refused and a
+// count, and never handled.
+func TestDeliverRefusesASpoofedSourceAndABodyThatIsNotJSON(t *testing.T) {
+	m, _, logs := fakeModule(t)
+	called := 0
+	for _, p := range []string{"sensor.reading", "catalog.reading"} {
+		if err := m.Subscribe(p, func(context.Context, Event) error { called++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spoofed := envelope("id-1")
+	spoofed.Header[wire.HeaderSource] = []string{"catalog"}
+	spoofed.Header[wire.HeaderNode] = []string{"node-b"}
+	notJSON := envelope("id-2")
+	notJSON.Body = []byte("not json")
+	both := envelope("id-3")
+	both.Header[wire.HeaderSource] = []string{"catalog"}
+	both.Body = []byte("not json")
+	cases := []struct {
+		msg  transport.Message
+		part string
+	}{{spoofed, wire.HeaderSource}, {notJSON, "body"}, {both, wire.HeaderSource}}
+	for i, c := range cases {
+		d := &fakeDelivery{key: "sensor.reading", msg: c.msg}
+		m.deliver(d)
+		d.expect(t, "term")
+		line := logLine(t, logs, i)
+		if line["msg"] != "envelope refused" || line["part"] != c.part || line["refusals"] != float64(i+1) {
+			t.Errorf("case %d: expected a refusal of %s counted %d, got %v", i, c.part, i+1, line)
+		}
+	}
+	if called != 0 {
+		t.Fatalf("expected no handler to run, %d did", called)
+	}
+}
+
+// What a server writes to a reply subject aimed at an event subject is
+// never handled: a PubAck's body without headers, a status message.
+func TestDeliverRefusesWhatIsNoEnvelope(t *testing.T) {
+	m, _, logs := fakeModule(t)
+	called := false
+	if err := m.Subscribe("sensor.>", func(context.Context, Event) error { called = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i, msg := range []transport.Message{
+		{Body: []byte(`{"stream":"EVENTS","seq":1}`)},
+		{Header: map[string][]string{wire.HeaderNATSStatus: {"100"}, "Description": {"Idle Heartbeat"}}},
+	} {
+		d := &fakeDelivery{key: "sensor.reading", msg: msg}
+		m.deliver(d)
+		d.expect(t, "term")
+		if line := logLine(t, logs, i); line["part"] != "envelope" {
+			t.Errorf("message %d: expected the whole envelope refused, got %v", i, line)
+		}
+	}
+	if called {
+		t.Fatal("expected no handler to run")
+	}
+}
+
+// A failing handler's event is asked for again later each time: the
+// delay grows with the broker's count of deliveries, and the last
+// delivery the broker makes is given back at once.
+func TestDeliverNaksWithAGrowingDelay(t *testing.T) {
+	m, _, _ := fakeModule(t)
+	if err := m.Subscribe("sensor.reading", func(context.Context, Event) error { return errors.New("store away") }); err != nil {
+		t.Fatal(err)
+	}
+	var got []time.Duration
+	for n := 1; n <= 5; n++ {
+		d := &fakeDelivery{key: "sensor.reading", msg: envelope("id-1"), attempt: n, limit: 5}
+		m.deliver(d)
+		d.expect(t, "nak")
+		got = append(got, d.delays...)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 0}
+	if !slices.Equal(got, want) {
+		t.Fatalf("expected the delays %v, got %v", want, got)
+	}
+}
+
+func TestRedeliveryDelayIsBounded(t *testing.T) {
+	cases := []struct {
+		n, limit int
+		want     time.Duration
+	}{
+		{0, 0, time.Second}, {1, 0, time.Second}, {2, 0, 2 * time.Second}, {5, 0, 16 * time.Second},
+		{6, 0, maxRedelivery}, {64, 0, maxRedelivery}, {1 << 30, 0, maxRedelivery},
+		{3, 3, 0}, {4, 3, 0}, {2, 3, 2 * time.Second},
+	}
+	for _, c := range cases {
+		if got := redeliveryDelay(c.n, c.limit); got != c.want {
+			t.Errorf("redeliveryDelay(%d, %d): expected %s, got %s", c.n, c.limit, c.want, got)
+		}
+	}
+}
+
+// logLine is the i-th JSON line of the module's log.
+func logLine(t *testing.T, logs *bytes.Buffer, i int) map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if i >= len(lines) {
+		t.Fatalf("expected at least %d log lines, got %q", i+1, lines)
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(lines[i]), &line); err != nil {
+		t.Fatalf("log line %d: %v", i, err)
+	}
+	return line
 }

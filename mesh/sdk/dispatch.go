@@ -63,7 +63,7 @@ func (m *Module) dispatch() {
 // open, for the module's next run to decide with all its patterns.
 func (m *Module) giveBackHeld() {
 	for _, d := range m.held {
-		m.settle(d.Nak(), "nak", d.Key())
+		m.settle(d.Nak(0), "nak", d.Key())
 	}
 	m.held = nil
 }
@@ -100,21 +100,14 @@ func (m *Module) handle(d transport.Delivery) {
 	key := d.Key()
 	e, err := decode(key, d.Message())
 	if err != nil {
-		// Refused for good: a redelivery would carry the same headers.
-		attrs := []any{"key", key, "err", err}
-		var he *wire.HeaderError
-		if errors.As(err, &he) {
-			attrs = append(attrs, "header", he.Header)
-		}
-		m.log.Error("envelope refused", attrs...)
-		m.settle(d.Term("envelope refused: "+err.Error()), "term", key)
+		m.refuse(d, key, err)
 		return
 	}
 	hs, closing := m.handlers(key)
 	if len(hs) == 0 {
 		if time.Now().Before(m.settleDeadline()) {
 			if closing {
-				m.settle(d.Nak(), "nak", key)
+				m.settle(d.Nak(0), "nak", key)
 				return
 			}
 			m.held = append(m.held, d)
@@ -125,25 +118,63 @@ func (m *Module) handle(d transport.Delivery) {
 		m.settle(d.Ack(), "ack", key)
 		return
 	}
-	if m.seen.has(e.ID) {
+	if m.seen.has(e.Source, e.ID) {
 		m.settle(d.Ack(), "ack", key)
 		return
 	}
+	n, limit := d.Attempt()
+	delay := redeliveryDelay(n, limit)
 	failed := false
 	for _, h := range hs {
 		if err := runEvent(m.ctx, h, e); err != nil {
-			m.log.Warn("event handler failed; asking for the event again", append([]any{"key", key, "event", e.ID}, failure(err)...)...)
+			attrs := []any{"key", key, "event", e.ID, "delivery", n, "again_in", delay.String()}
+			m.log.Warn("event handler failed; asking for the event again", append(attrs, failure(err)...)...)
 			failed = true
 		}
 	}
 	if failed {
 		// Every handler runs again on redelivery: at least once, not once
 		// per handler.
-		m.settle(d.Nak(), "nak", key)
+		m.settle(d.Nak(delay), "nak", key)
 		return
 	}
-	m.seen.add(e.ID)
+	m.seen.add(e.Source, e.ID)
 	m.settle(d.Ack(), "ack", key)
+}
+
+// refuse terminates a delivery that is not an acceptable event, for good
+// (a redelivery would carry the same headers and body), and logs it with
+// what was refused and how many the module has refused so far. Terminated
+// on NATS, the server also publishes its MSG_TERMINATED advisory with the
+// reason, which anyone watching the consumer can count; rejected on AMQP,
+// the queue dead-letters it with the reason "rejected".
+func (m *Module) refuse(d transport.Delivery, key string, err error) {
+	m.refused++
+	attrs := []any{"key", key, "part", refusedPart(err), "refusals", m.refused, "err", err}
+	var he *wire.HeaderError
+	if errors.As(err, &he) {
+		attrs = append(attrs, "header", he.Header)
+	}
+	m.log.Error("envelope refused", attrs...)
+	m.settle(d.Term("envelope refused: "+err.Error()), "term", key)
+}
+
+// refusedPart names what of a delivery was refused: a header's name, or
+// the body, the headers as a whole, the subject, or the whole message for
+// one that is no envelope at all.
+func refusedPart(err error) string {
+	var he *wire.HeaderError
+	switch {
+	case errors.As(err, &he):
+		return he.Header
+	case errors.Is(err, wire.ErrBadBody):
+		return "body"
+	case errors.Is(err, wire.ErrHeadersTooLarge):
+		return "headers"
+	case errors.Is(err, wire.ErrNotEventSubject):
+		return "subject"
+	}
+	return "envelope"
 }
 
 func (m *Module) settle(err error, how, key string) {

@@ -9,9 +9,12 @@
 // binding: the five required headers and the two optional ones, the body
 // as the JSON body alone, local matching of keys against the module's
 // patterns, acknowledging what no handler wanted, deduplicating on
-// x-event-id, naking a failed or panicking handler, refusing an envelope
-// that misses a required header, and a tool's failure reaching its caller
-// as a *ToolError. The bindings (internal/natsbus, and the AMQP one) only
+// x-source and x-event-id, naking a failed or panicking handler with a
+// growing delay, refusing an envelope wire.ValidateEvent refuses (a
+// required header missing, a value over its limit, an x-source that is not
+// the module the subject names, a body that is not JSON, a message that is
+// no envelope at all), and a tool's failure reaching its caller as a
+// *ToolError (docs/events.md). The bindings (internal/natsbus, and the AMQP one) only
 // move envelopes; internal/transport documents the seam between the two.
 //
 // The exported surface is recorded in testdata/api.golden and checked by

@@ -14,7 +14,8 @@ import (
 type Event struct {
 	// ID is x-event-id, made by the emitter; deliveries are deduplicated on it.
 	ID string
-	// Source is x-source: the emitting module.
+	// Source is x-source: the emitting module, always the module whose
+	// subject the event arrived on (a delivery claiming another is refused).
 	Source string
 	// Node is x-node: the machine it was emitted from.
 	Node string
@@ -31,7 +32,9 @@ type Event struct {
 }
 
 // EventHandler reacts to an event. An error (or a panic) asks for the
-// event again: it is redelivered until the mesh dead-letters it.
+// event again: it is redelivered after a wait that doubles with each
+// delivery (1 s, 2 s, 4 s … at most 30 s), until the mesh dead-letters it
+// (docs/events.md).
 type EventHandler func(ctx context.Context, e Event) error
 
 // ToolHandler answers a call of a tool with its result. An error (or a
@@ -58,13 +61,17 @@ func headers(e Event) map[string][]string {
 }
 
 // decode reads a delivered envelope into an Event, refusing one that
-// misses a required header with a *wire.HeaderError naming it.
+// wire.ValidateEvent refuses: a header missing (a *wire.HeaderError naming
+// it), malformed or over its limit, an x-source that is not the module
+// the subject names, a body that is not JSON, or a message that is no
+// envelope at all (a status message, a PubAck aimed at the subject).
 func decode(key string, m transport.Message) (Event, error) {
-	if err := wire.ValidateHeaders(m.Header); err != nil {
-		return Event{}, err
+	source, _, ok := strings.Cut(key, ".")
+	if !ok {
+		return Event{}, fmt.Errorf("%w: no event key (a module's event subject is mesh.mod.<module>.event.<key>; a seat's is refused)", wire.ErrNotEventSubject)
 	}
-	if _, _, ok := strings.Cut(key, "."); !ok {
-		return Event{}, fmt.Errorf("%w: no event key", wire.ErrNotEventSubject)
+	if err := wire.ValidateEvent(source, m.Header, m.Body); err != nil {
+		return Event{}, err
 	}
 	get := func(name string) string { return wire.HeaderValue(m.Header, name) }
 	at, err := wire.ParseTime(get(wire.HeaderTime))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,7 +223,10 @@ func deliveredTwiceHandledOnce(t *testing.T, b bus) {
 	}
 }
 
-// The envelope: a delivery missing a required header is refused and never
+// The envelope: a delivery missing a required header, one whose x-source
+// is not the module its subject names (sensor, published by sensor on its
+// own subject, claiming to be catalog on node-b: issue 7), one whose body
+// is not JSON, one with an id over its limit, is refused and never
 // handled; an unknown x- header is accepted.
 func envelopeRefusalsAndUnknownHeaders(t *testing.T, b bus) {
 	logger := b.connect(t, loggerUser)
@@ -230,37 +234,45 @@ func envelopeRefusalsAndUnknownHeaders(t *testing.T, b bus) {
 	if err := logger.Subscribe("sensor.reading", readings.handle); err != nil {
 		t.Fatal(err)
 	}
-	send := func(id string, edit func(map[string]string) string) {
+	send := func(id string, body []byte, edit func(map[string]string) string) {
 		t.Helper()
 		h := map[string]string{
 			wire.HeaderEventID: id, wire.HeaderSource: "sensor", wire.HeaderNode: "node-a",
 			wire.HeaderTime: "2026-09-16T10:00:00.000Z", wire.HeaderContentType: wire.ContentTypeJSON,
 		}
 		contentType := edit(h)
-		b.publishRaw(t, sensorUser, "sensor", "reading", h, contentType, []byte(`{}`))
+		b.publishRaw(t, sensorUser, "sensor", "reading", h, contentType, body)
 	}
-	send("no-time", func(h map[string]string) string { delete(h, wire.HeaderTime); return "" })
-	send("no-source", func(h map[string]string) string { delete(h, wire.HeaderSource); return "" })
-	send("unknown-header", func(h map[string]string) string { h["x-trace"] = "4bf92f3577b34da6"; return "" })
+	same := func(map[string]string) string { return "" }
+	send("no-time", []byte(`{}`), func(h map[string]string) string { delete(h, wire.HeaderTime); return "" })
+	send("no-source", []byte(`{}`), func(h map[string]string) string { delete(h, wire.HeaderSource); return "" })
+	send("spoofed-source", []byte(`{}`), func(h map[string]string) string {
+		h[wire.HeaderSource], h[wire.HeaderNode] = "catalog", "node-b"
+		return ""
+	})
+	send("not-json", []byte(`not json`), same)
+	long := "long-" + strings.Repeat("i", wire.MaxIDBytes)
+	send(long, []byte(`{}`), same)
+	send("unknown-header", []byte(`{}`), func(h map[string]string) string { h["x-trace"] = "4bf92f3577b34da6"; return "" })
 	wantHandled := []string{"unknown-header"}
 	switch b := b.(type) {
 	case *testMesh:
 		// Refused is terminated: never handled, never redelivered.
-		ci := b.settled(t, 3)
-		if ci.NumRedelivered != 0 || ci.Delivered.Consumer != 3 {
+		ci := b.settled(t, 6)
+		if ci.NumRedelivered != 0 || ci.Delivered.Consumer != 6 {
 			t.Fatalf("expected the refused envelopes terminated, not redelivered: %+v", ci)
 		}
 	case *amqpMesh:
 		// Content-type carried only as AMQP's property is accepted too
 		// (NATS has no such property).
-		send("property-content-type", func(h map[string]string) string {
+		send("property-content-type", []byte(`{}`), func(h map[string]string) string {
 			delete(h, wire.HeaderContentType)
 			return wire.ContentTypeJSON
 		})
 		wantHandled = append(wantHandled, "property-content-type")
 		// Refused is rejected, so the queue dead-letters it with the
 		// reason "rejected".
-		dead := b.dead(t, 2)
+		dead := b.dead(t, 5)
 		b.settled(t, loggerUser, loggerQueue)
 		var refused []string
 		for _, d := range dead {
@@ -270,8 +282,8 @@ func envelopeRefusalsAndUnknownHeaders(t *testing.T, b bus) {
 			}
 			refused = append(refused, fmt.Sprint(d.Headers[wire.HeaderEventID]))
 		}
-		if slices.Sort(refused); !slices.Equal(refused, []string{"no-source", "no-time"}) {
-			t.Errorf("expected the two envelopes missing a header dead-lettered, got %v", refused)
+		if slices.Sort(refused); !slices.Equal(refused, []string{long, "no-source", "no-time", "not-json", "spoofed-source"}) {
+			t.Errorf("expected the five refused envelopes dead-lettered, got %v", refused)
 		}
 	default:
 		t.Fatalf("no case for bus %s", b.busName())
@@ -295,10 +307,10 @@ func failingHandlerDeadLetters(t *testing.T, b bus) {
 			sensor := b.connect(t, sensorUser)
 			logger := b.connect(t, loggerUser)
 			var mu sync.Mutex
-			attempts := 0
+			var attempts []time.Time
 			if err := logger.Subscribe("sensor.reading", func(context.Context, sdk.Event) error {
 				mu.Lock()
-				attempts++
+				attempts = append(attempts, time.Now())
 				mu.Unlock()
 				if how == "panic" {
 					panic("handler bug")
@@ -331,8 +343,16 @@ func failingHandlerDeadLetters(t *testing.T, b bus) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if attempts != busMaxDeliver {
-				t.Fatalf("expected the handler tried the delivery limit (%d) times, got %d", busMaxDeliver, attempts)
+			if len(attempts) != busMaxDeliver {
+				t.Fatalf("expected the handler tried the delivery limit (%d) times, got %d", busMaxDeliver, len(attempts))
+			}
+			// Asked for again later each time, not at once: the waits
+			// double from a second (the SDK's redelivery delay).
+			for i := 1; i < len(attempts); i++ {
+				want := time.Second << (i - 1)
+				if gap := attempts[i].Sub(attempts[i-1]); gap < want {
+					t.Errorf("expected delivery %d at least %s after delivery %d, it came after %s", i+1, want, i, gap)
+				}
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -54,21 +55,31 @@ func (f *fakeBus) Request(context.Context, string, string, []byte) (transport.Me
 
 func (f *fakeBus) Close() error { return nil }
 
-// fakeDelivery records how the SDK settled it.
+// fakeDelivery records how the SDK settled it. attempt and limit are what
+// Attempt reports (attempt 0 reads as 1).
 type fakeDelivery struct {
-	key string
-	msg transport.Message
+	key            string
+	msg            transport.Message
+	attempt, limit int
 
 	mu      sync.Mutex
 	settled []string
 	reason  string
+	delays  []time.Duration
 }
 
 func (d *fakeDelivery) Key() string                { return d.key }
 func (d *fakeDelivery) Message() transport.Message { return d.msg }
+func (d *fakeDelivery) Attempt() (int, int)        { return max(d.attempt, 1), d.limit }
 func (d *fakeDelivery) Ack() error                 { return d.record("ack", "") }
-func (d *fakeDelivery) Nak() error                 { return d.record("nak", "") }
 func (d *fakeDelivery) Term(reason string) error   { return d.record("term", reason) }
+
+func (d *fakeDelivery) Nak(delay time.Duration) error {
+	d.mu.Lock()
+	d.delays = append(d.delays, delay)
+	d.mu.Unlock()
+	return d.record("nak", "")
+}
 
 func (d *fakeDelivery) record(how, reason string) error {
 	d.mu.Lock()

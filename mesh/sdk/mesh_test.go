@@ -196,3 +196,18 @@ func eventually(t *testing.T, within time.Duration, cond func() (bool, string)) 
 		<-tick.C
 	}
 }
+
+// storedAt is the message EVENTS holds at seq, waiting for it.
+func (tm *testMesh) storedAt(t *testing.T, seq uint64) *jetstream.RawStreamMsg {
+	t.Helper()
+	s, err := tm.js.Stream(ctxFor(t, 5*time.Second), wire.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg *jetstream.RawStreamMsg
+	eventually(t, 10*time.Second, func() (bool, string) {
+		msg, err = s.GetMsg(ctxFor(t, 5*time.Second), seq)
+		return err == nil, fmt.Sprintf("EVENTS holds nothing at %d: %v", seq, err)
+	})
+	return msg
+}

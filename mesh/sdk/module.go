@@ -29,6 +29,9 @@ type Module struct {
 	handled, giveBack, stop, done chan struct{}
 	held                          []transport.Delivery
 	seen                          *memory
+	// refused counts the deliveries refused as no acceptable event, for
+	// the log (dispatch.go's refuse).
+	refused int
 
 	mu       sync.Mutex
 	subs     []subscription

@@ -36,9 +36,15 @@ func (m *Module) Publish(ctx context.Context, key string, body []byte, opts ...P
 		p.at = time.Now()
 	}
 	e := Event{ID: p.id, Source: m.name, Node: m.node, CausationID: p.causation, Schema: p.schema, Time: p.at}
+	h := headers(e)
+	// What every reader would refuse (an id over its limit, one with a
+	// space) is refused here, where the emitter hears of it.
+	if err := wire.ValidateHeaders(h); err != nil {
+		return "", fmt.Errorf("publish %s: %w: %w", key, ErrInvalid, err)
+	}
 	ctx, cancel := m.bounded(ctx)
 	defer cancel()
-	if err := m.bus.Publish(ctx, key, transport.Message{Header: headers(e), Body: body}); err != nil {
+	if err := m.bus.Publish(ctx, key, transport.Message{Header: h, Body: body}); err != nil {
 		return "", fmt.Errorf("publish %s: %w", key, err)
 	}
 	return p.id, nil

@@ -82,6 +82,10 @@ const (
 	ArgDeadLetterExchange = "x-dead-letter-exchange"
 	// ArgMessageTTL bounds how long a queue keeps a message, in ms.
 	ArgMessageTTL = "x-message-ttl"
+	// AMQPDeliveryCount is the header a quorum queue adds to a message it
+	// delivers again: how often it was given back before. It is the
+	// broker's, not the emitter's, and is ignored as any unknown header is.
+	AMQPDeliveryCount = "x-delivery-count"
 )
 
 // AMQP reply codes the bindings branch on. NoRespondersAMQP (312,

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,7 +41,7 @@ const usage = `driver COMMAND [FLAGS] — the Go SDK's conformance driver (docs/
 Commands:
   connect
   emit --fixture FILE
-  consume --pattern P [--pattern P ...] --count N --timeout D [--fail]
+  consume --pattern P [--pattern P ...] --count N --timeout D [--fail | --fail-for D]
   serve --tool T --duration D [--fail MESSAGE] [--panic]
   call --module M --tool T --args JSON --timeout D
   grant --file FILE
@@ -233,9 +234,14 @@ func consume(ctx context.Context, args []string, out *printer, log *slog.Logger)
 	count := fs.Int("count", 1, "stop after this many handled events")
 	timeout := fs.Duration("timeout", 10*time.Second, "stop after this long")
 	fail := fs.Bool("fail", false, "every handler fails")
+	failFor := fs.Duration("fail-for", 0, "a handler fails each event for this long after it first received it, then succeeds")
 	if err := fs.Parse(args); err != nil || len(pats) == 0 {
 		return misuse(err, "at least one --pattern is required")
 	}
+	if *fail && *failFor > 0 {
+		return usageError{fmt.Errorf("--fail and --fail-for exclude each other")}
+	}
+	failing := failingFor(*fail, *failFor)
 	// The SDK logs an envelope it refuses; the protocol reports it.
 	log = slog.New(&refusals{Handler: log.Handler(), out: out})
 	m, err := connectModule(ctx, log)
@@ -252,7 +258,7 @@ func consume(ctx context.Context, args []string, out *printer, log *slog.Logger)
 				"body": string(e.Body),
 			}})
 			handled <- struct{}{}
-			if *fail {
+			if failing(e.ID) {
 				return errors.New("the driver was told to fail")
 			}
 			return nil
@@ -275,8 +281,32 @@ func consume(ctx context.Context, args []string, out *printer, log *slog.Logger)
 	return nil
 }
 
+// failingFor says, per event id, whether the handler fails this time:
+// always (--fail), for d after the event was first received (--fail-for:
+// an outage the handler rides out), or never.
+func failingFor(always bool, d time.Duration) func(id string) bool {
+	var mu sync.Mutex
+	first := map[string]time.Time{}
+	return func(id string) bool {
+		switch {
+		case always:
+			return true
+		case d <= 0:
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		at, ok := first[id]
+		if !ok {
+			at = time.Now()
+			first[id] = at
+		}
+		return time.Since(at) < d
+	}
+}
+
 // refusals reports the SDK's "envelope refused" log records as protocol
-// lines naming the header.
+// lines naming what was refused (part) and, for a header, the header.
 type refusals struct {
 	slog.Handler
 	out *printer

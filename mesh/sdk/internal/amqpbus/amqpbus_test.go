@@ -170,10 +170,10 @@ func TestBrokerErrorsAreMapped(t *testing.T) {
 }
 
 func TestDeliveryAsTheSDKSeesIt(t *testing.T) {
-	d := delivery{amqp.Delivery{
+	d := delivery{d: amqp.Delivery{
 		RoutingKey:  "sensor.alarm.raised",
 		ContentType: wire.ContentTypeJSON,
-		Headers:     amqp.Table{wire.HeaderEventID: "id-1", "x-delivery-count": int64(1)},
+		Headers:     amqp.Table{wire.HeaderEventID: "id-1", wire.AMQPDeliveryCount: int64(1)},
 		Body:        []byte(`{"level":3}`),
 	}}
 	if d.Key() != "sensor.alarm.raised" {
@@ -184,8 +184,16 @@ func TestDeliveryAsTheSDKSeesIt(t *testing.T) {
 		!slices.Equal(m.Header["x-delivery-count"], []string{"1"}) || string(m.Body) != `{"level":3}` {
 		t.Fatalf("unexpected message %+v", m)
 	}
-	if (delivery{amqp.Delivery{RoutingKey: "sensor"}}).Key() != "" {
+	if (delivery{d: amqp.Delivery{RoutingKey: "sensor"}}).Key() != "" {
 		t.Fatal("expected a routing key without an event key to give no key")
+	}
+	// Given back once before: this is the second delivery. The queue's
+	// limit is not told to its consumers.
+	if n, limit := d.Attempt(); n != 2 || limit != 0 {
+		t.Fatalf("expected attempt 2 of an unknown limit, got %d of %d", n, limit)
+	}
+	if n, _ := (delivery{d: amqp.Delivery{}}).Attempt(); n != 1 {
+		t.Fatalf("expected a first delivery (no x-delivery-count) to be attempt 1, got %d", n)
 	}
 }
 

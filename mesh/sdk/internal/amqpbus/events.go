@@ -112,12 +112,17 @@ func (b *Bus) startConsumer(ctx context.Context) (*consumer, error) {
 		return nil, fmt.Errorf("consume %s: %w", queue, refused(err))
 	}
 	c := newConsumer(ch, closed, deliveries, queue, b.log)
-	go c.run(func(d amqp.Delivery) { b.cfg.Deliver(delivery{d}) })
+	c.requeues = newRequeues(b.log)
+	go c.run(func(d amqp.Delivery) { b.cfg.Deliver(delivery{d: d, requeues: c.requeues}) })
 	return c, nil
 }
 
-// delivery is one message of the events queue as the SDK sees it.
-type delivery struct{ d amqp.Delivery }
+// delivery is one message of the events queue as the SDK sees it, and the
+// requeues of its consumer.
+type delivery struct {
+	d        amqp.Delivery
+	requeues *requeues
+}
 
 // Key is the routing key, <module>.<key>; "" for one that is not an
 // event's, which the SDK refuses.
@@ -135,9 +140,26 @@ func (d delivery) Message() transport.Message {
 // Ack settles the delivery as done.
 func (d delivery) Ack() error { return mapClosed(d.d.Ack(false)) }
 
-// Nak requeues it; the quorum queue counts the delivery and dead-letters
-// the message to mesh.dead past its delivery limit.
-func (d delivery) Nak() error { return mapClosed(d.d.Nack(false, true)) }
+// Attempt is the quorum queue's count: x-delivery-count is how often the
+// message was given back before, absent the first time. A quorum queue's
+// delivery limit is not told to its consumers, so limit is 0.
+func (d delivery) Attempt() (n, limit int) {
+	var returned int64
+	switch v := d.d.Headers[wire.AMQPDeliveryCount].(type) {
+	case int64:
+		returned = v
+	case int32:
+		returned = int64(v)
+	case int:
+		returned = int64(v)
+	}
+	return int(min(max(returned, 0), 1<<30)) + 1, 0
+}
+
+// Nak requeues it, after delay (requeues); the quorum queue counts the
+// delivery and dead-letters the message to mesh.dead past its delivery
+// limit.
+func (d delivery) Nak(delay time.Duration) error { return d.requeues.after(d.d, delay) }
 
 // Term rejects it for good. The queue dead-letters it to mesh.dead, where
 // its x-death header says "rejected", apart from those that exhausted
@@ -153,6 +175,9 @@ type consumer struct {
 	queue      string
 	log        *slog.Logger
 	done       chan struct{}
+	// requeues are the events consumer's deliveries waiting to be given
+	// back; nil for a tool's consumer.
+	requeues *requeues
 }
 
 func newConsumer(ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, queue string, log *slog.Logger) *consumer {
@@ -206,6 +231,9 @@ func (c *consumer) stop(deadline time.Time) error {
 	case <-c.done:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("drain %s: %w", c.queue, transport.ErrTimeout))
+	}
+	if c.requeues != nil {
+		c.requeues.flush()
 	}
 	if err := c.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
 		errs = append(errs, fmt.Errorf("close channel of %s: %w", c.queue, err))

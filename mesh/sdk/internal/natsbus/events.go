@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,7 +58,11 @@ func (b *Bus) Consume(ctx context.Context, _ string) error {
 	case err != nil:
 		return fmt.Errorf("bind consumer %s: %w", name, b.callError(ctx, err))
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { b.cfg.Deliver(delivery{m}) },
+	// The consumer's delivery limit, as the controller set it when the
+	// module bound: the SDK gives the last delivery back at once, so that
+	// the dead letter is not held up by a delay nothing will follow.
+	limit := max(cons.CachedInfo().Config.MaxDeliver, 0)
+	cc, err := cons.Consume(func(m jetstream.Msg) { b.cfg.Deliver(delivery{m: m, limit: limit}) },
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			b.log.Warn("consuming", "consumer", name, "err", err)
 		}))
@@ -68,8 +73,12 @@ func (b *Bus) Consume(ctx context.Context, _ string) error {
 	return nil
 }
 
-// delivery is one JetStream message as the SDK sees it.
-type delivery struct{ m jetstream.Msg }
+// delivery is one JetStream message as the SDK sees it; limit is its
+// consumer's MaxDeliver, 0 for none.
+type delivery struct {
+	m     jetstream.Msg
+	limit int
+}
 
 func (d delivery) Key() string {
 	module, key, err := wire.EventKeyFromSubject(d.m.Subject())
@@ -85,8 +94,29 @@ func (d delivery) Message() transport.Message {
 	return transport.Message{Header: d.m.Headers(), Body: d.m.Data()}
 }
 
-func (d delivery) Ack() error               { return d.m.Ack() }
-func (d delivery) Nak() error               { return d.m.Nak() }
+// Attempt is the server's count of deliveries of this message, from the
+// metadata of its ack subject.
+func (d delivery) Attempt() (n, limit int) {
+	md, err := d.m.Metadata()
+	if err != nil {
+		// Cannot come from a consumer: its messages carry an ack subject.
+		return 1, d.limit
+	}
+	return int(min(md.NumDelivered, 1<<31)), d.limit
+}
+
+func (d delivery) Ack() error { return d.m.Ack() }
+
+// Nak gives the message back; with a delay, the server keeps it pending
+// and redelivers it once the delay has passed (-NAK {"delay":ns}), so a
+// module restarting meanwhile does not shorten the wait.
+func (d delivery) Nak(delay time.Duration) error {
+	if delay <= 0 {
+		return d.m.Nak()
+	}
+	return d.m.NakWithDelay(delay)
+}
+
 func (d delivery) Term(reason string) error { return d.m.TermWithReason(reason) }
 
 // callError maps what a call through nats.go ended with to the binding's

@@ -6,9 +6,11 @@
 // A binding is a dumb pipe. It moves envelopes — headers and a body — and
 // settles deliveries when told to; it never decides anything about an
 // event. Everything design 19 says about the envelope lives once, in
-// package sdk, and is shared by every binding: header validation, the
-// Event's shape, local key matching, deduplication on x-event-id, panic
-// recovery, the ack/nak/term decision, and the tool-error encoding
+// package sdk, and is shared by every binding: envelope validation
+// (wire.ValidateEvent: headers, x-source against the subject, a JSON
+// body), the Event's shape, local key matching, deduplication on x-source
+// and x-event-id, panic recovery, the ack/nak/term decision and how long
+// a nak waits, and the tool-error encoding
 // (wire.ToolErrorHeaders / wire.ToolFailure). So a binding does not import
 // package sdk, and sdk chooses a binding by the credential URL's scheme
 // (tls, nats -> NATS; amqp, amqps -> AMQP) and calls its Dialer.
@@ -54,6 +56,13 @@
 //     may fail (a publish unconfirmed, a call unanswered) and is the
 //     caller's to retry; a delivery not settled comes again, which the SDK
 //     recognises by its x-event-id.
+//   - Nak(delay) delays the redelivery by delay without holding up the
+//     deliveries behind it (NATS: NakWithDelay, kept by the server; AMQP,
+//     which has no delayed requeue: the delivery is kept unsettled for
+//     delay and then requeued). A delivery waiting out its delay when the
+//     binding closes is given back at once, before the connection closes.
+//   - Attempt reads the broker's own delivery count (NATS: the message's
+//     metadata; AMQP: the quorum queue's x-delivery-count, plus one).
 //   - Close drains: fetching stops, the deliveries already fetched are
 //     still passed to cfg.Deliver and settled, tool calls in flight are
 //     answered, then the connection closes; each wait bounded by
@@ -101,14 +110,21 @@ type Message struct {
 
 // Delivery is one event handed to the SDK by the module's consumer.
 type Delivery interface {
-	// Key is "<module>.<key>", recovered from the subject or routing key.
+	// Key is "<module>.<key>", recovered from the subject or routing key;
+	// "" for a subject that is not a module's event subject.
 	Key() string
 	// Message is the delivered envelope.
 	Message() Message
+	// Attempt is which delivery of the message this is, counting from 1,
+	// as the broker counts them, and the most deliveries it makes before
+	// it dead-letters the message; limit is 0 when the binding cannot
+	// tell.
+	Attempt() (n, limit int)
 	// Ack settles the delivery as done.
 	Ack() error
-	// Nak asks for a redelivery; the broker dead-letters after its limit.
-	Nak() error
+	// Nak asks for a redelivery no sooner than delay from now (0: at
+	// once); the broker dead-letters after its limit.
+	Nak(delay time.Duration) error
 	// Term refuses the delivery for good, with the reason.
 	Term(reason string) error
 }
