@@ -98,7 +98,11 @@ func (s *Status) Apply(seq uint64, subject string, header map[string][]string, b
 	if !ok {
 		return false, fmt.Errorf("%w: %s is not a module's event subject", ErrBadStatusEvent, subject)
 	}
-	if err := wire.ValidateHeaders(header); err != nil {
+	// The provider is the subject's module, which only it may publish on;
+	// an x-source naming anyone else, a body that is not JSON, or no
+	// envelope at all (a PubAck or an API status aimed at this subject
+	// through a reply: docs/decisions/0001) is refused.
+	if err := wire.ValidateEvent(provider, header, body); err != nil {
 		return false, fmt.Errorf("%w: %s at %d: %w", ErrBadStatusEvent, subject, seq, err)
 	}
 	switch key {

@@ -88,27 +88,32 @@ func TestStatusKeepsTheNewestFailingWordPerProviderMachineAndConsumer(t *testing
 	if !f.Said.Equal(later) || !f.Since.Equal(since0) || f.ReportedBy != "node-p" || f.EventID == "" {
 		t.Fatalf("newest word not kept whole: %+v", f)
 	}
-	// The provider is the subject's module, whatever x-source says: the
-	// server lets nobody else publish on that subject.
+	// The provider is the subject's module, which the server lets nobody
+	// else publish on: an x-source that says otherwise is refused (design
+	// 19: it cannot disagree with where the message arrived from), and its
+	// sequence passed.
 	liar := failingWord("pg", "orders", "node-a", wire.ClassInvalid, later)
 	liar.header[wire.HeaderSource] = []string{"kc"}
-	liar.applyTo(t, &s, 5)
-	if got := s.Failing[2]; got.Provider != "pg" || got.Consumer != "orders" {
-		t.Fatalf("provider not taken from the subject: %+v", got)
+	if _, err := s.Apply(5, liar.subject, liar.header, liar.body); !errors.Is(err, ErrBadStatusEvent) || !errors.Is(err, wire.ErrSourceMismatch) {
+		t.Fatalf("expected a spoofed x-source refused with ErrSourceMismatch, got %v", err)
 	}
+	if s.Through != 5 || len(s.Failing) != 3 {
+		t.Fatalf("a refused word changed the status: through %d, failing %v", s.Through, failingKeys(s))
+	}
+	failingWord("pg", "orders", "node-a", wire.ClassInvalid, later).applyTo(t, &s, 6)
 
-	if !recoveredWord("pg", "billing", "node-a").applyTo(t, &s, 6) {
+	if !recoveredWord("pg", "billing", "node-a").applyTo(t, &s, 7) {
 		t.Fatal("recovered reported no change")
 	}
-	if recoveredWord("pg", "nobody", "node-a").applyTo(t, &s, 7) {
+	if recoveredWord("pg", "nobody", "node-a").applyTo(t, &s, 8) {
 		t.Fatal("recovering a consumer that was not failing reported a change")
 	}
 	want = []string{"kc/node-a/billing:secret", "pg/node-a/orders:invalid", "pg/node-b/billing:refused"}
 	if got := failingKeys(s); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after recovered: failing = %v, want %v", got, want)
 	}
-	if s.Through != 7 {
-		t.Fatalf("through = %d, want 7", s.Through)
+	if s.Through != 8 {
+		t.Fatalf("through = %d, want 8", s.Through)
 	}
 }
 
