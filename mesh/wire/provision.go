@@ -103,7 +103,8 @@ func parseContribution(raw json.RawMessage) (Contribution, error) {
 		}
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
-			return "", fmt.Errorf("field %s: want a string, got %s", name, v)
+			// The value is not shown: it may be the secret, written wrong.
+			return "", fmt.Errorf("field %s: want a string, got %s", name, jsonKind(v))
 		}
 		return s, nil
 	}
@@ -145,7 +146,7 @@ func parseContribution(raw json.RawMessage) (Contribution, error) {
 	}
 	if v, ok := fields[ContributionValues]; ok && string(v) != "null" {
 		if !strings.HasPrefix(strings.TrimSpace(string(v)), "{") {
-			return c, fmt.Errorf("field %s: want an object, got %s", ContributionValues, v)
+			return c, fmt.Errorf("field %s: want an object, got %s", ContributionValues, jsonKind(v))
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, v); err != nil {
@@ -154,6 +155,28 @@ func parseContribution(raw json.RawMessage) (Contribution, error) {
 		c.Values = buf.Bytes()
 	}
 	return c, nil
+}
+
+// jsonKind names the kind of a JSON value, for a refusal that must not
+// show the value itself.
+func jsonKind(v json.RawMessage) string {
+	t := strings.TrimSpace(string(v))
+	switch {
+	case t == "":
+		return "nothing"
+	case t[0] == '{':
+		return "an object"
+	case t[0] == '[':
+		return "an array"
+	case t[0] == '"':
+		return "a string"
+	case t == "true" || t == "false":
+		return "a boolean"
+	case t == "null":
+		return "null"
+	default:
+		return "a number"
+	}
 }
 
 // Event keys a provider's loop publishes in its own namespace. They are

@@ -58,7 +58,8 @@ func TestParseContributionsRefusals(t *testing.T) {
 		{"as not a string", `[{"as": 5, "node": "n"}]`, []string{"entries[0]", "field as: want a string"}},
 		{"bad as", `[{"as": "Billing", "node": "n"}]`, []string{"entries[0]", "field as:", "lower-case"}},
 		{"bad node", `[{"as": "a", "node": "node.a"}]`, []string{`(as "a")`, "field node:"}},
-		{"secret not a string", `[{"as": "a", "node": "n", "secret": {}}]`, []string{"field secret: want a string"}},
+		{"secret not a string", `[{"as": "a", "node": "n", "secret": {}}]`, []string{"field secret: want a string, got an object"}},
+		{"secret a number", `[{"as": "a", "node": "n", "secret": 98765432}]`, []string{"field secret: want a string, got a number"}},
 		{"bad at", `[{"as": "a", "node": "n", "at": "yesterday"}]`, []string{`(as "a")`, "field at: want an RFC 3339 time"}},
 		{"values not an object", `[{"as": "a", "node": "n", "values": [1]}]`, []string{"field values: want an object"}},
 		{"duplicate", `[{"as":"a","node":"n"},{"as":"b","node":"n"},{"as":"a","node":"n"}]`,
@@ -74,6 +75,9 @@ func TestParseContributionsRefusals(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("expected the error to contain %q, got %q", w, err)
 				}
+			}
+			if strings.Contains(err.Error(), "98765432") {
+				t.Errorf("the refusal shows the secret: %v", err)
 			}
 		})
 	}
