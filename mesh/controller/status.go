@@ -43,7 +43,7 @@ type Status struct {
 }
 
 // What the status holds is bounded, since it is folded from what
-// providers say: a provider names consumers as a module and a machine
+// providers say: a provider (the subject's module, a name) names consumers as a module and a machine
 // (each a name), a class from wire.ErrorClasses, the node it speaks from
 // (a name) and an event id of at most maxEventID bytes; and at most
 // MaxFailingPerProvider consumers at once. The providers themselves are
@@ -97,6 +97,12 @@ func (s *Status) Apply(seq uint64, subject string, header map[string][]string, b
 	provider, key, ok := wire.EventOf(subject)
 	if !ok {
 		return false, fmt.Errorf("%w: %s is not a module's event subject", ErrBadStatusEvent, subject)
+	}
+	// The server lets only a module publish on its subject, but the
+	// subject's module is what the status is keyed by: a name, like every
+	// other name it holds.
+	if err := wire.CheckName(provider); err != nil {
+		return false, fmt.Errorf("%w: %s: provider: %w", ErrBadStatusEvent, subject, err)
 	}
 	if err := wire.ValidateHeaders(header); err != nil {
 		return false, fmt.Errorf("%w: %s at %d: %w", ErrBadStatusEvent, subject, seq, err)

@@ -143,6 +143,7 @@ func TestStatusRefusesWhatItCannotReadAndPassesIt(t *testing.T) {
 		{"no class", word{good.subject, good.header, []byte(`{"consumer":"billing","node":"node-a","since":"2026-11-01T10:00:00Z"}`)}, "class"},
 		{"another key", statusWord("pg", wire.EventProvisionerRetirement, said0, []byte(`{}`)), wire.EventProvisionerRetirement},
 		{"not an event subject", word{"mesh.node.a.declare", good.header, good.body}, "mesh.node.a.declare"},
+		{"a provider that is no name", statusWord("0", wire.EventProvisionerFailing, said0, good.body), "provider"},
 		{"a class nobody spelled", failingWord("pg", "billing", "node-a", "exploded", said0), `class "exploded" is not one of unreachable, refused, secret, invalid, timeout, unknown`},
 		{"a node that is no name", withHeader(good, wire.HeaderNode, "Node B"), wire.HeaderNode},
 		{"an event id without end", withHeader(good, wire.HeaderEventID, strings.Repeat("e", 129)), "x-event-id is 129 bytes, more than 128"},
