@@ -36,6 +36,27 @@ func TestParseContributions(t *testing.T) {
 	}
 }
 
+// TestContributedValuesAreCanonical: a provider compares values byte for
+// byte to see whether a consumer's contribution changed, so the same
+// object written another way (another encoder's escapes, another key
+// order, white space) reads as the same bytes.
+func TestContributedValuesAreCanonical(t *testing.T) {
+	got, err := ParseContributions([]byte(`[
+	  {"as": "a", "node": "n", "values": {"b": [1, 2.50, {"z": true, "y": null}], "a": "x&y<\u0041>"}},
+	  {"as": "b", "node": "n", "values": {"a":"x\u0026y\u003cA\u003e","b":[1,2.50,{"y":null,"z":true}]}},
+	  {"as": "c", "node": "n", "values": {"a": "first", "a": "x&y<A>", "b": [1, 2.50, {"y": null, "z": true}]}}
+	]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"a":"x&y<A>","b":[1,2.50,{"y":null,"z":true}]}`
+	for _, c := range got {
+		if string(c.Values) != want {
+			t.Errorf("%s: values %s, want %s", c.As, c.Values, want)
+		}
+	}
+}
+
 func TestParseContributionsEmptyArray(t *testing.T) {
 	got, err := ParseContributions([]byte("[]\n"))
 	if err != nil || len(got) != 0 {
