@@ -115,8 +115,8 @@ func checkStatusInvariants(t *testing.T, s Status) {
 		if !slices.Contains(wire.ErrorClasses, f.Class) {
 			t.Fatalf("held class %q", f.Class)
 		}
-		if len(f.EventID) == 0 || len(f.EventID) > maxEventID {
-			t.Fatalf("held an event id of %d bytes", len(f.EventID))
+		if len(f.EventID) == 0 || len(f.EventID) > maxEventID || !printable(f.EventID) {
+			t.Fatalf("held an event id of %d bytes: %q", len(f.EventID), f.EventID)
 		}
 		if f.Since.IsZero() || f.Said.IsZero() {
 			t.Fatalf("held a word without since or said: %+v", f)

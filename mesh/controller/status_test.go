@@ -147,6 +147,7 @@ func TestStatusRefusesWhatItCannotReadAndPassesIt(t *testing.T) {
 		{"a class nobody spelled", failingWord("pg", "billing", "node-a", "exploded", said0), `class "exploded" is not one of unreachable, refused, secret, invalid, timeout, unknown`},
 		{"a node that is no name", withHeader(good, wire.HeaderNode, "Node B"), wire.HeaderNode},
 		{"an event id without end", withHeader(good, wire.HeaderEventID, strings.Repeat("e", 129)), "x-event-id is 129 bytes, more than 128"},
+		{"an event id that is not text", withHeader(good, wire.HeaderEventID, "evt-\xff"), "is not printable text"},
 		{"a consumer that is no name", word{good.subject, good.header, []byte(`{"consumer":"` + strings.Repeat("b", 33) + `","node":"node-a","class":"refused","since":"2026-11-01T10:00:00Z"}`)}, "consumer"},
 		{"no envelope at all (a PubAck)", word{good.subject, nil, []byte(`{"stream":"EVENTS","seq":1}`)}, wire.HeaderEventID},
 	}
