@@ -41,9 +41,8 @@ type ApplyResult struct {
 // secrets of principals that still exist are kept, new principals are
 // minted, removed ones are dropped with their credential files (every
 // credential file of a user not composed, whatever the old secrets say),
-// and
-// nats.conf is replaced atomically, only if its content changed, so the
-// nats container's watcher reloads exactly once per real change.
+// and nats.conf is replaced atomically, only if its content changed, so
+// the nats container's watcher reloads exactly once per real change.
 //
 // The writes are ordered so that an interrupted apply is finished by
 // running it again: secrets first, then credentials, nats.conf last (the

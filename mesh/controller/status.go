@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -43,9 +45,10 @@ type Status struct {
 }
 
 // What the status holds is bounded, since it is folded from what
-// providers say: a provider names consumers as a module and a machine
-// (each a name), a class from wire.ErrorClasses, the node it speaks from
-// (a name) and an event id of at most maxEventID bytes; and at most
+// providers say: a provider (the subject's module, a name) names
+// consumers as a module and a machine (each a name), a class from
+// wire.ErrorClasses, the node it speaks from (a name) and an event id of
+// printable text, at most maxEventID bytes; and at most
 // MaxFailingPerProvider consumers at once. The providers themselves are
 // bounded by the mesh: the server lets only a module that provides
 // publish provisioner.failing, on its own subject. A word past a bound is
@@ -98,8 +101,13 @@ func (s *Status) Apply(seq uint64, subject string, header map[string][]string, b
 	if !ok {
 		return false, fmt.Errorf("%w: %s is not a module's event subject", ErrBadStatusEvent, subject)
 	}
-	// The provider is the subject's module, which only it may publish on;
-	// an x-source naming anyone else, a body that is not JSON, or no
+	// The server lets only a module publish on its subject, and the
+	// subject's module is what the status is keyed by: a name, like every
+	// other name it holds.
+	if err := wire.CheckName(provider); err != nil {
+		return false, fmt.Errorf("%w: %s: provider: %w", ErrBadStatusEvent, subject, err)
+	}
+	// An x-source naming anyone else, a body that is not JSON, or no
 	// envelope at all (a PubAck or an API status aimed at this subject
 	// through a reply: docs/decisions/0001) is refused.
 	if err := wire.ValidateEvent(provider, header, body); err != nil {
@@ -123,6 +131,11 @@ func (s *Status) Apply(seq uint64, subject string, header map[string][]string, b
 		}
 		if len(id) > maxEventID {
 			return false, fmt.Errorf("%w: %s at %d: %s is %d bytes, more than %d", ErrBadStatusEvent, subject, seq, wire.HeaderEventID, len(id), maxEventID)
+		}
+		if !printable(id) {
+			// The status file is JSON: a byte that is not text would come
+			// back from it as another id than the one in EVENTS.
+			return false, fmt.Errorf("%w: %s at %d: %s %q is not printable text", ErrBadStatusEvent, subject, seq, wire.HeaderEventID, id)
 		}
 		said, _ := wire.ParseTime(wire.HeaderValue(header, wire.HeaderTime)) // validated above
 		f := FailingProvision{
@@ -186,6 +199,19 @@ func (s *Status) Rebase(created time.Time, lastSeq uint64) (changed bool, why st
 		changed = true
 	}
 	return changed, why
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // holds reports whether the status names f's provider, node and consumer.

@@ -148,9 +148,11 @@ func TestStatusRefusesWhatItCannotReadAndPassesIt(t *testing.T) {
 		{"no class", word{good.subject, good.header, []byte(`{"consumer":"billing","node":"node-a","since":"2026-11-01T10:00:00Z"}`)}, "class"},
 		{"another key", statusWord("pg", wire.EventProvisionerRetirement, said0, []byte(`{}`)), wire.EventProvisionerRetirement},
 		{"not an event subject", word{"mesh.node.a.declare", good.header, good.body}, "mesh.node.a.declare"},
+		{"a provider that is no name", statusWord("0", wire.EventProvisionerFailing, said0, good.body), "is not a module's event subject"},
 		{"a class nobody spelled", failingWord("pg", "billing", "node-a", "exploded", said0), `class "exploded" is not one of unreachable, refused, secret, invalid, timeout, unknown`},
 		{"a node that is no name", withHeader(good, wire.HeaderNode, "Node B"), wire.HeaderNode},
 		{"an event id without end", withHeader(good, wire.HeaderEventID, strings.Repeat("e", 129)), "x-event-id: 129 bytes, over the limit of 128"},
+		{"an event id that is not text", withHeader(good, wire.HeaderEventID, "evt-\xff"), wire.HeaderEventID},
 		{"a consumer that is no name", word{good.subject, good.header, []byte(`{"consumer":"` + strings.Repeat("b", 33) + `","node":"node-a","class":"refused","since":"2026-11-01T10:00:00Z"}`)}, "consumer"},
 		{"no envelope at all (a PubAck)", word{good.subject, nil, []byte(`{"stream":"EVENTS","seq":1}`)}, "not an event's envelope"},
 	}

@@ -106,11 +106,12 @@ func (c Credential) Validate() error {
 }
 
 // ValidateFields checks a scoped credential field by field, each on its
-// own: the URL (a user and a password for a scoped credential, a host, a
-// port in range, TLS: amqps rather than amqp), the fingerprint, and the identity fields the principal's
-// kind needs. It does not compare the URL's user with the identity: a
-// dialler leaves that to the server, which refuses a user it does not
-// know (the genesis bed dials a stranger's user on purpose to see it).
+// own: the URL (a user and a password, a host, a port in range, amqps
+// rather than amqp), the fingerprint, and the identity fields the
+// principal's kind needs. It does not compare the URL's user with the
+// identity: a dialler leaves that to the server, which refuses a user it
+// does not know (the genesis bed dials a stranger's user on purpose to
+// see it).
 func (c Credential) ValidateFields() error {
 	if c.URL == "" {
 		return fmt.Errorf("%w: field url is missing", ErrBadCredential)

@@ -15,9 +15,11 @@ package wire
 // machine it runs on (node): a grant addressed to a node alone would not
 // name a consumer, and withdrawing it would take another's away. So an
 // entry without as or node is refused, never guessed at. secret, at and
-// values may be absent. Unknown fields are ignored, for the reason design
-// 19 gives for unknown x- headers: the file is read by every provider, and
-// one that refused a new field would make adding it a breaking change.
+// values may be absent; values is read into one canonical form, so that
+// two files saying the same say it in the same bytes. Unknown fields are
+// ignored, for the reason design 19 gives for unknown x- headers: the
+// file is read by every provider, and one that refused a new field would
+// make adding it a breaking change.
 
 import (
 	"bytes"
@@ -103,7 +105,8 @@ func parseContribution(raw json.RawMessage) (Contribution, error) {
 		}
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
-			return "", fmt.Errorf("field %s: want a string, got %s", name, v)
+			// The value is not shown: it may be the secret, written wrong.
+			return "", fmt.Errorf("field %s: want a string, got %s", name, jsonKind(v))
 		}
 		return s, nil
 	}
@@ -145,15 +148,59 @@ func parseContribution(raw json.RawMessage) (Contribution, error) {
 	}
 	if v, ok := fields[ContributionValues]; ok && string(v) != "null" {
 		if !strings.HasPrefix(strings.TrimSpace(string(v)), "{") {
-			return c, fmt.Errorf("field %s: want an object, got %s", ContributionValues, v)
+			return c, fmt.Errorf("field %s: want an object, got %s", ContributionValues, jsonKind(v))
 		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, v); err != nil {
+		canon, err := canonicalJSON(v)
+		if err != nil {
 			return c, fmt.Errorf("field %s: %v", ContributionValues, err)
 		}
-		c.Values = buf.Bytes()
+		c.Values = canon
 	}
 	return c, nil
+}
+
+// canonicalJSON writes a JSON value one way whatever way it was written:
+// no white space, an object's keys sorted (the last of a duplicated key
+// kept), strings with no escape they do not need, numbers as written. A
+// provider compares what a consumer contributed byte for byte to see
+// whether it changed, and the file may be written by an encoder that
+// escapes '&' or orders keys otherwise than the last one did.
+func canonicalJSON(v json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(x); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// jsonKind names the kind of a JSON value, for a refusal that must not
+// show the value itself.
+func jsonKind(v json.RawMessage) string {
+	t := strings.TrimSpace(string(v))
+	switch {
+	case t == "":
+		return "nothing"
+	case t[0] == '{':
+		return "an object"
+	case t[0] == '[':
+		return "an array"
+	case t[0] == '"':
+		return "a string"
+	case t == "true" || t == "false":
+		return "a boolean"
+	case t == "null":
+		return "null"
+	default:
+		return "a number"
+	}
 }
 
 // Event keys a provider's loop publishes in its own namespace. They are

@@ -36,6 +36,27 @@ func TestParseContributions(t *testing.T) {
 	}
 }
 
+// TestContributedValuesAreCanonical: a provider compares values byte for
+// byte to see whether a consumer's contribution changed, so the same
+// object written another way (another encoder's escapes, another key
+// order, white space) reads as the same bytes.
+func TestContributedValuesAreCanonical(t *testing.T) {
+	got, err := ParseContributions([]byte(`[
+	  {"as": "a", "node": "n", "values": {"b": [1, 2.50, {"z": true, "y": null}], "a": "x&y<\u0041>"}},
+	  {"as": "b", "node": "n", "values": {"a":"x\u0026y\u003cA\u003e","b":[1,2.50,{"y":null,"z":true}]}},
+	  {"as": "c", "node": "n", "values": {"a": "first", "a": "x&y<A>", "b": [1, 2.50, {"y": null, "z": true}]}}
+	]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"a":"x&y<A>","b":[1,2.50,{"y":null,"z":true}]}`
+	for _, c := range got {
+		if string(c.Values) != want {
+			t.Errorf("%s: values %s, want %s", c.As, c.Values, want)
+		}
+	}
+}
+
 func TestParseContributionsEmptyArray(t *testing.T) {
 	got, err := ParseContributions([]byte("[]\n"))
 	if err != nil || len(got) != 0 {
@@ -58,7 +79,8 @@ func TestParseContributionsRefusals(t *testing.T) {
 		{"as not a string", `[{"as": 5, "node": "n"}]`, []string{"entries[0]", "field as: want a string"}},
 		{"bad as", `[{"as": "Billing", "node": "n"}]`, []string{"entries[0]", "field as:", "lower-case"}},
 		{"bad node", `[{"as": "a", "node": "node.a"}]`, []string{`(as "a")`, "field node:"}},
-		{"secret not a string", `[{"as": "a", "node": "n", "secret": {}}]`, []string{"field secret: want a string"}},
+		{"secret not a string", `[{"as": "a", "node": "n", "secret": {}}]`, []string{"field secret: want a string, got an object"}},
+		{"secret a number", `[{"as": "a", "node": "n", "secret": 98765432}]`, []string{"field secret: want a string, got a number"}},
 		{"bad at", `[{"as": "a", "node": "n", "at": "yesterday"}]`, []string{`(as "a")`, "field at: want an RFC 3339 time"}},
 		{"values not an object", `[{"as": "a", "node": "n", "values": [1]}]`, []string{"field values: want an object"}},
 		{"duplicate", `[{"as":"a","node":"n"},{"as":"b","node":"n"},{"as":"a","node":"n"}]`,
@@ -74,6 +96,9 @@ func TestParseContributionsRefusals(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("expected the error to contain %q, got %q", w, err)
 				}
+			}
+			if strings.Contains(err.Error(), "98765432") {
+				t.Errorf("the refusal shows the secret: %v", err)
 			}
 		})
 	}
