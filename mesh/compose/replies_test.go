@@ -2,7 +2,6 @@ package compose_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
 )
 
 // The reply subject is a capability the server never checks (NATS-NOTES,
@@ -59,57 +59,29 @@ func controlStreams(t *testing.T, s *natstest.Server) (ctl, mesh jetstream.JetSt
 // control stream's subjects, the build queue.
 var targets = []string{wire.NodeDeclare("node-b"), wire.SubjectEnrol, wire.NodeReport("node-b"), wire.SubjectPush, wire.SubjectBuildRequest}
 
-// reading is what the control streams hold: messages per stream, and the
-// last sequence of every subject.
-func reading(t *testing.T, js jetstream.JetStream) map[string]uint64 {
+// reading is what the control streams hold (observe.Hold).
+func reading(t *testing.T, js jetstream.JetStream) observe.Holding {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out := map[string]uint64{}
-	for _, name := range []string{wire.StreamControl, wire.StreamNodes, wire.StreamBuilds} {
-		st, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[name] = info.State.Msgs
-		for subj, n := range info.State.Subjects {
-			out[name+" "+subj] = n
-		}
-		for _, subj := range targets {
-			if m, err := st.GetLastMsgForSubject(ctx, subj); err == nil {
-				out[fmt.Sprintf("%s %s last", name, subj)] = m.Sequence
-			}
-		}
+	h, err := observe.Hold(ctx, js, observe.ControlStreams)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return h
 }
 
-// unchanged waits past every reply the server could still be sending and
-// compares the control streams with before.
-func unchanged(t *testing.T, js jetstream.JetStream, route string, before map[string]uint64, c ...*conn) {
+// unchanged flushes the connections that aimed and compares the control
+// streams with before.
+func unchanged(t *testing.T, js jetstream.JetStream, route string, before observe.Holding, c ...*conn) {
 	t.Helper()
 	for _, x := range c {
 		if err := x.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A PubAck and an API answer are sent before the server answers a
-	// later round trip of the same connection; a round trip of the
-	// controller's own then orders after them.
-	after := reading(t, js)
-	for k, v := range before {
-		if after[k] != v {
-			t.Errorf("%s: %s was %d, now %d", route, k, v, after[k])
-		}
-	}
-	for k, v := range after {
-		if _, ok := before[k]; !ok {
-			t.Errorf("%s: %s appeared (%d)", route, k, v)
-		}
+	for _, d := range before.Changes(reading(t, js)) {
+		t.Errorf("%s: %s", route, d)
 	}
 }
 
@@ -130,8 +102,9 @@ func TestAToolResponderCannotBeAimedAtTheControlPlane(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The responder has answered every call once its queue is empty.
-	if err := alice.Flush(); err != nil {
+	// The responder answers one call at a time, in arrival order: once an
+	// ordinary call has its answer, the aimed ones have had theirs.
+	if _, err := alice.Request(wire.ToolSubject("sensor", "calibrate"), []byte(`{}`), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := sensor.Flush(); err != nil {
@@ -208,26 +181,26 @@ func TestAnEnrolmentUserCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
 	// The requests themselves are CONTROL's, on the enrolment subject, and
 	// nothing else changed: no PubAck landed anywhere in the control account.
 	n := uint64(len(targets))
-	before[wire.StreamControl] += n
-	before[wire.StreamControl+" "+wire.SubjectEnrol] += n
-	delete(before, wire.StreamControl+" "+wire.SubjectEnrol+" last")
-	var after map[string]uint64
+	want := observe.Holding{}
+	for k, v := range before {
+		want[k] = v
+	}
+	want[wire.StreamControl+" messages"] += n
+	want[wire.StreamControl+" "+wire.SubjectEnrol+" messages"] += n
+	lastEnrol := wire.StreamControl + " " + wire.SubjectEnrol + " last sequence"
+	var after observe.Holding
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		// The requests cross the import on their own time.
 		after = reading(t, ctl)
-		if after[wire.StreamControl] >= before[wire.StreamControl] || time.Now().After(deadline) {
+		if after[wire.StreamControl+" messages"] >= want[wire.StreamControl+" messages"] || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
 	}
-	delete(after, wire.StreamControl+" "+wire.SubjectEnrol+" last")
-	for k, v := range before {
-		if after[k] != v {
-			t.Errorf("enrolment puback: %s expected %d, got %d", k, v, after[k])
-		}
-	}
-	if len(after) != len(before) {
-		t.Errorf("enrolment puback: subjects %v, expected %v", after, before)
+	// The enrolment subject's last sequence moves with the requests.
+	want[lastEnrol], after[lastEnrol] = 0, 0
+	for _, d := range want.Changes(after) {
+		t.Errorf("enrolment puback: %s", d)
 	}
 
 	// And its PubAck comes back to it, in its own account: the import
