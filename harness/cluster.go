@@ -66,7 +66,8 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	roles   map[string]*Container
-	busAddr string // as of the last BusAddress, for Describe
+	faults  map[string]injected // by member
+	busAddr string              // as of the last BusAddress, for Describe
 }
 
 // RaiseGenesis raises the genesis cluster of the description

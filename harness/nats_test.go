@@ -18,47 +18,9 @@ import (
 // the bus address, the processes, a restart, and the probe from both
 // networks against monitoring bound to the private network only.
 func TestNATSContainer(t *testing.T) {
-	testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := NewSession(ctx, SessionOptions{Out: testWriter{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.Close(context.Background()); err != nil {
-			t.Errorf("close: %v", err)
-		}
-		if c, n := leftovers(t, s.docker, s.ID()); c+n != 0 {
-			t.Errorf("expected nothing of run %s after Close, got %d containers and %d networks", s.ID(), c, n)
-		}
-	}()
-
-	c := &Cluster{
-		s: s, state: filepath.Join(s.work, "state"), meshDir: filepath.Join(s.work, "mesh"), js: filepath.Join(s.work, "js"),
-		poll: 200 * time.Millisecond, readyTimeout: time.Minute,
-		networks: map[string]string{Private: "mesh-" + s.id, Outside: "mesh-" + s.id + "-outside"},
-		roles:    map[string]*Container{},
-	}
-	for _, d := range []string{filepath.Join(c.state, "nats"), c.js} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The entrypoint applies only a whole JSON configuration with users in
-	// every account (docs/nats-entrypoint.md): the smallest such file.
-	conf := `{"listen": "0.0.0.0:4222", "http": "nats:8222", "jetstream": {"store_dir": "/data"},
-  "accounts": {"T": {"jetstream": "enabled", "users": [{"user": "t", "password": "pw"}]}}}
-`
-	if err := os.WriteFile(filepath.Join(c.state, "nats", "nats.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, step := range []func(context.Context) error{c.ensureImages, c.createNetworks, c.startNATS} {
-		if err := step(ctx); err != nil {
-			_ = s.SaveLogs(ctx, t.TempDir())
-			t.Fatal(err)
-		}
-	}
+	s, c := natsAlone(t, ctx)
 
 	addr, err := c.BusAddress(ctx)
 	if err != nil {
@@ -142,6 +104,55 @@ func TestNATSContainer(t *testing.T) {
 		}
 	}
 	t.Log(c.Describe())
+}
+
+// natsAlone raises the nats container alone, on the smallest
+// configuration the entrypoint applies (no TLS, no controller): user t,
+// password pw. The session is closed when the test ends, and must leave
+// nothing behind.
+func natsAlone(t *testing.T, ctx context.Context) (*Session, *Cluster) {
+	t.Helper()
+	testutil.DockerClient(t)
+	s, err := NewSession(ctx, SessionOptions{Out: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		if c, n := leftovers(t, s.docker, s.ID()); c+n != 0 {
+			t.Errorf("expected nothing of run %s after Close, got %d containers and %d networks", s.ID(), c, n)
+		}
+	})
+
+	c := &Cluster{
+		s: s, state: filepath.Join(s.work, "state"), meshDir: filepath.Join(s.work, "mesh"), js: filepath.Join(s.work, "js"),
+		poll: 200 * time.Millisecond, readyTimeout: time.Minute,
+		networks: map[string]string{Private: "mesh-" + s.id, Outside: "mesh-" + s.id + "-outside"},
+		roles:    map[string]*Container{},
+	}
+	for _, d := range []string{filepath.Join(c.state, "nats"), c.js} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The entrypoint applies only a whole JSON configuration with users in
+	// every account (docs/nats-entrypoint.md): the smallest such file.
+	conf := `{"listen": "0.0.0.0:4222", "http": "nats:8222", "jetstream": {"store_dir": "/data"},
+  "accounts": {"T": {"jetstream": "enabled", "users": [{"user": "t", "password": "pw"}]}}}
+`
+	if err := os.WriteFile(filepath.Join(c.state, "nats", "nats.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func(context.Context) error{c.ensureImages, c.createNetworks, c.startNATS} {
+		if err := step(ctx); err != nil {
+			_ = s.SaveLogs(ctx, t.TempDir())
+			t.Fatal(err)
+		}
+	}
+
+	return s, c
 }
 
 // natsServer finds the nats-server process in the container.

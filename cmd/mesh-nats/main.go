@@ -10,7 +10,10 @@
 // good one and a log line says why. A bad file at start means no server:
 // mesh-nats exits 1. It forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1 and
 // SIGUSR2 to the child and exits with the child's exit status (128+signal
-// if the child was killed).
+// if the child was killed): a server killed with SIGKILL stops the
+// container, which a start brings back on the same store. `mesh-nats
+// signal NAME` (run in the container, docker exec) signals the server
+// itself, through the pid file the entrypoint keeps in its run directory.
 package main
 
 import (
@@ -36,8 +39,12 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run parses args and supervises the child, returning the exit status.
+// run parses args and supervises the child, returning the exit status;
+// `mesh-nats signal …` signals the running child instead (runSignal).
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "signal" {
+		return runSignal(args[1:], stdout, stderr)
+	}
 	opts, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -69,6 +76,9 @@ configuration that is whole (one JSON document), has users with passwords in
 every account, and nats-server itself accepts; otherwise it keeps the last
 good one and logs why. Exits 1 if the file is not good at start. Forwards
 SIGTERM/SIGINT/SIGHUP/SIGUSR1/SIGUSR2 to the server and exits with its status.
+
+       mesh-nats signal [--run-dir D] KILL|TERM|INT|HUP|STOP|CONT|USR1|USR2
+sends the signal to the running server itself (its pid is in D/server.pid).
 
 Flags:
 `)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/meshbus/mesh/cmd/mesh-nats/internal/watch"
@@ -66,6 +67,12 @@ func supervise(o options, stdout, stderr io.Writer, log *slog.Logger) int {
 		log.Error("start child", "server", o.server, "err", err)
 		return 1
 	}
+	pidFile := filepath.Join(o.runDir, PIDFile)
+	if err := writePID(o.runDir, cmd.Process.Pid); err != nil {
+		// Only `mesh-nats signal` needs it; the bus serves without.
+		log.Warn("write the server's pid file", "path", pidFile, "err", err)
+	}
+	defer os.Remove(pidFile)
 	log.Info("started child", "pid", cmd.Process.Pid, "server", o.server, "args", cmd.Args[1:],
 		"config", o.config, "hash", short(w.Hash()), "poll", o.poll.String())
 

@@ -1,0 +1,238 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// A Fault is one way the harness breaks a member of the cluster on
+// purpose (STYLE.md: etcd's failpoints). Inject applies it and returns
+// only once it has taken effect, as seen from outside; Undo removes it and
+// returns only once the member is healthy again. Each fault is one small
+// file: fault_*.go.
+type Fault interface {
+	// Name is how a step names it: stop, kill, kill-server, pause,
+	// partition.
+	Name() string
+	Inject(ctx context.Context, m *Container) error
+	Undo(ctx context.Context, m *Container) error
+}
+
+// Members of a cluster by the name a step gives them.
+const (
+	MemberBus        = "bus"
+	MemberController = "controller"
+)
+
+// faultTimeout bounds one inject or one undo, with the wait for its
+// effect or for health.
+const faultTimeout = 90 * time.Second
+
+// Sentinels a caller branches on.
+var (
+	// ErrUnknownMember: the step names a member the cluster does not have.
+	ErrUnknownMember = errors.New("no such member")
+	// ErrUnknownFault: the step names a fault there is none of, or one
+	// this member cannot take.
+	ErrUnknownFault = errors.New("no such fault")
+	// ErrFaultActive: the member already has a fault; undo it first.
+	ErrFaultActive = errors.New("a fault is already applied")
+	// ErrNoFault: there is nothing to undo on the member.
+	ErrNoFault = errors.New("no fault applied")
+	// ErrUndo: a fault could not be undone. The cluster is not what the
+	// topology says any more; the runner must not reuse it.
+	ErrUndo = errors.New("fault not undone")
+)
+
+// injected is a fault in effect.
+type injected struct {
+	fault Fault
+	at    time.Time
+}
+
+// Members are the names a fault step may give, sorted.
+func (c *Cluster) Members() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for name, role := range memberRoles {
+		if _, ok := c.roles[role]; ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// memberRoles maps a member's name to the role its container plays.
+var memberRoles = map[string]string{MemberBus: RoleNATS, MemberController: RoleController}
+
+// member is the container of a member, or ErrUnknownMember naming the
+// valid ones.
+func (c *Cluster) member(name string) (*Container, error) {
+	c.mu.Lock()
+	h, ok := c.roles[memberRoles[name]]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q (this cluster has: %s)", ErrUnknownMember, name, strings.Join(c.Members(), ", "))
+	}
+	return h, nil
+}
+
+// FaultNames are the faults member can take, sorted.
+func (c *Cluster) FaultNames(member string) []string {
+	out := []string{"kill", "pause", "stop"}
+	for _, n := range c.NetworkNames() {
+		out = append(out, "partition from "+n)
+	}
+	if member == MemberBus {
+		out = append(out, "kill-server")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NetworkNames are the networks of the cluster, as faults name them.
+func (c *Cluster) NetworkNames() []string { return []string{Private, Outside} }
+
+// newFault builds the fault name describes, for member; an unknown one is
+// refused with the faults that member can take.
+func (c *Cluster) newFault(member, name string) (Fault, error) {
+	switch {
+	case name == "stop":
+		return stopFault{}, nil
+	case name == "kill":
+		return killFault{}, nil
+	case name == "pause":
+		return pauseFault{}, nil
+	case name == "kill-server" && member == MemberBus:
+		return killServerFault{}, nil
+	case strings.HasPrefix(name, "partition from "):
+		which := strings.TrimPrefix(name, "partition from ")
+		if net, ok := c.networks[which]; ok {
+			return &partitionFault{network: which, docker: net}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q for %s (it can take: %s)", ErrUnknownFault, name, member, strings.Join(c.FaultNames(member), ", "))
+}
+
+// Inject applies the fault named to member, within faultTimeout, and
+// narrates it. It returns how long it took to take effect.
+func (c *Cluster) Inject(ctx context.Context, member, fault string) (time.Duration, error) {
+	h, err := c.member(member)
+	if err != nil {
+		return 0, err
+	}
+	f, err := c.newFault(member, fault)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	if cur, ok := c.faults[member]; ok {
+		c.mu.Unlock()
+		return 0, fmt.Errorf("%w to %s (%s since %s): undo it first", ErrFaultActive, member, cur.fault.Name(), cur.at.Format(time.TimeOnly))
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
+	defer cancel()
+	start := time.Now()
+	c.s.narrate("fault: %s on %s …", f.Name(), member)
+	if err := f.Inject(ctx, h); err != nil {
+		// Half applied is still applied: keep it, so Undo and teardown try.
+		c.setFault(member, f, start)
+		return 0, fmt.Errorf("inject %s on %s: %w", f.Name(), member, err)
+	}
+	took := time.Since(start)
+	c.setFault(member, f, start)
+	c.s.narrate("fault: %s on %s applied in %s", f.Name(), member, took.Round(time.Millisecond))
+	return took, nil
+}
+
+// Undo removes member's fault, within faultTimeout, and narrates it. It
+// returns how long the member took to be healthy again. An undo that
+// fails wraps ErrUndo: the cluster is tainted.
+func (c *Cluster) Undo(ctx context.Context, member string) (time.Duration, error) {
+	h, err := c.member(member)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	cur, ok := c.faults[member]
+	c.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("%w on %s", ErrNoFault, member)
+	}
+	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := cur.fault.Undo(ctx, h); err != nil {
+		c.s.narrate("fault: %s on %s NOT undone: %v", cur.fault.Name(), member, err)
+		return 0, fmt.Errorf("%w: %s on %s: %w", ErrUndo, cur.fault.Name(), member, err)
+	}
+	c.mu.Lock()
+	delete(c.faults, member)
+	c.mu.Unlock()
+	took := time.Since(start)
+	c.s.narrate("fault: %s on %s undone in %s", cur.fault.Name(), member, took.Round(time.Millisecond))
+	return took, nil
+}
+
+// Fault is the name of member's fault in effect, or "".
+func (c *Cluster) Fault(member string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.faults[member]; ok {
+		return f.fault.Name()
+	}
+	return ""
+}
+
+// UndoAll undoes every fault still in effect, as a scenario's teardown
+// does; it returns every undo that failed, each wrapping ErrUndo.
+func (c *Cluster) UndoAll(ctx context.Context) error {
+	c.mu.Lock()
+	var members []string
+	for m := range c.faults {
+		members = append(members, m)
+	}
+	c.mu.Unlock()
+	slices.Sort(members)
+	var errs []error
+	for _, m := range members {
+		if _, err := c.Undo(ctx, m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) setFault(member string, f Fault, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.faults == nil {
+		c.faults = map[string]injected{}
+	}
+	c.faults[member] = injected{fault: f, at: at}
+}
+
+// waitState polls the member's state until ok says it holds.
+func waitState(ctx context.Context, m *Container, what string, ok func(State) bool) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := m.Inspect(ctx)
+		if err == nil && ok(st) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s to be %s: %w (last state %+v, %v)", m.role, what, ctx.Err(), st, err)
+		case <-tick.C:
+		}
+	}
+}
