@@ -173,3 +173,23 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     When the whole composed configuration is written in place with one harmless setting added
     Then the server loads a new configuration within two watcher-poll intervals
     And every composed user still connects with its own credential
+
+  @durability
+  Scenario: What JetStream acknowledged survives nats-server killed with SIGKILL
+    Jepsen's analysis of NATS 2.12.1 lost acknowledged writes under the default lazy fsync; the
+    server here syncs every write. The server process itself is killed, not the container: the
+    entrypoint then exits like its child, and the bus is started again on the same store.
+
+    Given the module "sensor" on "node-a" has emitted 200 events "reading", each acknowledged by JetStream
+    And the module "logger" on "node-b" has fetched 200 of them from its consumer without acknowledging them
+    When the bus's server process is killed with SIGKILL
+    And the bus is started again
+    Then EVENTS holds every event JetStream acknowledged, once each, at contiguous sequences
+    And the 200 deliveries left unacknowledged come to the module "logger" on "node-b" again
+
+  @durability
+  Scenario: The controller killed with SIGKILL comes back to the same streams and consumers
+    When I read every stream and consumer the server has
+    And the controller is killed with SIGKILL
+    And the controller is started again
+    Then every stream and consumer is as it was: same configuration, same creation time, none added or removed

@@ -142,6 +142,22 @@ Feature: Conformance — design 19, per capability, per implementation
       | implementation |
       | go             |
 
+  @events @durability
+  Scenario Outline: A consuming module stays whole across the bus's server killed with SIGKILL
+    The module runs in its own container on the private network. Its bus is killed and started
+    again on the same store; the module reconnects by itself and takes from its consumer what was
+    published as the bus came back, before or after it had reconnected.
+    Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
+    When the bus's server process is killed with SIGKILL
+    And the bus is started again
+    And the delivery of "delivery-unknown-header.json" is published on the bus
+    Then the handler received exactly the event "delivery-unknown-header.json" describes
+    And nothing is pending on the consumer "node-b_consumer"
+
+    Examples:
+      | implementation |
+      | go             |
+
   @tools
   Scenario Outline: A tool is served in a queue group and answers its caller
     Given the driver of "<server>" serves "echo" as "server" on "node-a"
@@ -183,6 +199,20 @@ Feature: Conformance — design 19, per capability, per implementation
       | implementation | who serves                                   | class         |
       | go             | nobody serves "server.echo"                  | no_responders |
       | go             | "server.echo" is served by one that never answers | timeout  |
+
+  @tools @durability
+  Scenario Outline: A serving module stays whole across the bus's server killed with SIGKILL
+    Until the module has reconnected by itself a call is told that nobody serves the tool, a
+    definite answer; once it has, it serves again, in the same process.
+    Given the driver of "<implementation>" serves "echo" as "server" on "node-a"
+    When the bus's server process is killed with SIGKILL
+    And the bus is started again
+    Then within 30 seconds the driver of "<implementation>" calls "server.echo" with {"after":"restart"} as "caller" on "node-b" and is answered {"after":"restart"}
+    And the module serving "echo" is still running
+
+    Examples:
+      | implementation |
+      | go             |
 
   @provisioning
   Scenario Outline: A grant names a consumer: a module on a machine

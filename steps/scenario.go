@@ -61,6 +61,8 @@ type scenario struct {
 	pullsUntil time.Time          // when the pulls aimed at the control plane expire
 	landed     chan jetstream.Msg // what a watch of a declaration subject saw
 	cleanups   []func()
+	faultAt    time.Time // when the scenario's last fault took effect
+	durable    durability
 }
 
 // client is a connection as one principal, with its credential.
@@ -85,6 +87,16 @@ func (s *scenario) after(ctx context.Context, sc *godog.Scenario, err error) (co
 	if s.r == nil {
 		return ctx, nil
 	}
+	// A fault a failed or interrupted step left in effect is undone; one
+	// that cannot be leaves the cluster to be thrown away.
+	undoErr := s.r.cluster.UndoAll(ctx)
+	if undoErr != nil {
+		beds.Logf(ctx, "teardown: %v", undoErr)
+		s.r.tainted = true
+		if err == nil {
+			err = undoErr
+		}
+	}
 	if err != nil {
 		if dir := beds.ArtifactDir(ctx); dir != "" {
 			if saveErr := s.r.cluster.SaveLogs(ctx, dir); saveErr != nil {
@@ -98,6 +110,9 @@ func (s *scenario) after(ctx context.Context, sc *godog.Scenario, err error) (co
 	}
 	if relErr := s.w.release(ctx, s.r); relErr != nil {
 		return ctx, fmt.Errorf("tear down cluster: %w", relErr)
+	}
+	if undoErr != nil {
+		return ctx, fmt.Errorf("tear down: %w", undoErr)
 	}
 	return ctx, nil
 }

@@ -20,8 +20,6 @@ import (
 const statusWithin = 30 * time.Second
 
 func (s *scenario) bindStatus(sc *godog.ScenarioContext) {
-	sc.Step(`^the controller is stopped$`, s.theControllerIsStopped)
-	sc.Step(`^the controller is started$`, s.theControllerIsStarted)
 	sc.Step(`^the controller's status names exactly these failing provisions:$`, s.theStatusNames)
 	sc.Step(`^the controller's status names no failing provision$`, s.theStatusNamesNone)
 }
@@ -32,25 +30,6 @@ func (s *scenario) controllerContainer() (*harness.Container, error) {
 		return nil, err
 	}
 	return r.cluster.Container(harness.RoleController)
-}
-
-func (s *scenario) theControllerIsStopped(ctx context.Context) error {
-	c, err := s.controllerContainer()
-	if err != nil {
-		return err
-	}
-	// A controller left stopped by a failing step would fail the next
-	// scenario for a reason not its own.
-	s.r.tainted = true
-	return c.Stop(ctx)
-}
-
-func (s *scenario) theControllerIsStarted(ctx context.Context) error {
-	c, err := s.controllerContainer()
-	if err != nil {
-		return err
-	}
-	return c.Start(ctx)
 }
 
 // status asks `mesh-controller status --json`, as a person with the state

@@ -18,7 +18,6 @@ func (s *scenario) bindStreams(sc *godog.ScenarioContext) {
 	sc.Step(`^the server has exactly these streams:$`, s.theServerHasExactlyTheseStreams)
 	sc.Step(`^the server has exactly these durable pull consumers:$`, s.theServerHasExactlyTheseConsumers)
 	sc.Step(`^I read every stream and consumer the server has$`, s.iReadEveryStream)
-	sc.Step(`^the controller is stopped and started again$`, s.theControllerIsRestarted)
 	sc.Step(`^every stream and consumer is as it was: same configuration, same creation time, none added or removed$`, s.everyStreamIsAsItWas)
 }
 
@@ -195,17 +194,6 @@ func (s *scenario) iReadEveryStream(ctx context.Context) error {
 	var err error
 	s.streams, err = s.readStreams(ctx)
 	return err
-}
-
-func (s *scenario) theControllerIsRestarted(ctx context.Context) error {
-	c, err := s.controllerContainer()
-	if err != nil {
-		return err
-	}
-	if err := c.Stop(ctx); err != nil {
-		return err
-	}
-	return c.Start(ctx)
 }
 
 func (s *scenario) everyStreamIsAsItWas(ctx context.Context) error {

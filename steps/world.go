@@ -78,6 +78,8 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindStatus(sc)
 	s.bindAccounts(sc)
 	s.bindReplies(sc)
+	s.bindFaults(sc)
+	s.bindDurability(sc)
 	s.bindConformance(sc)
 	s.bindADR0039(sc)
 	s.bindTorn(sc)
