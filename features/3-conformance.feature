@@ -158,6 +158,21 @@ Feature: Conformance — design 19, per capability, per implementation
       | implementation |
       | go             |
 
+  @events @durability
+  Scenario Outline: A consuming module rides out a link that loses packets
+    One packet in ten on the bus's private link is dropped, in and out: connections stall and
+    retransmit, and nothing is lost or handled twice.
+    Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
+    When the bus's link on the private network loses 10% of its packets
+    And the delivery of "delivery-twice.json" is published on the bus as often as it says
+    Then the handler received it as often as "delivery-twice.json" says
+    When the bus is healed
+    Then nothing is pending on the consumer "node-b_consumer"
+
+    Examples:
+      | implementation |
+      | go             |
+
   @tools
   Scenario Outline: A tool is served in a queue group and answers its caller
     Given the driver of "<server>" serves "echo" as "server" on "node-a"

@@ -17,7 +17,8 @@ import (
 // file: fault_*.go.
 type Fault interface {
 	// Name is how a step names it: stop, kill, kill-server, pause,
-	// partition.
+	// partition from <network>, loss <n>% on <network>, delay <d> on
+	// <network>.
 	Name() string
 	Inject(ctx context.Context, m *Container) error
 	Undo(ctx context.Context, m *Container) error
@@ -88,7 +89,7 @@ func (c *Cluster) member(name string) (*Container, error) {
 func (c *Cluster) FaultNames(member string) []string {
 	out := []string{"kill", "pause", "stop"}
 	for _, n := range c.NetworkNames() {
-		out = append(out, "partition from "+n)
+		out = append(out, "partition from "+n, "loss <1-100>% on "+n, "delay <duration> on "+n)
 	}
 	if member == MemberBus {
 		out = append(out, "kill-server")
@@ -112,6 +113,10 @@ func (c *Cluster) newFault(member, name string) (Fault, error) {
 		return pauseFault{}, nil
 	case name == "kill-server" && member == MemberBus:
 		return killServerFault{}, nil
+	case strings.HasPrefix(name, "loss ") || strings.HasPrefix(name, "delay "):
+		if f, ok := c.parseLink(name); ok {
+			return f, nil
+		}
 	case strings.HasPrefix(name, "partition from "):
 		which := strings.TrimPrefix(name, "partition from ")
 		if net, ok := c.networks[which]; ok {
@@ -143,8 +148,11 @@ func (c *Cluster) Inject(ctx context.Context, member, fault string) (time.Durati
 	start := time.Now()
 	c.s.narrate("fault: %s on %s …", f.Name(), member)
 	if err := f.Inject(ctx, h); err != nil {
-		// Half applied is still applied: keep it, so Undo and teardown try.
-		c.setFault(member, f, start)
+		// Half applied is still applied: keep it, so Undo and teardown
+		// try; a fault this machine cannot apply applied nothing.
+		if !errors.Is(err, ErrFaultUnavailable) {
+			c.setFault(member, f, start)
+		}
 		return 0, fmt.Errorf("inject %s on %s: %w", f.Name(), member, err)
 	}
 	took := time.Since(start)

@@ -69,6 +69,48 @@ func TestFaults(t *testing.T) {
 		})
 	}
 
+	// A link losing every packet: the bus is not reached on that network
+	// (the probe runs there); healed, it is.
+	t.Run("loss", func(t *testing.T) {
+		injected, err := c.Inject(ctx, MemberBus, "loss 100% on private")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := c.Probe(ctx, Private, "tcp", AliasNATS+":4222"); err != nil || r.OK {
+			t.Fatalf("expected the bus out of reach on a link losing every packet, got %+v, %v", r, err)
+		}
+		undone, err := c.Undo(ctx, MemberBus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := c.Probe(ctx, Private, "tcp", AliasNATS+":4222"); err != nil || !r.OK {
+			t.Fatalf("expected the bus reached once the link is healed, got %+v, %v", r, err)
+		}
+		t.Logf("loss: injected in %s, undone in %s", injected.Round(time.Millisecond), undone.Round(time.Millisecond))
+	})
+	// Delay needs the kernel's netem; where it is missing the fault says
+	// so and applies nothing.
+	t.Run("delay", func(t *testing.T) {
+		_, err := c.Inject(ctx, MemberBus, "delay 200ms on private")
+		if errors.Is(err, ErrFaultUnavailable) {
+			if c.Fault(MemberBus) != "" || !strings.Contains(err.Error(), "sch_netem") {
+				t.Fatalf("an unavailable fault must apply nothing and say why, got %q in effect, %v", c.Fault(MemberBus), err)
+			}
+			t.Skipf("delay is not available on this machine: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Undo(ctx, MemberBus); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, bad := range []string{"loss 0% on private", "loss 30 on private", "delay forever on private", "loss 10% on elsewhere"} {
+		if _, err := c.Inject(ctx, MemberBus, bad); !errors.Is(err, ErrUnknownFault) {
+			t.Errorf("%q: expected ErrUnknownFault, got %v", bad, err)
+		}
+	}
+
 	if _, err := c.Inject(ctx, "store", "kill"); !errors.Is(err, ErrUnknownMember) || !strings.Contains(err.Error(), "bus") {
 		t.Errorf("an unknown member: expected ErrUnknownMember listing the members, got %v", err)
 	}

@@ -26,6 +26,12 @@ func (s *scenario) bindFaults(sc *godog.ScenarioContext) {
 	sc.Step(`^the ([a-z-]+) is cut off from the ([a-z]+) network$`, func(ctx context.Context, m, net string) error {
 		return s.inject(ctx, m, "partition from "+net)
 	})
+	sc.Step(`^the ([a-z-]+)'s link on the ([a-z]+) network loses (\d+)% of its packets$`, func(ctx context.Context, m, net string, p int) error {
+		return s.inject(ctx, m, fmt.Sprintf("loss %d%% on %s", p, net))
+	})
+	sc.Step(`^the ([a-z-]+)'s link on the ([a-z]+) network is delayed by (\S+)$`, func(ctx context.Context, m, net, d string) error {
+		return s.inject(ctx, m, "delay "+d+" on "+net)
+	})
 	sc.Step(`^the ([a-z-]+) is (?:started|started again|resumed|healed)$`, s.undo)
 	sc.Step(`^the ([a-z-]+) is stopped and started again$`, s.stoppedAndStarted)
 }

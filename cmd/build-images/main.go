@@ -31,8 +31,12 @@ func main() {
 	os.Exit(code)
 }
 
-// rabbitmqImage is the name the broker's image is asked for by.
-const rabbitmqImage = "mesh-rabbitmq"
+// rabbitmqImage and netemImage are the names the Debian images (the
+// broker, the link faults' helper) are asked for by.
+const (
+	rabbitmqImage = "mesh-rabbitmq"
+	netemImage    = "mesh-netem"
+)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("prog", "build-images")
@@ -41,9 +45,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i, s := range all {
 		names[i] = s.Name
 	}
-	// The broker's image is made from Debian's packages, not from our Go
-	// binaries, so it is not a Spec; it is built last.
-	names = append(names, rabbitmqImage)
+	// The Debian images are made from Debian's packages, not from our Go
+	// binaries, so they are not Specs; they are built last.
+	names = append(names, rabbitmqImage, netemImage)
 
 	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -60,12 +64,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	specs, broker := all, true
+	specs, broker, netem := all, true, true
 	if fs.NArg() > 0 {
-		specs, broker = nil, false
+		specs, broker, netem = nil, false, false
 		for _, name := range fs.Args() {
 			if name == rabbitmqImage {
 				broker = true
+				continue
+			}
+			if name == netemImage {
+				netem = true
 				continue
 			}
 			i := slices.IndexFunc(all, func(s images.Spec) bool { return s.Name == name })
@@ -101,6 +109,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ref, err := rabbitmq.EnsureImage(ctx, b, os.Getenv(rabbitmq.EnvImage), images.DebianFromEnv(os.Getenv))
 		if err != nil {
 			log.Error("build the rabbitmq image", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
+			return 1
+		}
+		ready = append(ready, ref)
+	}
+	if netem {
+		ref, err := b.EnsureDebian(ctx, images.Netem(images.DebianFromEnv(os.Getenv)))
+		if err != nil {
+			log.Error("build the netem helper image", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
 			return 1
 		}
 		ready = append(ready, ref)
