@@ -14,7 +14,7 @@ import (
 
 	"github.com/meshbus/mesh/harness/controller"
 	"github.com/meshbus/mesh/internal/testutil"
-	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -56,7 +56,7 @@ func TestRaiseGenesis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := bus.Dial(ctx, cred, bus.WithAddress(addr), bus.WithName("harness-test"))
+	nc, err := link.Dial(ctx, cred, link.WithAddress(addr), link.WithName("harness-test"))
 	if err != nil {
 		t.Fatalf("dial the bus at %s as %s: %v", addr, cred.User(), err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/link"
 )
 
 // DialAnonymous connects to the bus at address with no user and no
@@ -16,13 +16,13 @@ import (
 // answer to a client without a user rather than a TLS failure. The mesh
 // admits no such client: a nil error means the bus is open.
 func DialAnonymous(ctx context.Context, fingerprint, serverName, address string) (*nats.Conn, error) {
-	timeout := bus.DefaultTimeout
+	timeout := link.DefaultTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
 	nc, err := nats.Connect("tls://"+address,
 		nats.Name("anonymous"),
-		nats.Secure(bus.PinnedTLS(fingerprint, serverName)),
+		nats.Secure(link.PinnedTLS(fingerprint, serverName)),
 		nats.Timeout(timeout),
 		nats.NoReconnect(),
 	)

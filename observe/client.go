@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
-	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -54,16 +54,16 @@ var violationRE = regexp.MustCompile(`(?i)permissions violation for (publish|sub
 // Dial connects as the credential's principal, at address when it is not
 // empty (a mapped port), without reconnecting: a connection the server
 // closes stays closed, which is what a bed observes.
-func Dial(ctx context.Context, cred wire.Credential, address string, opts ...bus.Option) (*Client, error) {
+func Dial(ctx context.Context, cred wire.Credential, address string, opts ...link.Option) (*Client, error) {
 	c := &Client{notify: make(chan struct{}, 1)}
-	all := append([]bus.Option{
-		bus.WithErrorHandler(c.onError),
-		bus.WithNATSOptions(nats.NoReconnect()),
+	all := append([]link.Option{
+		link.WithErrorHandler(c.onError),
+		link.WithNATSOptions(nats.NoReconnect()),
 	}, opts...)
 	if address != "" {
-		all = append(all, bus.WithAddress(address))
+		all = append(all, link.WithAddress(address))
 	}
-	nc, err := bus.Dial(ctx, cred, all...)
+	nc, err := link.Dial(ctx, cred, all...)
 	if err != nil {
 		return nil, err
 	}

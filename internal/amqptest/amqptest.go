@@ -29,7 +29,7 @@ import (
 	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
-	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -212,7 +212,7 @@ func (b *Broker) Dial(t testing.TB, user string) *amqp.Connection {
 	if !ok {
 		t.Fatalf("no credential for user %q", user)
 	}
-	conn, err := amqp.DialConfig(cred.URL, amqp.Config{TLSClientConfig: bus.PinnedTLS(cred.Fingerprint, cred.Host())})
+	conn, err := amqp.DialConfig(cred.URL, amqp.Config{TLSClientConfig: link.PinnedTLS(cred.Fingerprint, cred.Host())})
 	if err != nil {
 		t.Fatalf("dial rabbitmq as %s: %v", user, err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -105,12 +105,12 @@ func (s *Server) Apply(m *meshdesc.Mesh) {
 }
 
 // Dial connects as user with its credential.
-func (s *Server) Dial(ctx context.Context, user string, opts ...bus.Option) (*nats.Conn, error) {
+func (s *Server) Dial(ctx context.Context, user string, opts ...link.Option) (*nats.Conn, error) {
 	cred, ok := s.Creds[user]
 	if !ok {
 		s.t.Fatalf("no credential for user %q", user)
 	}
-	return bus.Dial(ctx, cred, opts...)
+	return link.Dial(ctx, cred, opts...)
 }
 
 // Addr is the client address, host:port.

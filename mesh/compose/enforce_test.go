@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -41,11 +41,11 @@ func dial(t *testing.T, s *natstest.Server, user string, opts ...nats.Option) *c
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := &conn{violations: make(chan error, 16)}
-	nc, err := s.Dial(ctx, user, bus.WithErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc, err := s.Dial(ctx, user, link.WithErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if errors.Is(err, nats.ErrPermissionViolation) {
 			c.violations <- err
 		}
-	}), bus.WithNATSOptions(opts...))
+	}), link.WithNATSOptions(opts...))
 	if err != nil {
 		t.Fatalf("dial as %s: %v", user, err)
 	}
@@ -101,7 +101,7 @@ func TestEveryComposedUserConnectsAndNoOtherDoes(t *testing.T) {
 	stranger.Name = "mallory"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if nc, err := bus.Dial(ctx, stranger); err == nil {
+	if nc, err := link.Dial(ctx, stranger); err == nil {
 		nc.Close()
 		t.Fatal("expected a user absent from the composition to be refused")
 	} else if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization") {
@@ -287,7 +287,7 @@ func TestReloadAddsAndRevokes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if nc, err := bus.Dial(ctx, revoked, bus.WithNATSOptions(nats.NoReconnect())); err == nil {
+	if nc, err := link.Dial(ctx, revoked, link.WithNATSOptions(nats.NoReconnect())); err == nil {
 		nc.Close()
 		t.Fatal("expected a revoked user to be refused")
 	}

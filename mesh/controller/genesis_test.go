@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -81,7 +81,7 @@ func TestGenesisWritesTheState(t *testing.T) {
 	if len(res.Users) != len(principals) || len(secrets) != len(principals) {
 		t.Fatalf("expected %d users, got %d in the result and %d secrets", len(principals), len(res.Users), len(secrets))
 	}
-	host := bus.HostPort(m.Bus.Names[0], m.Bus.Port)
+	host := link.HostPort(m.Bus.Names[0], m.Bus.Port)
 	for _, p := range principals {
 		sec := secrets[p.User]
 		if len(sec.Password) < 32 {

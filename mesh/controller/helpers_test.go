@@ -16,8 +16,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/internal/testutil"
-	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -141,7 +141,7 @@ func (b *bed) credential(user string) wire.Credential {
 func (b *bed) dial(user string) (*nats.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return bus.Dial(ctx, b.credential(user))
+	return link.Dial(ctx, b.credential(user))
 }
 
 // js is JetStream as the controller, through its user in each account,
@@ -224,5 +224,5 @@ func ctxT(t *testing.T) context.Context {
 func dialWith(c wire.Credential) (*nats.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return bus.Dial(ctx, c)
+	return link.Dial(ctx, c)
 }

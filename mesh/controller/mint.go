@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/meshbus/mesh/mesh/bus"
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -97,5 +97,5 @@ func credentialDoc(m *meshdesc.Mesh, p compose.Principal, sec Secret, fingerprin
 }
 
 func busURL(m *meshdesc.Mesh, user, password string) string {
-	return wire.BusURL(user, password, bus.HostPort(m.Bus.Names[0], m.Bus.Port))
+	return wire.BusURL(user, password, link.HostPort(m.Bus.Names[0], m.Bus.Port))
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -25,7 +25,7 @@ type RunOptions struct {
 	// up; default 60s.
 	StartTimeout time.Duration
 	// Dial are extra bus options (a test dials another address).
-	Dial []bus.Option
+	Dial []link.Option
 	// Logger; default discards.
 	Logger *slog.Logger
 }
@@ -137,9 +137,9 @@ func Start(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) (*Co
 			if *nc != nil {
 				continue
 			}
-			c, err := bus.Dial(ctx, creds[i], append(connOptions(o.Logger, creds[i].User()), o.Dial...)...)
+			c, err := link.Dial(ctx, creds[i], append(connOptions(o.Logger, creds[i].User()), o.Dial...)...)
 			if err != nil {
-				return !errors.Is(err, bus.ErrFingerprint), fmt.Errorf("connect as %s: %w", creds[i].User(), err)
+				return !errors.Is(err, link.ErrFingerprint), fmt.Errorf("connect as %s: %w", creds[i].User(), err)
 			}
 			*nc = c
 		}
@@ -163,10 +163,10 @@ func Start(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) (*Co
 // connOptions keep the controller's connection for its whole life: it
 // reconnects forever, since the bus coming back is the only way forward,
 // and says so in the log.
-func connOptions(log *slog.Logger, user string) []bus.Option {
-	return []bus.Option{
-		bus.WithName("mesh-controller"),
-		bus.WithNATSOptions(
+func connOptions(log *slog.Logger, user string) []link.Option {
+	return []link.Option{
+		link.WithName("mesh-controller"),
+		link.WithNATSOptions(
 			nats.MaxReconnects(-1),
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("disconnected from the bus", "user", user, "err", err) }),
 			nats.ReconnectHandler(func(nc *nats.Conn) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -73,11 +73,11 @@ func TestHandleTurnsFailureAndPanicIntoToolErrors(t *testing.T) {
 		t.Fatalf("expected a second handler of one tool refused, got %v", err)
 	}
 	ctx := context.Background()
-	if r := f.served["ok"](ctx, transport.Message{Body: []byte("x")}); string(r.Body) != "x!" || r.Header != nil {
+	if r := f.served["ok"](ctx, link.Message{Body: []byte("x")}); string(r.Body) != "x!" || r.Header != nil {
 		t.Fatalf("expected the result alone, got %+v", r)
 	}
 	for tool, want := range map[string]string{"fails": "disk full", "panics": "handler panicked: boom"} {
-		r := f.served[tool](ctx, transport.Message{})
+		r := f.served[tool](ctx, link.Message{})
 		if msg, failed := wire.ToolFailure(r.Header); !failed || msg != want || len(r.Body) != 0 {
 			t.Errorf("%s: expected x-error %q and no body, got %+v", tool, want, r)
 		}
@@ -86,12 +86,12 @@ func TestHandleTurnsFailureAndPanicIntoToolErrors(t *testing.T) {
 
 func TestRequestReadsTheReply(t *testing.T) {
 	m, f, _ := fakeModule(t)
-	f.reply = transport.Message{Body: []byte(`{"ok":true}`)}
+	f.reply = link.Message{Body: []byte(`{"ok":true}`)}
 	out, err := m.Request(context.Background(), "catalog", "catalog_tools", nil)
 	if err != nil || string(out) != `{"ok":true}` {
 		t.Fatalf("expected the result, got %q, %v", out, err)
 	}
-	f.reply = transport.Message{Header: wire.ToolErrorHeaders("no such tool")}
+	f.reply = link.Message{Header: wire.ToolErrorHeaders("no such tool")}
 	_, err = m.Request(context.Background(), "catalog", "catalog_tools", nil)
 	var te *ToolError
 	if !errors.As(err, &te) || te.Module != "catalog" || te.Tool != "catalog_tools" || te.Message != "no such tool" {
@@ -136,7 +136,7 @@ func TestBindingByScheme(t *testing.T) {
 	}
 	// A scoped credential over plain amqp has no certificate to pin.
 	dial, _ := binding("amqp://u:p@h:1")
-	cfg := transport.Config{Credential: wire.Credential{URL: "amqp://u:p@h:1"}}
+	cfg := link.Config{Credential: wire.Credential{URL: "amqp://u:p@h:1"}}
 	if _, err := dial(context.Background(), cfg); !errors.Is(err, wire.ErrBadCredential) {
 		t.Fatalf("expected plain amqp refused as a bad credential, got %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -272,7 +272,7 @@ func TestDeliverRefusesASpoofedSourceAndABodyThatIsNotJSON(t *testing.T) {
 	both.Header[wire.HeaderSource] = []string{"catalog"}
 	both.Body = []byte("not json")
 	cases := []struct {
-		msg  transport.Message
+		msg  link.Message
 		part string
 	}{{spoofed, wire.HeaderSource}, {notJSON, "body"}, {both, wire.HeaderSource}}
 	for i, c := range cases {
@@ -297,7 +297,7 @@ func TestDeliverRefusesWhatIsNoEnvelope(t *testing.T) {
 	if err := m.Subscribe("sensor.>", func(context.Context, Event) error { called = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	for i, msg := range []transport.Message{
+	for i, msg := range []link.Message{
 		{Body: []byte(`{"stream":"EVENTS","seq":1}`)},
 		{Header: map[string][]string{wire.HeaderNATSStatus: {"100"}, "Description": {"Idle Heartbeat"}}},
 	} {

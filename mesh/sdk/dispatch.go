@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -18,7 +18,7 @@ const settleWindow = 2 * time.Second
 
 // deliver is what a binding calls for each delivery, one at a time. It
 // returns once the delivery has been handled and settled, or held.
-func (m *Module) deliver(d transport.Delivery) {
+func (m *Module) deliver(d link.Delivery) {
 	select {
 	case m.in <- d:
 		<-m.handled
@@ -96,7 +96,7 @@ func (m *Module) release() {
 // handle decides what becomes of one delivery: refuse it, hold it, ack
 // it unhandled, ack a duplicate, or run the matching handlers and ack or
 // nak by their outcome.
-func (m *Module) handle(d transport.Delivery) {
+func (m *Module) handle(d link.Delivery) {
 	key := d.Key()
 	e, err := decode(key, d.Message())
 	if err != nil {
@@ -148,7 +148,7 @@ func (m *Module) handle(d transport.Delivery) {
 // on NATS, the server also publishes its MSG_TERMINATED advisory with the
 // reason, which anyone watching the consumer can count; rejected on AMQP,
 // the queue dead-letters it with the reason "rejected".
-func (m *Module) refuse(d transport.Delivery, key string, err error) {
+func (m *Module) refuse(d link.Delivery, key string, err error) {
 	m.refused++
 	attrs := []any{"key", key, "part", refusedPart(err), "refusals", m.refused, "err", err}
 	var he *wire.HeaderError

@@ -14,8 +14,8 @@
 // required header missing, a value over its limit, an x-source that is not
 // the module the subject names, a body that is not JSON, a message that is
 // no envelope at all), and a tool's failure reaching its caller as a
-// *ToolError (docs/events.md). The bindings (internal/natsbus, and the AMQP one) only
-// move envelopes; internal/transport documents the seam between the two.
+// *ToolError (docs/events.md). The bindings (mesh/link/natslink and mesh/link/amqplink)
+// only move envelopes; package link documents the seam between the two.
 //
 // The exported surface is recorded in testdata/api.golden and checked by
 // a test, so that anything added to it is seen in review.

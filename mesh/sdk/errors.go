@@ -4,30 +4,30 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 )
 
 // Sentinel errors a module branches on. Every error of this package that
 // has one of these causes wraps it.
 var (
 	// ErrNoResponders means nobody serves the tool called.
-	ErrNoResponders = transport.ErrNoResponders
+	ErrNoResponders = link.ErrNoResponders
 	// ErrTimeout means the call's context ended before an answer came.
-	ErrTimeout = transport.ErrTimeout
+	ErrTimeout = link.ErrTimeout
 	// ErrNoConsumer means the mesh has not created the module's consumer
 	// (or the module's manifest consumes nothing); the error names it.
-	ErrNoConsumer = transport.ErrNoConsumer
+	ErrNoConsumer = link.ErrNoConsumer
 	// ErrDenied means the bus refused what the module's account has no
 	// grant for: an event it does not emit, a tool it does not use.
-	ErrDenied = transport.ErrDenied
+	ErrDenied = link.ErrDenied
 	// ErrFingerprint means the bus presented a certificate other than the
 	// one the credential pins.
-	ErrFingerprint = transport.ErrFingerprint
+	ErrFingerprint = link.ErrFingerprint
 	// ErrClosed means the module was closed.
-	ErrClosed = transport.ErrClosed
+	ErrClosed = link.ErrClosed
 	// ErrTransport means no binding is linked in for the credential URL's
 	// scheme.
-	ErrTransport = transport.ErrUnsupported
+	ErrTransport = link.ErrUnsupported
 	// ErrBootstrap means the credential is a bootstrap URL, which is never
 	// an ordinary credential.
 	ErrBootstrap = errors.New("a bootstrap URL is not a module's credential")

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -65,7 +65,7 @@ func headers(e Event) map[string][]string {
 // it), malformed or over its limit, an x-source that is not the module
 // the subject names, a body that is not JSON, or a message that is no
 // envelope at all (a status message, a PubAck aimed at the subject).
-func decode(key string, m transport.Message) (Event, error) {
+func decode(key string, m link.Message) (Event, error) {
 	source, _, ok := strings.Cut(key, ".")
 	if !ok {
 		return Event{}, fmt.Errorf("%w: no event key (a module's event subject is mesh.mod.<module>.event.<key>; a seat's is refused)", wire.ErrNotEventSubject)

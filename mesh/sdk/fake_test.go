@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -19,17 +19,17 @@ type fakeBus struct {
 	mu        sync.Mutex
 	published []published
 	patterns  []string
-	served    map[string]transport.ToolFunc
-	reply     transport.Message
+	served    map[string]link.ToolFunc
+	reply     link.Message
 	replyErr  error
 }
 
 type published struct {
 	key string
-	msg transport.Message
+	msg link.Message
 }
 
-func (f *fakeBus) Publish(_ context.Context, key string, msg transport.Message) error {
+func (f *fakeBus) Publish(_ context.Context, key string, msg link.Message) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.published = append(f.published, published{key, msg})
@@ -41,15 +41,15 @@ func (f *fakeBus) Consume(_ context.Context, pattern string) error {
 	return nil
 }
 
-func (f *fakeBus) Serve(_ context.Context, tool string, h transport.ToolFunc) error {
+func (f *fakeBus) Serve(_ context.Context, tool string, h link.ToolFunc) error {
 	if f.served == nil {
-		f.served = map[string]transport.ToolFunc{}
+		f.served = map[string]link.ToolFunc{}
 	}
 	f.served[tool] = h
 	return nil
 }
 
-func (f *fakeBus) Request(context.Context, string, string, []byte) (transport.Message, error) {
+func (f *fakeBus) Request(context.Context, string, string, []byte) (link.Message, error) {
 	return f.reply, f.replyErr
 }
 
@@ -59,7 +59,7 @@ func (f *fakeBus) Close() error { return nil }
 // Attempt reports (attempt 0 reads as 1).
 type fakeDelivery struct {
 	key            string
-	msg            transport.Message
+	msg            link.Message
 	attempt, limit int
 
 	mu      sync.Mutex
@@ -68,11 +68,11 @@ type fakeDelivery struct {
 	delays  []time.Duration
 }
 
-func (d *fakeDelivery) Key() string                { return d.key }
-func (d *fakeDelivery) Message() transport.Message { return d.msg }
-func (d *fakeDelivery) Attempt() (int, int)        { return max(d.attempt, 1), d.limit }
-func (d *fakeDelivery) Ack() error                 { return d.record("ack", "") }
-func (d *fakeDelivery) Term(reason string) error   { return d.record("term", reason) }
+func (d *fakeDelivery) Key() string              { return d.key }
+func (d *fakeDelivery) Message() link.Message    { return d.msg }
+func (d *fakeDelivery) Attempt() (int, int)      { return max(d.attempt, 1), d.limit }
+func (d *fakeDelivery) Ack() error               { return d.record("ack", "") }
+func (d *fakeDelivery) Term(reason string) error { return d.record("term", reason) }
 
 func (d *fakeDelivery) Nak(delay time.Duration) error {
 	d.mu.Lock()
@@ -110,8 +110,8 @@ func fakeModule(t *testing.T) (*Module, *fakeBus, *bytes.Buffer) {
 	return m, f, &logs
 }
 
-func envelope(id string) transport.Message {
-	return transport.Message{
+func envelope(id string) link.Message {
+	return link.Message{
 		Header: map[string][]string{
 			wire.HeaderEventID:     {id},
 			wire.HeaderSource:      {"sensor"},

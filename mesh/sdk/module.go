@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // it. Its methods are safe for concurrent use.
 type Module struct {
 	node, name string
-	bus        transport.Transport
+	bus        link.Transport
 	log        *slog.Logger
 	timeout    time.Duration
 	ctx        context.Context
@@ -25,9 +25,9 @@ type Module struct {
 
 	// The dispatcher: deliveries pass through in, one at a time, and are
 	// handled on its goroutine only (dispatch.go).
-	in                            chan transport.Delivery
+	in                            chan link.Delivery
 	handled, giveBack, stop, done chan struct{}
-	held                          []transport.Delivery
+	held                          []link.Delivery
 	seen                          *memory
 	// refused counts the deliveries refused as no acceptable event, for
 	// the log (dispatch.go's refuse).
@@ -64,7 +64,7 @@ func Connect(ctx context.Context, credentialPath string, opts ...Option) (*Modul
 	}
 	adoptIdentity(cred, c.log)
 	m := newModule(cred, c)
-	m.bus, err = dial(ctx, transport.Config{
+	m.bus, err = dial(ctx, link.Config{
 		Credential: cred,
 		Deliver:    m.deliver,
 		Logger:     c.log,
@@ -86,7 +86,7 @@ func newModule(cred wire.Credential, c config) *Module {
 	m := &Module{
 		node: cred.Node, name: cred.Module, log: c.log, timeout: c.timeout,
 		ctx: ctx, cancel: cancel, tools: map[string]bool{}, seen: newMemory(dedupMemory),
-		in: make(chan transport.Delivery), handled: make(chan struct{}),
+		in: make(chan link.Delivery), handled: make(chan struct{}),
 		giveBack: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go m.dispatch()
@@ -118,7 +118,7 @@ func readCredential(path string) (wire.Credential, error) {
 }
 
 // binding chooses the binding by the URL's scheme.
-func binding(rawURL string) (transport.Dialer, error) {
+func binding(rawURL string) (link.Dialer, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("choose binding: %w", err)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -44,7 +44,7 @@ func (m *Module) Publish(ctx context.Context, key string, body []byte, opts ...P
 	}
 	ctx, cancel := m.bounded(ctx)
 	defer cancel()
-	if err := m.bus.Publish(ctx, key, transport.Message{Header: h, Body: body}); err != nil {
+	if err := m.bus.Publish(ctx, key, link.Message{Header: h, Body: body}); err != nil {
 		return "", fmt.Errorf("publish %s: %w", key, err)
 	}
 	return p.id, nil

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -33,13 +33,13 @@ func (m *Module) Handle(tool string, h ToolHandler) error {
 
 	ctx, cancel := context.WithTimeout(m.ctx, m.timeout)
 	defer cancel()
-	err := m.bus.Serve(ctx, tool, func(ctx context.Context, req transport.Message) transport.Message {
+	err := m.bus.Serve(ctx, tool, func(ctx context.Context, req link.Message) link.Message {
 		out, err := runTool(ctx, h, req.Body)
 		if err != nil {
 			m.log.Warn("tool handler failed", append([]any{"tool", tool}, failure(err)...)...)
-			return transport.Message{Header: wire.ToolErrorHeaders(err.Error())}
+			return link.Message{Header: wire.ToolErrorHeaders(err.Error())}
 		}
-		return transport.Message{Body: out}
+		return link.Message{Body: out}
 	})
 	if err != nil {
 		m.mu.Lock()

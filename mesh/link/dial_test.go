@@ -1,4 +1,4 @@
-package bus_test
+package link_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -24,11 +24,11 @@ func start(t *testing.T) (*natstest.Server, wire.Credential) {
 	return s, s.Creds[wire.ModuleUser("node-a", "sensor")]
 }
 
-func dial(t *testing.T, cred wire.Credential, opts ...bus.Option) error {
+func dial(t *testing.T, cred wire.Credential, opts ...link.Option) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	nc, err := bus.Dial(ctx, cred, opts...)
+	nc, err := link.Dial(ctx, cred, opts...)
 	if err == nil {
 		nc.Close()
 	}
@@ -43,14 +43,14 @@ func TestDialPinsTheFingerprintAndChecksTheName(t *testing.T) {
 
 	other := cred
 	other.Fingerprint = strings.Repeat("0", 64)
-	if err := dial(t, other); !errors.Is(err, bus.ErrFingerprint) {
+	if err := dial(t, other); !errors.Is(err, link.ErrFingerprint) {
 		t.Fatalf("expected ErrFingerprint for another certificate's pin, got %v", err)
 	}
 
 	// Same pinned certificate, dialled by a name it does not carry.
 	renamed := cred
 	renamed.URL = wire.BusURL(cred.User(), "pw-"+cred.User(), "elsewhere.example:4222")
-	err := dial(t, renamed, bus.WithAddress(s.Addr()))
+	err := dial(t, renamed, link.WithAddress(s.Addr()))
 	if err == nil || !strings.Contains(err.Error(), "certificate name") {
 		t.Fatalf("expected the name check to refuse a name the certificate lacks, got %v", err)
 	}
@@ -58,7 +58,7 @@ func TestDialPinsTheFingerprintAndChecksTheName(t *testing.T) {
 	// The certificate's other names are accepted through the same address.
 	aliased := cred
 	aliased.URL = wire.BusURL(cred.User(), "pw-"+cred.User(), "nats:4222")
-	if err := dial(t, aliased, bus.WithAddress(s.Addr())); err != nil {
+	if err := dial(t, aliased, link.WithAddress(s.Addr())); err != nil {
 		t.Fatalf("expected a name the certificate carries to pass: %v", err)
 	}
 }
@@ -68,7 +68,7 @@ func TestDialRefusesABootstrapURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dial(t, boot); !errors.Is(err, bus.ErrBootstrap) {
+	if err := dial(t, boot); !errors.Is(err, link.ErrBootstrap) {
 		t.Fatalf("expected ErrBootstrap, got %v", err)
 	}
 }
@@ -77,7 +77,7 @@ func TestDialUsesTheCredentialsInbox(t *testing.T) {
 	_, cred := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	nc, err := bus.Dial(ctx, cred)
+	nc, err := link.Dial(ctx, cred)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package amqpbus
+package amqplink
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -50,7 +50,7 @@ func (p *pool[T]) get(ctx context.Context) (T, error) {
 	p.mu.Unlock()
 	if closed {
 		var zero T
-		return zero, transport.ErrClosed
+		return zero, link.ErrClosed
 	}
 	return p.open(ctx)
 }

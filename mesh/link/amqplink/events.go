@@ -1,4 +1,4 @@
-package amqpbus
+package amqplink
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -23,7 +23,7 @@ const prefetch = 64
 // as message-id and content-type as the property too, persistent, and
 // waits for the broker's confirm. A routing key outside the module's
 // emits is refused by the broker (403 on the channel): ErrDenied.
-func (b *Bus) Publish(ctx context.Context, key string, msg transport.Message) error {
+func (b *Bus) Publish(ctx context.Context, key string, msg link.Message) error {
 	p, err := b.publishers.get(ctx)
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (b *Bus) Publish(ctx context.Context, key string, msg transport.Message) er
 		// The confirm may still come; the channel is not reused, so it
 		// cannot be mistaken for another publish's.
 		b.publishers.discard(p)
-		return fmt.Errorf("publish %s: %w: %w", wire.EventRoutingKey(b.name, key), transport.ErrTimeout, ctx.Err())
+		return fmt.Errorf("publish %s: %w: %w", wire.EventRoutingKey(b.name, key), link.ErrTimeout, ctx.Err())
 	}
 }
 
@@ -107,7 +107,7 @@ func (b *Bus) startConsumer(ctx context.Context) (*consumer, error) {
 	if err != nil {
 		_ = ch.Close()
 		if brokerCode(err) == wire.AMQPNotFound {
-			return nil, fmt.Errorf("%w: queue %s in vhost %s: %w", transport.ErrNoConsumer, queue, wire.AMQPVhost, err)
+			return nil, fmt.Errorf("%w: queue %s in vhost %s: %w", link.ErrNoConsumer, queue, wire.AMQPVhost, err)
 		}
 		return nil, fmt.Errorf("consume %s: %w", queue, refused(err))
 	}
@@ -133,8 +133,8 @@ func (d delivery) Key() string {
 	return d.d.RoutingKey
 }
 
-func (d delivery) Message() transport.Message {
-	return transport.Message{Header: wire.HeadersFromTable(d.d.Headers, d.d.ContentType), Body: d.d.Body}
+func (d delivery) Message() link.Message {
+	return link.Message{Header: wire.HeadersFromTable(d.d.Headers, d.d.ContentType), Body: d.d.Body}
 }
 
 // Ack settles the delivery as done.
@@ -230,7 +230,7 @@ func (c *consumer) stop(deadline time.Time) error {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("drain %s: %w", c.queue, transport.ErrTimeout))
+		errs = append(errs, fmt.Errorf("drain %s: %w", c.queue, link.ErrTimeout))
 	}
 	if c.requeues != nil {
 		c.requeues.flush()

@@ -1,9 +1,4 @@
-// Package bus dials the mesh's bus as a principal: TLS with the server
-// certificate's fingerprint pinned and its name checked (design 19,
-// "Connecting"), the user and password from the credential, and the inbox
-// prefix derived from the credential's identity, the only one its user
-// may subscribe.
-package bus
+package link
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package amqpbus
+package amqplink
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -22,7 +22,7 @@ import (
 // with the call's correlation id. A tool the manifest does not declare is
 // refused by the broker (its queue is not the module's to read, or does
 // not exist): ErrDenied.
-func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) error {
+func (b *Bus) Serve(ctx context.Context, tool string, h link.ToolFunc) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.checkOpen(); err != nil {
@@ -38,7 +38,7 @@ func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) erro
 
 // startServer consumes the tool's queue on a channel of its own; b.mu is
 // held.
-func (b *Bus) startServer(ctx context.Context, tool string, h transport.ToolFunc) (*consumer, error) {
+func (b *Bus) startServer(ctx context.Context, tool string, h link.ToolFunc) (*consumer, error) {
 	queue := wire.ServiceQueue(b.name, tool)
 	ch, err := b.openChannel(ctx)
 	if err != nil {
@@ -57,7 +57,7 @@ func (b *Bus) startServer(ctx context.Context, tool string, h transport.ToolFunc
 	if err != nil {
 		_ = ch.Close()
 		if brokerCode(err) == wire.AMQPNotFound {
-			return nil, fmt.Errorf("serve %s: %w: the mesh declared no queue for this tool: %w", queue, transport.ErrDenied, err)
+			return nil, fmt.Errorf("serve %s: %w: the mesh declared no queue for this tool: %w", queue, link.ErrDenied, err)
 		}
 		return nil, fmt.Errorf("serve %s: %w", queue, refused(err))
 	}
@@ -67,7 +67,7 @@ func (b *Bus) startServer(ctx context.Context, tool string, h transport.ToolFunc
 }
 
 // answer runs the handler for one call, replies, and acknowledges it.
-func (b *Bus) answer(ch *amqp.Channel, tool string, d amqp.Delivery, h transport.ToolFunc) {
+func (b *Bus) answer(ch *amqp.Channel, tool string, d amqp.Delivery, h link.ToolFunc) {
 	defer func() {
 		if err := d.Ack(false); err != nil {
 			b.log.Error("acknowledge tool call", "tool", tool, "err", err)
@@ -85,7 +85,7 @@ func (b *Bus) answer(ch *amqp.Channel, tool string, d amqp.Delivery, h transport
 		b.log.Warn("tool call refused: its reply-to is not a direct reply-to", "tool", tool, "err", err)
 		return
 	}
-	reply := h(b.cfg.Context, transport.Message{Header: wire.HeadersFromTable(d.Headers, ""), Body: d.Body})
+	reply := h(b.cfg.Context, link.Message{Header: wire.HeadersFromTable(d.Headers, ""), Body: d.Body})
 	err := ch.Publish("", d.ReplyTo, false, false, amqp.Publishing{
 		CorrelationId: d.CorrelationId,
 		Headers:       amqp.Table(wire.HeadersToTable(reply.Header)),
@@ -110,7 +110,7 @@ func (b *Bus) answer(ch *amqp.Channel, tool string, d amqp.Delivery, h transport
 // may not make is ErrDenied before anything else; a probe confirmed, or a
 // call returned unroutable (312, no queue at all), is ErrNoResponders;
 // the context ending is ErrTimeout.
-func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (transport.Message, error) {
+func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (link.Message, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.cfg.Timeout)
@@ -119,7 +119,7 @@ func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (tr
 	queue := wire.ServiceQueue(module, tool)
 	c, served, err := b.check(ctx, queue)
 	if err != nil {
-		return transport.Message{}, fmt.Errorf("call %s: %w", queue, err)
+		return link.Message{}, fmt.Errorf("call %s: %w", queue, err)
 	}
 	deadline, _ := ctx.Deadline()
 	expiration := wire.CallExpirationProbe
@@ -137,61 +137,61 @@ func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (tr
 	})
 	if err != nil {
 		b.callers.discard(c)
-		return transport.Message{}, fmt.Errorf("call %s: %w", queue, sendError(ctx, err))
+		return link.Message{}, fmt.Errorf("call %s: %w", queue, sendError(ctx, err))
 	}
 	noResponders := func(r amqp.Return) error {
-		return fmt.Errorf("call %s: %w: the broker returned it: %d %s", queue, transport.ErrNoResponders, r.ReplyCode, r.ReplyText)
+		return fmt.Errorf("call %s: %w: the broker returned it: %d %s", queue, link.ErrNoResponders, r.ReplyCode, r.ReplyText)
 	}
 	confirmed := dc.Done()
 	for {
 		select {
 		case d, ok := <-c.replies:
 			if !ok {
-				return transport.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
+				return link.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
 			}
 			if d.CorrelationId != id {
 				continue // the answer to a call given up on
 			}
 			b.callers.put(c)
-			return transport.Message{Header: wire.HeadersFromTable(d.Headers, ""), Body: d.Body}, nil
+			return link.Message{Header: wire.HeadersFromTable(d.Headers, ""), Body: d.Body}, nil
 		case r, ok := <-c.returns:
 			if !ok {
-				return transport.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
+				return link.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
 			}
 			if r.CorrelationId != id {
 				continue
 			}
 			b.callers.put(c)
-			return transport.Message{}, noResponders(r)
+			return link.Message{}, noResponders(r)
 		case <-confirmed:
 			confirmed = nil
 			switch {
 			case !c.alive():
-				return transport.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
+				return link.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
 			case !dc.Acked():
 				b.callers.put(c)
-				return transport.Message{}, fmt.Errorf("call %s: the broker refused the call", queue)
+				return link.Message{}, fmt.Errorf("call %s: the broker refused the call", queue)
 			}
 			if r, ok := c.returned(id); ok {
 				b.callers.put(c)
-				return transport.Message{}, noResponders(r)
+				return link.Message{}, noResponders(r)
 			}
 			if !served {
 				// The probe passed the permission check, reached the
 				// queue, and found nobody to take it.
 				b.callers.put(c)
-				return transport.Message{}, fmt.Errorf("call %s: %w: the service queue has no consumer", queue, transport.ErrNoResponders)
+				return link.Message{}, fmt.Errorf("call %s: %w: the service queue has no consumer", queue, link.ErrNoResponders)
 			}
 		case e := <-c.closed:
 			var cause error = amqp.ErrClosed
 			if e != nil {
 				cause = e
 			}
-			return transport.Message{}, fmt.Errorf("call %s: %w", queue, refused(cause))
+			return link.Message{}, fmt.Errorf("call %s: %w", queue, refused(cause))
 		case <-ctx.Done():
 			// A late answer or return is dropped by the next call.
 			b.callers.put(c)
-			return transport.Message{}, fmt.Errorf("call %s: %w: %w", queue, transport.ErrTimeout, ctx.Err())
+			return link.Message{}, fmt.Errorf("call %s: %w: %w", queue, link.ErrTimeout, ctx.Err())
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package natsbus
+package natslink
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // are answered one at a time, in arrival order; the reply goes to the
 // inbox the call carries, which the module may answer because it was
 // asked (allow_responses).
-func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) error {
+func (b *Bus) Serve(ctx context.Context, tool string, h link.ToolFunc) error {
 	subject := wire.ToolSubject(b.name, tool)
 	ctx, release := b.denials.watch(ctx, subject)
 	defer release()
@@ -35,7 +35,7 @@ func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) erro
 			b.log.Warn("tool call refused: its reply subject is no caller's inbox", "tool", tool, "err", err)
 			return
 		}
-		reply := h(b.cfg.Context, transport.Message{Header: m.Header, Body: m.Data})
+		reply := h(b.cfg.Context, link.Message{Header: m.Header, Body: m.Data})
 		out := &nats.Msg{Subject: m.Reply, Header: nats.Header(reply.Header), Data: reply.Body}
 		if err := m.RespondMsg(out); err != nil {
 			b.log.Error("answer tool call", "tool", tool, "err", err)
@@ -58,7 +58,7 @@ func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) erro
 	}
 	if last := b.nc.LastError(); last != nil && last != before && refuses(last, subject) {
 		_ = sub.Unsubscribe()
-		return fmt.Errorf("serve %s: %w: %w", subject, transport.ErrDenied, last)
+		return fmt.Errorf("serve %s: %w: %w", subject, link.ErrDenied, last)
 	}
 	return nil
 }
@@ -67,13 +67,13 @@ func (b *Bus) Serve(ctx context.Context, tool string, h transport.ToolFunc) erro
 // reply as it came. The server answers a call nobody serves with a
 // no-responders status (ErrNoResponders); a call the account may not make
 // is refused asynchronously and reported as ErrDenied at once.
-func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (transport.Message, error) {
+func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (link.Message, error) {
 	subject := wire.ToolSubject(module, tool)
 	ctx, release := b.denials.watch(ctx, subject)
 	defer release()
 	reply, err := b.nc.RequestWithContext(ctx, subject, body)
 	if err != nil {
-		return transport.Message{}, b.callError(ctx, err)
+		return link.Message{}, b.callError(ctx, err)
 	}
-	return transport.Message{Header: reply.Header, Body: reply.Data}, nil
+	return link.Message{Header: reply.Header, Body: reply.Data}, nil
 }

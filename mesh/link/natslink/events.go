@@ -1,4 +1,4 @@
-package natsbus
+package natslink
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // with x-event-id as Nats-Msg-Id, so the server also refuses a duplicate
 // inside its window, and waits for the PubAck. A duplicate the server
 // recognised is acknowledged too: the event is in the stream.
-func (b *Bus) Publish(ctx context.Context, key string, msg transport.Message) error {
+func (b *Bus) Publish(ctx context.Context, key string, msg link.Message) error {
 	subject := wire.EventSubject(b.name, key)
 	ctx, release := b.denials.watch(ctx, subject)
 	defer release()
@@ -42,7 +42,7 @@ func (b *Bus) Consume(ctx context.Context, _ string) error {
 		return nil
 	}
 	if b.nc.IsClosed() || b.nc.IsDraining() {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	name := wire.ModuleConsumer(b.node, b.name)
 	ctx, release := b.denials.watch(ctx, wire.ConsumerInfo(wire.StreamEvents, name))
@@ -50,11 +50,11 @@ func (b *Bus) Consume(ctx context.Context, _ string) error {
 	cons, err := b.js.Consumer(ctx, wire.StreamEvents, name)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("%w: consumer %s on stream %s: %w", transport.ErrNoConsumer, name, wire.StreamEvents, err)
+		return fmt.Errorf("%w: consumer %s on stream %s: %w", link.ErrNoConsumer, name, wire.StreamEvents, err)
 	case denied(ctx) != nil:
 		// Only a module whose manifest consumes something may read its
 		// consumer's info; for any other the controller made none.
-		return fmt.Errorf("%w: consumer %s on stream %s: %w", transport.ErrNoConsumer, name, wire.StreamEvents, denied(ctx))
+		return fmt.Errorf("%w: consumer %s on stream %s: %w", link.ErrNoConsumer, name, wire.StreamEvents, denied(ctx))
 	case err != nil:
 		return fmt.Errorf("bind consumer %s: %w", name, b.callError(ctx, err))
 	}
@@ -90,8 +90,8 @@ func (d delivery) Key() string {
 	return module + "." + key
 }
 
-func (d delivery) Message() transport.Message {
-	return transport.Message{Header: d.m.Headers(), Body: d.m.Data()}
+func (d delivery) Message() link.Message {
+	return link.Message{Header: d.m.Headers(), Body: d.m.Data()}
 }
 
 // Attempt is the server's count of deliveries of this message, from the
@@ -127,9 +127,9 @@ func (b *Bus) callError(ctx context.Context, err error) error {
 	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("%w: %w", transport.ErrNoResponders, err)
+		return fmt.Errorf("%w: %w", link.ErrNoResponders, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return fmt.Errorf("%w: %w", transport.ErrTimeout, err)
+		return fmt.Errorf("%w: %w", link.ErrTimeout, err)
 	}
 	return mapClosed(err)
 }

@@ -1,4 +1,4 @@
-package amqpbus
+package amqplink
 
 import (
 	"errors"

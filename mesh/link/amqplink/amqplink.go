@@ -1,9 +1,9 @@
-// Package amqpbus is the SDK's AMQP binding (design 19 on the bus the
+// Package amqplink is the modules' AMQP binding (design 19 on the bus the
 // mesh has today, RabbitMQ: design 25 §1, spelled in mesh/wire/amqp.go).
 // Events are published to the topic exchange mesh.events and consumed
 // from the module's quorum queue <node>.<module>.events; tools are served
 // from the shared queue serve.<module>.<tool> and called through mesh.rpc
-// with RabbitMQ's direct reply-to. It implements transport.Transport,
+// with RabbitMQ's direct reply-to. It implements link.Transport,
 // declares nothing on the broker (the mesh's definitions did: package
 // amqpdefs), and decides nothing about an envelope: package sdk does.
 //
@@ -14,7 +14,7 @@
 // ACCESS_REFUSED, 404 NOT_FOUND) by closing the channel it came on, so a
 // channel per operation is what lets a refusal be reported to the call
 // that caused it, and no other.
-package amqpbus
+package amqplink
 
 import (
 	"context"
@@ -28,8 +28,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/meshbus/mesh/mesh/bus"
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -40,7 +39,7 @@ import (
 // by itself). A call made while the bus is away waits for it within the
 // call's context.
 type Bus struct {
-	cfg        transport.Config
+	cfg        link.Config
 	node, name string
 	log        *slog.Logger
 	// dial makes a new connection as the credential (dialConn).
@@ -74,14 +73,14 @@ type Bus struct {
 // served is one tool served and the consumer of the connection in use.
 type served struct {
 	tool    string
-	handler transport.ToolFunc
+	handler link.ToolFunc
 	c       *consumer
 }
 
-var _ transport.Transport = (*Bus)(nil)
+var _ link.Transport = (*Bus)(nil)
 
 // Dial connects as cfg.Credential over amqps://, with the certificate's
-// fingerprint pinned and its name checked (bus.PinnedTLS), to the virtual
+// fingerprint pinned and its name checked (link.PinnedTLS), to the virtual
 // host the URL's path names (wire.AMQPVhost when it names none).
 //
 // A scoped credential over plain amqp:// is refused: a scoped credential
@@ -89,10 +88,10 @@ var _ transport.Transport = (*Bus)(nil)
 // accepting one would be the silent downgrade design 19 forbids ("it does
 // not skip verification"). A test broker is given a certificate like any
 // other.
-func Dial(ctx context.Context, cfg transport.Config) (transport.Transport, error) {
+func Dial(ctx context.Context, cfg link.Config) (link.Transport, error) {
 	cred := cfg.Credential
 	if cred.Bootstrap {
-		return nil, bus.ErrBootstrap
+		return nil, link.ErrBootstrap
 	}
 	u, err := url.Parse(cred.URL)
 	if err != nil {
@@ -102,7 +101,7 @@ func Dial(ctx context.Context, cfg transport.Config) (transport.Transport, error
 		return nil, fmt.Errorf("dial amqp: %w: field url: scheme %q is plain TCP and the credential pins a certificate; want amqps", wire.ErrBadCredential, u.Scheme)
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = bus.DefaultTimeout
+		cfg.Timeout = link.DefaultTimeout
 	}
 	b := &Bus{cfg: cfg, node: cred.Node, name: cred.Module, log: cfg.Logger, done: make(chan struct{})}
 	b.dial = func(ctx context.Context) (*amqp.Connection, error) { return dialConn(ctx, cfg, u) }
@@ -118,7 +117,7 @@ func Dial(ctx context.Context, cfg transport.Config) (transport.Transport, error
 
 // dialConn makes one connection as cfg.Credential, whose URL is u, within
 // ctx (or cfg.Timeout when ctx has no deadline).
-func dialConn(ctx context.Context, cfg transport.Config, u *url.URL) (*amqp.Connection, error) {
+func dialConn(ctx context.Context, cfg link.Config, u *url.URL) (*amqp.Connection, error) {
 	cred := cfg.Credential
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -127,7 +126,7 @@ func dialConn(ctx context.Context, cfg transport.Config, u *url.URL) (*amqp.Conn
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(cred.User())
 	config := amqp.Config{
-		TLSClientConfig: bus.PinnedTLS(cred.Fingerprint, cred.Host()),
+		TLSClientConfig: link.PinnedTLS(cred.Fingerprint, cred.Host()),
 		Properties:      props,
 		// The deadline covers TCP, TLS and the AMQP handshake; amqp091
 		// clears it once the connection is open.
@@ -149,8 +148,8 @@ func dialConn(ctx context.Context, cfg transport.Config, u *url.URL) (*amqp.Conn
 	}
 	conn, err := amqp.DialConfig(cred.URL, config)
 	if err != nil {
-		if errors.Is(err, bus.ErrFingerprint) {
-			return nil, fmt.Errorf("dial amqp at %s: %w: %w", u.Host, transport.ErrFingerprint, err)
+		if errors.Is(err, link.ErrFingerprint) {
+			return nil, fmt.Errorf("dial amqp at %s: %w: %w", u.Host, link.ErrFingerprint, err)
 		}
 		return nil, fmt.Errorf("dial amqp at %s as %s: %w", u.Host, cred.User(), err)
 	}
@@ -315,7 +314,7 @@ func (b *Bus) checkOpen() error {
 	b.state.Lock()
 	defer b.state.Unlock()
 	if b.closing {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	return nil
 }
@@ -329,7 +328,7 @@ func (b *Bus) connection(ctx context.Context) (*amqp.Connection, error) {
 		b.state.Unlock()
 		switch {
 		case closing:
-			return nil, transport.ErrClosed
+			return nil, link.ErrClosed
 		case conn != nil && conn.IsClosed():
 			// Ended before watch heard of it.
 			b.lost(conn, amqp.ErrClosed)
@@ -340,9 +339,9 @@ func (b *Bus) connection(ctx context.Context) (*amqp.Connection, error) {
 		select {
 		case <-up:
 		case <-b.done:
-			return nil, transport.ErrClosed
+			return nil, link.ErrClosed
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: the bus is reconnecting: %w", transport.ErrTimeout, ctx.Err())
+			return nil, fmt.Errorf("%w: the bus is reconnecting: %w", link.ErrTimeout, ctx.Err())
 		}
 	}
 }
@@ -375,7 +374,7 @@ func (b *Bus) openChannel(ctx context.Context) (*amqp.Channel, error) {
 				_ = r.ch.Close()
 			}
 		}()
-		return nil, fmt.Errorf("open channel: %w: %w", transport.ErrTimeout, ctx.Err())
+		return nil, fmt.Errorf("open channel: %w: %w", link.ErrTimeout, ctx.Err())
 	}
 }
 
@@ -389,7 +388,7 @@ func bounded(ctx context.Context, ch *amqp.Channel, op func() error) error {
 		return err
 	case <-ctx.Done():
 		go func() { _ = ch.Close() }()
-		return fmt.Errorf("%w: %w", transport.ErrTimeout, ctx.Err())
+		return fmt.Errorf("%w: %w", link.ErrTimeout, ctx.Err())
 	}
 }
 
@@ -407,7 +406,7 @@ func brokerCode(err error) int {
 // broker refusing what the account has no grant for.
 func refused(err error) error {
 	if brokerCode(err) == wire.AMQPAccessRefused {
-		return fmt.Errorf("%w: %w", transport.ErrDenied, err)
+		return fmt.Errorf("%w: %w", link.ErrDenied, err)
 	}
 	return mapClosed(err)
 }
@@ -416,7 +415,7 @@ func refused(err error) error {
 // first is ErrTimeout, like every wait of a call.
 func sendError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", transport.ErrTimeout, err)
+		return fmt.Errorf("%w: %w", link.ErrTimeout, err)
 	}
 	return refused(err)
 }
@@ -424,7 +423,7 @@ func sendError(ctx context.Context, err error) error {
 // mapClosed turns amqp091's closed-channel error into ErrClosed.
 func mapClosed(err error) error {
 	if errors.Is(err, amqp.ErrClosed) {
-		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+		return fmt.Errorf("%w: %w", link.ErrClosed, err)
 	}
 	return err
 }

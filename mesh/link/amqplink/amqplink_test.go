@@ -1,4 +1,4 @@
-package amqpbus
+package amqplink
 
 import (
 	"context"
@@ -15,16 +15,15 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/meshbus/mesh/mesh/bus"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/pki"
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-func config(url, fingerprint string) transport.Config {
-	return transport.Config{
+func config(url, fingerprint string) link.Config {
+	return link.Config{
 		Credential: wire.Credential{URL: url, Fingerprint: fingerprint, Node: "node-a", Module: "sensor"},
-		Deliver:    func(transport.Delivery) {},
+		Deliver:    func(link.Delivery) {},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Timeout:    2 * time.Second,
 		Context:    context.Background(),
@@ -41,7 +40,7 @@ func TestDialRefusesPlainAMQPAndBootstrap(t *testing.T) {
 	}
 	boot := config("amqps://127.0.0.1:1", "")
 	boot.Credential = wire.Credential{URL: boot.Credential.URL, Bootstrap: true}
-	if _, err := Dial(ctx, boot); !errors.Is(err, bus.ErrBootstrap) {
+	if _, err := Dial(ctx, boot); !errors.Is(err, link.ErrBootstrap) {
 		t.Fatalf("expected ErrBootstrap, got %v", err)
 	}
 }
@@ -52,7 +51,7 @@ func TestDialRefusesPlainAMQPAndBootstrap(t *testing.T) {
 func tlsListener(t *testing.T, names ...string) (addr, fingerprint string) {
 	t.Helper()
 	now := time.Now()
-	ca, err := pki.NewCA("amqpbus-test", now)
+	ca, err := pki.NewCA("amqplink-test", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,18 +92,18 @@ func TestDialPinsTheFingerprintAndChecksTheName(t *testing.T) {
 	defer cancel()
 
 	_, err := Dial(ctx, config("amqps://u:p@"+addr+"/mesh", strings.Repeat("0", 64)))
-	if !errors.Is(err, transport.ErrFingerprint) {
+	if !errors.Is(err, link.ErrFingerprint) {
 		t.Fatalf("expected ErrFingerprint for another certificate's pin, got %v", err)
 	}
 	// The pinned certificate, dialled by a name it does not carry.
 	_, err = Dial(ctx, config("amqps://u:p@localhost:"+port+"/mesh", fp))
-	if err == nil || errors.Is(err, transport.ErrFingerprint) || !strings.Contains(err.Error(), "certificate name") {
+	if err == nil || errors.Is(err, link.ErrFingerprint) || !strings.Contains(err.Error(), "certificate name") {
 		t.Fatalf("expected the name check to refuse localhost, got %v", err)
 	}
 	// Pin and name both right: the TLS handshake passes and the
 	// connection ends where AMQP would begin.
 	_, err = Dial(ctx, config("amqps://u:p@"+addr+"/mesh", fp))
-	if err == nil || errors.Is(err, transport.ErrFingerprint) || strings.Contains(err.Error(), "certificate") {
+	if err == nil || errors.Is(err, link.ErrFingerprint) || strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("expected the handshake to pass and AMQP to fail, got %v", err)
 	}
 }
@@ -138,14 +137,14 @@ func TestDialIsBoundedByTheContext(t *testing.T) {
 
 func TestBrokerErrorsAreMapped(t *testing.T) {
 	denied := fmt.Errorf("channel shutdown error: %w", &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED - write access to topic 'sensor.alarm.cleared' refused"})
-	if err := refused(denied); !errors.Is(err, transport.ErrDenied) {
+	if err := refused(denied); !errors.Is(err, link.ErrDenied) {
 		t.Fatalf("expected 403 to be ErrDenied, got %v", err)
 	}
 	notFound := &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no queue 'node-a.sensor.events'"}
-	if err := refused(notFound); errors.Is(err, transport.ErrDenied) || brokerCode(notFound) != wire.AMQPNotFound {
+	if err := refused(notFound); errors.Is(err, link.ErrDenied) || brokerCode(notFound) != wire.AMQPNotFound {
 		t.Fatalf("expected 404 to stay itself, got %v", err)
 	}
-	if err := refused(amqp.ErrClosed); !errors.Is(err, transport.ErrClosed) || brokerCode(amqp.ErrClosed) != 0 {
+	if err := refused(amqp.ErrClosed); !errors.Is(err, link.ErrClosed) || brokerCode(amqp.ErrClosed) != 0 {
 		t.Fatalf("expected a closed channel to be ErrClosed, got %v", err)
 	}
 	if wire.AMQPAccessRefused != amqp.AccessRefused || wire.AMQPNotFound != amqp.NotFound || wire.NoRespondersAMQP != amqp.NoRoute {
@@ -153,10 +152,10 @@ func TestBrokerErrorsAreMapped(t *testing.T) {
 	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := sendError(ended, ended.Err()); !errors.Is(err, transport.ErrTimeout) {
+	if err := sendError(ended, ended.Err()); !errors.Is(err, link.ErrTimeout) {
 		t.Fatalf("expected a publish the context ended to be ErrTimeout, got %v", err)
 	}
-	if err := sendError(context.Background(), denied); !errors.Is(err, transport.ErrDenied) {
+	if err := sendError(context.Background(), denied); !errors.Is(err, link.ErrDenied) {
 		t.Fatalf("expected a live publish's 403 to be ErrDenied, got %v", err)
 	}
 	closed := make(chan *amqp.Error, 1)
@@ -248,7 +247,7 @@ func TestPoolReusesLiveChannelsOnly(t *testing.T) {
 	if len(closed) != maxIdle {
 		t.Fatalf("expected close to close the %d idle channels, closed %v", maxIdle, closed)
 	}
-	if _, err := p.get(ctx); !errors.Is(err, transport.ErrClosed) {
+	if _, err := p.get(ctx); !errors.Is(err, link.ErrClosed) {
 		t.Fatalf("expected ErrClosed from a closed pool, got %v", err)
 	}
 }

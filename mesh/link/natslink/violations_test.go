@@ -1,4 +1,4 @@
-package natsbus
+package natslink
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 )
 
 // serverSaid is how nats.go hands the async error handler a -ERR line.
@@ -29,7 +29,7 @@ func TestViolationsCancelTheWatchedCall(t *testing.T) {
 	if !v.observe(serverSaid(`Permissions Violation for Publish to "mesh.mod.catalog.tool.catalog_tools"`)) {
 		t.Fatal("expected the violation to be matched to the watched call")
 	}
-	if err := denied(ctx); !errors.Is(err, transport.ErrDenied) {
+	if err := denied(ctx); !errors.Is(err, link.ErrDenied) {
 		t.Fatalf("expected the call cancelled with ErrDenied, got %v", context.Cause(ctx))
 	}
 	if denied(other) != nil || other.Err() != nil {

@@ -1,4 +1,4 @@
-package natsbus
+package natslink
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 )
 
 // violations turns the server's asynchronous permissions violations into
@@ -71,7 +71,7 @@ func (v *violations) observe(err error) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for w := range v.waiting[subject] {
-		w.cancel(fmt.Errorf("%w: %s", transport.ErrDenied, err))
+		w.cancel(fmt.Errorf("%w: %s", link.ErrDenied, err))
 	}
 	return len(v.waiting[subject]) > 0
 }
@@ -88,7 +88,7 @@ func refuses(err error, subject string) bool {
 
 // denied returns the denial that cancelled ctx, or nil.
 func denied(ctx context.Context) error {
-	if cause := context.Cause(ctx); errors.Is(cause, transport.ErrDenied) {
+	if cause := context.Cause(ctx); errors.Is(cause, link.ErrDenied) {
 		return cause
 	}
 	return nil

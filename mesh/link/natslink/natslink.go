@@ -1,9 +1,9 @@
-// Package natsbus is the SDK's NATS binding (design 19 on design 25's
+// Package natslink is the modules' NATS binding (design 19 on design 25's
 // bus): events through JetStream on the module's own subjects and the
 // consumer the controller created for it, tools as core request and
-// reply with a queue group. It implements transport.Transport and decides
+// reply with a queue group. It implements link.Transport and decides
 // nothing about an envelope: package sdk does.
-package natsbus
+package natslink
 
 import (
 	"context"
@@ -16,13 +16,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/mesh/bus"
-	"github.com/meshbus/mesh/mesh/sdk/internal/transport"
+	"github.com/meshbus/mesh/mesh/link"
 )
 
 // Bus is one module's NATS connection.
 type Bus struct {
-	cfg        transport.Config
+	cfg        link.Config
 	node, name string
 	nc         *nats.Conn
 	js         jetstream.JetStream
@@ -34,11 +33,11 @@ type Bus struct {
 	consumer jetstream.ConsumeContext
 }
 
-var _ transport.Transport = (*Bus)(nil)
+var _ link.Transport = (*Bus)(nil)
 
 // Dial connects as cfg.Credential with the fingerprint pinned and the
-// name checked (bus.Dial), on the module's own inbox prefix.
-func Dial(ctx context.Context, cfg transport.Config) (transport.Transport, error) {
+// name checked (link.Dial), on the module's own inbox prefix.
+func Dial(ctx context.Context, cfg link.Config) (link.Transport, error) {
 	b := &Bus{
 		cfg:     cfg,
 		node:    cfg.Credential.Node,
@@ -47,9 +46,9 @@ func Dial(ctx context.Context, cfg transport.Config) (transport.Transport, error
 		closed:  make(chan struct{}),
 		log:     cfg.Logger,
 	}
-	nc, err := bus.Dial(ctx, cfg.Credential,
-		bus.WithErrorHandler(b.asyncError),
-		bus.WithNATSOptions(
+	nc, err := link.Dial(ctx, cfg.Credential,
+		link.WithErrorHandler(b.asyncError),
+		link.WithNATSOptions(
 			nats.ClosedHandler(func(*nats.Conn) { close(b.closed) }),
 			nats.DrainTimeout(cfg.Timeout),
 			// A module lives as long as its process: the bus coming back
@@ -65,10 +64,7 @@ func Dial(ctx context.Context, cfg transport.Config) (transport.Transport, error
 		),
 	)
 	if err != nil {
-		if errors.Is(err, bus.ErrFingerprint) {
-			return nil, fmt.Errorf("%w: %w", transport.ErrFingerprint, err)
-		}
-		return nil, err
+		return nil, err // a pin mismatch is link.ErrFingerprint already
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -109,7 +105,7 @@ func (b *Bus) Close() error {
 		select {
 		case <-b.closed:
 		case <-time.After(b.cfg.Timeout):
-			return fmt.Errorf("close while reconnecting: %w", transport.ErrTimeout)
+			return fmt.Errorf("close while reconnecting: %w", link.ErrTimeout)
 		}
 		return nil
 	}
@@ -120,7 +116,7 @@ func (b *Bus) Close() error {
 		case <-cc.Closed():
 		case <-time.After(b.cfg.Timeout):
 			cc.Stop()
-			errs = append(errs, fmt.Errorf("drain consumer: %w", transport.ErrTimeout))
+			errs = append(errs, fmt.Errorf("drain consumer: %w", link.ErrTimeout))
 		}
 	}
 	if err := b.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
@@ -130,7 +126,7 @@ func (b *Bus) Close() error {
 	case <-b.closed:
 	case <-time.After(b.cfg.Timeout + time.Second):
 		b.nc.Close()
-		errs = append(errs, fmt.Errorf("drain connection: %w", transport.ErrTimeout))
+		errs = append(errs, fmt.Errorf("drain connection: %w", link.ErrTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -138,7 +134,7 @@ func (b *Bus) Close() error {
 // mapClosed turns nats.go's closed-connection errors into ErrClosed.
 func mapClosed(err error) error {
 	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) {
-		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+		return fmt.Errorf("%w: %w", link.ErrClosed, err)
 	}
 	return err
 }

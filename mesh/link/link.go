@@ -1,5 +1,9 @@
-// Package transport is the seam between the SDK's contract (package sdk)
-// and a bus binding: NATS (package natsbus) and AMQP (package amqpbus).
+// Package link is the mesh's bus bindings for everyone who speaks the bus
+// — the SDK, the controller, the host, the person's client: dialling the
+// bus as a principal (Dial: the certificate's fingerprint pinned and its
+// name checked, the credential's user, its own inbox prefix), and the seam
+// between the SDK's contract (package sdk) and a module's binding, NATS
+// (package natslink) and AMQP (package amqplink).
 //
 // # For the author of a binding
 //
@@ -20,7 +24,7 @@
 //   - Dial connects as cfg.Credential (already parsed and scoped to one
 //     module on one node; never a bootstrap URL), pinning
 //     Credential.Fingerprint and checking the certificate's name
-//     (bus.PinnedTLS is reusable on any TLS connection). A pin mismatch is
+//     (PinnedTLS is reusable on any TLS connection). A pin mismatch is
 //     ErrFingerprint. It creates nothing on the bus.
 //   - Publish emits one event of the module's own: key is the event key
 //     without the module, headers are complete (x-event-id etc.). It uses
@@ -73,7 +77,7 @@
 // Header names are matched exactly and are lower-case; an AMQP binding
 // converts its message headers (amqp.Table) to map[string][]string with
 // one value per string header.
-package transport
+package link
 
 import (
 	"context"
@@ -94,8 +98,6 @@ var (
 	ErrNoConsumer = errors.New("no consumer: the mesh has not created this module's consumer")
 	// ErrDenied: the bus refused what the account has no grant for.
 	ErrDenied = errors.New("refused by the bus: the account has no grant for it")
-	// ErrFingerprint: the certificate presented is not the pinned one.
-	ErrFingerprint = errors.New("the bus presented a certificate other than the pinned one")
 	// ErrClosed: the connection was closed.
 	ErrClosed = errors.New("connection closed")
 	// ErrUnsupported: no binding is linked in for the URL's scheme.
