@@ -2,7 +2,6 @@ package steps
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/meshbus/mesh/harness/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
 )
 
 // reloadAllowance is what "within one watcher-poll interval" allows on
@@ -102,16 +102,10 @@ type natsIdentity struct {
 	id        string
 	startedAt time.Time
 	serverPID int
-	varz      varz
+	varz      observe.Varz
 }
 
 // varz is the part of the server's /varz the bed reads.
-type varz struct {
-	Start          time.Time `json:"start"`
-	ConfigLoadTime time.Time `json:"config_load_time"`
-	ConfigDigest   string    `json:"config_digest"`
-}
-
 func (s *scenario) natsIdentity(ctx context.Context) (natsIdentity, error) {
 	r, err := s.cluster()
 	if err != nil {
@@ -130,65 +124,47 @@ func (s *scenario) natsIdentity(ctx context.Context) (natsIdentity, error) {
 		return natsIdentity{}, err
 	}
 	id := natsIdentity{id: c.ID(), startedAt: st.StartedAt}
+	byPID := map[int]string{}
 	for _, p := range procs {
-		// The program nats-server, not mesh-nats (whose arguments name it),
-		// nor the short-lived `nats-server -t` that checks a new
-		// configuration.
-		args := strings.Fields(p.Command)
-		if len(args) > 0 && filepath.Base(args[0]) == "nats-server" && !slices.Contains(args, "-t") {
-			id.serverPID = p.PID
-		}
+		byPID[p.PID] = p.Command
 	}
-	if id.serverPID == 0 {
-		return natsIdentity{}, fmt.Errorf("no nats-server process in the nats container: %+v", procs)
+	var ok bool
+	if id.serverPID, ok = observe.ServerPID(byPID); !ok {
+		return natsIdentity{}, fmt.Errorf("expected one nats-server process in the nats container, got %+v", procs)
 	}
 	id.varz, err = s.readVarz(ctx)
 	return id, err
 }
 
-// readVarz asks the monitoring endpoint from the private network.
-func (s *scenario) readVarz(ctx context.Context) (varz, error) {
-	res, err := s.r.cluster.Probe(ctx, harness.Private, "http", fmt.Sprintf("http://%s:%d/varz", s.r.mesh.Bus.Monitor, s.r.mesh.Bus.MonitorPort))
-	if err != nil {
-		return varz{}, err
-	}
-	if res.Status != 200 {
-		return varz{}, fmt.Errorf("read /varz: %+v", res)
-	}
-	var v varz
-	if err := json.Unmarshal([]byte(res.Body), &v); err != nil {
-		return varz{}, fmt.Errorf("read /varz: %w", err)
-	}
-	return v, nil
-}
-
-// connections asks the monitoring endpoint, from the private network,
-// for the connections of user in state (open or closed), and returns the
-// reason each was closed for ("" for an open one).
-func (s *scenario) connections(ctx context.Context, state, user string) ([]string, error) {
-	res, err := s.r.cluster.Probe(ctx, harness.Private, "http", fmt.Sprintf("http://%s:%d/connz?state=%s&auth=true&limit=1024", s.r.mesh.Bus.Monitor, s.r.mesh.Bus.MonitorPort, state))
+// monitor asks the monitoring endpoint, from the private network, and
+// returns the body of its answer.
+func (s *scenario) monitor(ctx context.Context, url string) ([]byte, error) {
+	res, err := s.r.cluster.Probe(ctx, harness.Private, "http", url)
 	if err != nil {
 		return nil, err
 	}
 	if res.Status != 200 {
-		return nil, fmt.Errorf("read /connz: %+v", res)
+		return nil, fmt.Errorf("ask %s: %+v", url, res)
 	}
-	var connz struct {
-		Connections []struct {
-			User   string `json:"authorized_user"`
-			Reason string `json:"reason"`
-		} `json:"connections"`
+	return []byte(res.Body), nil
+}
+
+func (s *scenario) readVarz(ctx context.Context) (observe.Varz, error) {
+	body, err := s.monitor(ctx, observe.VarzURL(s.r.mesh.Bus.Monitor, s.r.mesh.Bus.MonitorPort))
+	if err != nil {
+		return observe.Varz{}, err
 	}
-	if err := json.Unmarshal([]byte(res.Body), &connz); err != nil {
-		return nil, fmt.Errorf("read /connz: %w", err)
+	return observe.ParseVarz(body)
+}
+
+// connections are, for each connection of user in state (open or
+// closed), why it was closed ("" for an open one).
+func (s *scenario) connections(ctx context.Context, state, user string) ([]string, error) {
+	body, err := s.monitor(ctx, observe.ConnzURL(s.r.mesh.Bus.Monitor, s.r.mesh.Bus.MonitorPort, state))
+	if err != nil {
+		return nil, err
 	}
-	var reasons []string
-	for _, c := range connz.Connections {
-		if c.User == user {
-			reasons = append(reasons, c.Reason)
-		}
-	}
-	return reasons, nil
+	return observe.ConnectionReasons(body, user)
 }
 
 func (s *scenario) iNoteTheNATSContainer(ctx context.Context) error {
