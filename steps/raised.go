@@ -14,7 +14,7 @@ type raised struct {
 	meshFile string
 	mesh     *meshdesc.Mesh
 	session  *harness.Session
-	cluster  *harness.Cluster
+	cluster  harness.Mesh
 	poll     time.Duration
 	// amqp is the AMQP bus raised beside the NATS one, once asked for.
 	amqp *harness.AMQPBus

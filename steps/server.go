@@ -111,7 +111,7 @@ func (s *scenario) natsIdentity(ctx context.Context) (natsIdentity, error) {
 	if err != nil {
 		return natsIdentity{}, err
 	}
-	c, err := r.cluster.Container(harness.RoleNATS)
+	c, err := r.cluster.Member(harness.MemberBus)
 	if err != nil {
 		return natsIdentity{}, err
 	}

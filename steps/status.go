@@ -10,7 +10,6 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/harness/controller"
 	ctl "github.com/meshbus/mesh/mesh/controller"
 )
@@ -22,14 +21,6 @@ const statusWithin = 30 * time.Second
 func (s *scenario) bindStatus(sc *godog.ScenarioContext) {
 	sc.Step(`^the controller's status names exactly these failing provisions:$`, s.theStatusNames)
 	sc.Step(`^the controller's status names no failing provision$`, s.theStatusNamesNone)
-}
-
-func (s *scenario) controllerContainer() (*harness.Container, error) {
-	r, err := s.cluster()
-	if err != nil {
-		return nil, err
-	}
-	return r.cluster.Container(harness.RoleController)
 }
 
 // status asks `mesh-controller status --json`, as a person with the state

@@ -1,0 +1,88 @@
+package harness
+
+import (
+	"context"
+	"time"
+
+	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Read this file first. Mesh is the harness as a bed's steps see it: a
+// cluster raised in containers, its members by name, the faults that
+// break them, and the ways to look at it from outside. The steps hold a
+// Mesh and nothing else of the harness's: no Docker, no testcontainers,
+// no host path of the controller's state (controller.Layout spells that,
+// here). *Cluster, raised by Session.RaiseGenesis on testcontainers-go,
+// is the one implementation.
+type Mesh interface {
+	// Members are the long-running containers by name (MemberBus,
+	// MemberController); Member is one of them, or ErrUnknownMember
+	// naming the valid ones.
+	Members() []string
+	Member(name string) (Member, error)
+
+	// Faults (faults.go, one file each): Inject applies one to a member
+	// and returns once it has taken effect; Undo removes it and returns
+	// once the member is healthy again (ErrUndo if it cannot be: the
+	// cluster is not to be reused); UndoAll undoes whatever is left, as
+	// teardown does. FaultNames are those a member can take.
+	FaultNames(member string) []string
+	Inject(ctx context.Context, member, fault string) (time.Duration, error)
+	Undo(ctx context.Context, member string) (time.Duration, error)
+	Fault(member string) string
+	UndoAll(ctx context.Context) error
+
+	// Principals: a user's credential as the controller minted it, and
+	// the host address the bus is reached at from here (ask again after
+	// the bus was restarted).
+	Credential(user string) (wire.Credential, error)
+	BusAddress(ctx context.Context) (string, error)
+
+	// Probe runs the one-shot observer on a network (Private, Outside).
+	Probe(ctx context.Context, network string, args ...string) (ProbeResult, error)
+
+	// The controller's own commands and files, as an operator has them:
+	// RunController runs mesh-controller with args in a container of its
+	// own beside the state; StageFile puts a file where it reads the
+	// description; the nats container's watched configuration, read and
+	// written in place.
+	RunController(ctx context.Context, args ...string) (output string, exit int, err error)
+	StageFile(hostPath, name string) error
+	NATSConfigFile() string
+	ReadNATSConfig() ([]byte, error)
+	WriteNATSConfig(content []byte) error
+
+	// Modules: a conformance driver or a sample module run as a principal
+	// on the private network; EnsureImage builds a module's image from
+	// the checkout (ImageID says which one ran); RaiseAMQP raises the AMQP
+	// bus of today beside NATS.
+	StartDriver(ctx context.Context, o DriverOptions) (*Driver, error)
+	EnsureImage(ctx context.Context, spec images.Spec) (string, error)
+	ImageID(ctx context.Context, ref string) (string, error)
+	RaiseAMQP(ctx context.Context) (*AMQPBus, error)
+
+	// Evidence: how to reach what is left up, every container's output.
+	Describe() string
+	SaveLogs(ctx context.Context, dir string) error
+}
+
+// Member is one long-running container of a cluster, seen from outside.
+type Member interface {
+	// ID is the container's id: the same after a reload, another after a
+	// recreation.
+	ID() string
+	Inspect(ctx context.Context) (State, error)
+	Processes(ctx context.Context) ([]Process, error)
+	Logs(ctx context.Context) (string, error)
+	// Exec runs a command inside it (its image must have the program).
+	Exec(ctx context.Context, cmd ...string) (exit int, output string, err error)
+}
+
+var (
+	_ Mesh   = (*Cluster)(nil)
+	_ Member = (*Container)(nil)
+)
+
+// Member is the member name is, or ErrUnknownMember naming the valid ones.
+func (c *Cluster) Member(name string) (Member, error) { return c.member(name) }
