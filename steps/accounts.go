@@ -207,22 +207,8 @@ func (s *scenario) storedOn(ctx context.Context, account, subject string) (store
 	if err != nil {
 		return stored{}, err
 	}
-	name, err := js.StreamNameBySubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return stored{}, nil
-	}
-	if err != nil {
-		return stored{}, fmt.Errorf("which stream captures %s: %w", subject, err)
-	}
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		return stored{}, err
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		return stored{}, err
-	}
-	return stored{account: account, stream: name, count: info.State.Subjects[subject]}, nil
+	got, err := observe.StoredOn(ctx, js, subject)
+	return stored{account: account, stream: got.Stream, count: got.Count}, err
 }
 
 func (s *scenario) itPublishesOn(ctx context.Context, subject string) error {
@@ -390,25 +376,33 @@ func (s *scenario) consumerInfo(ctx context.Context, consumer string) (*jetstrea
 	return c.Info(ctx)
 }
 
+func (s *scenario) pending(ctx context.Context, consumer string) (observe.Pending, error) {
+	js, err := s.streamJetStream(ctx, wire.StreamEvents)
+	if err != nil {
+		return observe.Pending{}, err
+	}
+	return observe.PendingOn(ctx, js, wire.StreamEvents, consumer)
+}
+
 func (s *scenario) theDeliveryIsStillPending(ctx context.Context, consumer string) error {
-	info, err := s.consumerInfo(ctx, consumer)
+	p, err := s.pending(ctx, consumer)
 	if err != nil {
 		return err
 	}
-	if info.NumAckPending != 1 {
-		return fmt.Errorf("expected the delivery to await its ack on %s, ack pending is %d", consumer, info.NumAckPending)
+	if p.AckPending != 1 {
+		return fmt.Errorf("expected the delivery to await its ack on %s, ack pending is %d", consumer, p.AckPending)
 	}
 	return nil
 }
 
 func (s *scenario) nothingIsPending(ctx context.Context, consumer string) error {
 	return eventually(ctx, 5*time.Second, func(ctx context.Context) error {
-		info, err := s.consumerInfo(ctx, consumer)
+		p, err := s.pending(ctx, consumer)
 		if err != nil {
 			return err
 		}
-		if info.NumAckPending != 0 || info.NumPending != 0 {
-			return fmt.Errorf("expected nothing pending on %s, ack pending %d, pending %d", consumer, info.NumAckPending, info.NumPending)
+		if p.AckPending != 0 || p.Pending != 0 {
+			return fmt.Errorf("expected nothing pending on %s, ack pending %d, pending %d", consumer, p.AckPending, p.Pending)
 		}
 		return nil
 	})
