@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -249,18 +250,78 @@ func TestRunMatch(t *testing.T) {
 	}
 	expectStatuses(t, res, map[string]Status{"it fails": Failed})
 
-	// godog selects an outline by its line: one matching row runs them all, and says so.
-	res, _, err = run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile("forged")})
+	// godog selects an outline by its own line; the runner hides the other rows from it, so
+	// a match on one row runs that row alone, with the line numbers of the file.
+	var ran []string
+	dir := features(t, map[string]string{"toy.feature": outline})
+	res, err = Run(context.Background(), Options{
+		Beds: []Bed{toyBed("toy", 1)}, FeaturesDir: dir, Match: regexp.MustCompile(`^rows \(forged\)$`),
+		Scenario: func(sc *godog.ScenarioContext) {
+			sc.Step(`^it fails with "([^"]*)"$`, func(msg string) error { ran = append(ran, msg); return errors.New(msg) })
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := res.Counts(); c[Failed] != 2 || c.Total() != 2 {
-		t.Fatalf("expected both rows of the outline run, got %v", c)
+	if c := res.Counts(); c[Failed] != 1 || c.Total() != 1 {
+		t.Fatalf("expected the one row selected, and only it, run, got %v", c)
+	}
+	if got := res.Beds[0].Scenarios[0]; got.Title() != "rows (forged)" || got.Where() != "toy.feature:22" || len(got.Steps) != 1 {
+		t.Fatalf("expected the row at toy.feature:22 with its step, got %s at %s, %d steps", got.Title(), got.Where(), len(got.Steps))
+	}
+	if strings.Join(ran, ",") != "forged" {
+		t.Fatalf("expected only the forged row's step to run, got %q", ran)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "toy.feature")); string(b) != outline {
+		t.Fatalf("expected the feature file untouched, got\n%s", b)
+	}
+
+	// Two rows of one outline and a scenario of its own: all three, nothing else.
+	res, _, err = run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile(`forged|other|passes`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Counts(); c[Failed] != 2 || c[Passed] != 1 || c.Total() != 3 {
+		t.Fatalf("expected both rows and the passing scenario, got %v", c)
 	}
 
 	_, _, err = run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile("nothing")})
-	if !errors.Is(err, ErrNoScenarios) || !strings.Contains(err.Error(), `match "nothing"`) {
-		t.Fatalf("expected ErrNoScenarios naming the match, got %v", err)
+	if !errors.Is(err, ErrNoScenarios) || !strings.Contains(err.Error(), `run "nothing"`) {
+		t.Fatalf("expected ErrNoScenarios naming the --run, got %v", err)
+	}
+}
+
+func TestSelectOneRow(t *testing.T) {
+	dir := features(t, map[string]string{"c.feature": claims})
+	plan, err := Scenarios(os.DirFS(dir), toyBed("c", 1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range Select(plan, regexp.MustCompile(`\(full\)`)) {
+		got = append(got, s.Where())
+	}
+	if strings.Join(got, " ") != "c.feature:12" {
+		t.Fatalf("expected the full row of the floor alone, got %v", got)
+	}
+}
+
+func TestHideRowsKeepsLines(t *testing.T) {
+	base := features(t, map[string]string{"c.feature": strings.ReplaceAll(claims, "\n", "\r\n")})
+	fsys, err := hideRows(os.DirFS(base), map[string][]int{"c.feature": {13}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fs.ReadFile(fsys, "c.feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\r\n")
+	if want := len(strings.Split(claims, "\n")); len(lines) != want || lines[12] != "#" || strings.TrimSpace(lines[11]) != "| full           |" {
+		t.Fatalf("expected line 13 alone a comment among %d lines, got %d:\n%s", want, len(lines), b)
+	}
+	if _, err := hideRows(os.DirFS(base), map[string][]int{"c.feature": {2}}); err == nil {
+		t.Fatal("expected a line that is not a table row refused")
 	}
 }
 

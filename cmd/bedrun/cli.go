@@ -44,8 +44,11 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.features, "features", "", "")
 	fs.Func("run", "", func(v string) error {
 		re, err := regexp.Compile(v)
+		if err != nil {
+			return fmt.Errorf("not a regular expression (Go's RE2 syntax, as go test -run: e.g. 'reload|torn', '^A change is live$'): %w", err)
+		}
 		c.match = re
-		return err
+		return nil
 	})
 	fs.BoolVar(&c.keep, "keep", false, "")
 	fs.BoolVar(&c.failFast, "fail-fast", false, "")
@@ -141,7 +144,8 @@ Flags (before or after BED):
   --tags EXPR      only scenarios matching godog's tag expression: "@a,@b" (or),
                    "@a && @b" (and), "~@a" (not); also filters list
   --run REGEXP     only scenarios whose name (with an outline's example values) matches,
-                   like go test -run; a failed run prints the --run that reruns its failures
+                   like go test -run: an outline's rows one by one; a failed run prints the
+                   --run that reruns exactly the scenarios and rows that did not pass
   --fail-fast      stop at the first scenario that does not pass, keeping its evidence
   --keep           leave the clusters up at the end and print how to reach them
   --features DIR   the feature files (default ./features, or the checkout's)
