@@ -70,10 +70,13 @@ var (
 	ErrHung = errors.New("bed hung")
 	// errFailFast is why scenarios after a failure did not run.
 	errFailFast = errors.New("fail-fast: an earlier scenario did not pass")
+	// errNotGreen is why the beds after one that is not green did not run.
+	errNotGreen = errors.New("an earlier bed is not green")
 )
 
 // Run runs the beds of opts one after the other, strictly: an undefined, pending or
-// ambiguous step fails its scenario. It returns an error only when the run itself could not
+// ambiguous step fails its scenario. It stops at the first bed that is not green (Stopped
+// names it): the beds after it are reported not run. It returns an error only when the run itself could not
 // be carried out (what Check refuses, a hung bed, a report that could not be written);
 // whether the beds passed is Result.OK.
 func Run(ctx context.Context, opts Options) (Result, error) {
@@ -102,7 +105,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		}
 		if stop != nil {
 			p.println(p.paint(ansiDim, fmt.Sprintf("━━ %s · step %d · not run: %v", b.Name, b.Step, stop)))
-			res.Beds = append(res.Beds, notRun(b, pl.scenarios[i], stop))
+			res.Beds = append(res.Beds, notRun(b, pl.scenarios[i], stop, ctx.Err() != nil))
 			continue
 		}
 		br, err := runBed(ctx, b, pl.scenarios[i], pl.paths[i], &o, p, pl.fsys[i])
@@ -112,8 +115,10 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			runErr = err
 			stop = err
 		}
-		if o.FailFast && !br.OK() && stop == nil {
-			stop = errFailFast
+		if !br.OK() && !br.Interrupted() && stop == nil {
+			// Each step builds on the one before: the release gate stops at the first
+			// bed that is not green.
+			stop = fmt.Errorf("%w: %s (step %d)", errNotGreen, b.Name, b.Step)
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -238,8 +243,8 @@ func tagsOf(features fs.FS, beds []Bed) []string {
 }
 
 // notRun is a bed skipped whole, each of its scenarios with the reason.
-func notRun(b Bed, plan []Scenario, why error) BedResult {
-	br := BedResult{Bed: b}
+func notRun(b Bed, plan []Scenario, why error, interrupted bool) BedResult {
+	br := BedResult{Bed: b, cut: interrupted}
 	for _, s := range plan {
 		br.Scenarios = append(br.Scenarios, &ScenarioResult{Scenario: s, Bed: b.Name, Status: NotRun, Err: why})
 	}
@@ -259,7 +264,7 @@ func runBed(ctx context.Context, b Bed, plan []Scenario, paths []string, o *Opti
 		fmt.Errorf("%w after %s", ErrTimeout, b.Timeout))
 	defer cancel()
 
-	t := newTracker(b, plan, o, p)
+	t := newTracker(ctx, b, plan, o, p)
 	suite := godog.TestSuite{
 		Name:                 b.Name,
 		TestSuiteInitializer: t.initSuite,
@@ -335,6 +340,7 @@ func runBed(ctx context.Context, b Bed, plan []Scenario, paths []string, o *Opti
 	}
 	br.Scenarios = append([]*ScenarioResult(nil), t.all...)
 	br.Elapsed = time.Since(br.Started)
+	br.cut = ctx.Err() != nil
 	switch {
 	case out.err != nil:
 		br.Err = out.err

@@ -164,9 +164,23 @@ Strict: an undefined, pending or ambiguous step fails its scenario. A scenario w
 wraps an infrastructure error (Docker, an image build) is reported as an error, apart from
 the product's failures.
 
-Exit status: 0 every selected scenario passed; 1 one did not, or the run failed; 2 bad
-usage (unknown bed, bad flag, tags selecting nothing); 130 interrupted. On SIGINT or
-SIGTERM the run stops and tears down; a second signal exits at once.
+Beds run in step order, and a run stops at the first bed that is not green, naming it:
+the beds after it are reported not run (bedrun all is the release gate).
+
+An interrupted scenario (SIGINT, SIGTERM) is reported as interrupted, not failed: in the
+summary, in junit.xml (skipped, type "interrupted"), in cucumber.json (the step cut short
+skipped, its error_message "interrupted: ...") and in the matrix (its cell "incomplete",
+the scenario named). On SIGINT or SIGTERM the run stops and tears down; a second signal
+exits at once.
+
+Exit status, the release gate's answer:
+  0    every selected scenario of every bed passed
+  1    a bed is not green (a scenario failed, errored, was undefined, pending, ambiguous or
+       skipped), or the run itself failed (a bed hung, a report not written)
+  2    bad usage, refused before anything is raised: an unknown bed, a bad flag, a --tags
+       that does not parse, a --run that does not compile, a --tags or --run that selects
+       no scenario
+  130  interrupted, after teardown
 
 Examples:
   bedrun genesis --report out

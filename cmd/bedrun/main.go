@@ -23,8 +23,8 @@ import (
 // Exit statuses.
 const (
 	exitPass        = 0   // every selected scenario passed
-	exitFail        = 1   // a scenario did not pass, or the run itself failed
-	exitUsage       = 2   // bad usage: unknown bed, bad flag, tags that select nothing
+	exitFail        = 1   // a bed is not green, or the run itself failed
+	exitUsage       = 2   // bad usage, refused before anything is raised
 	exitInterrupted = 130 // SIGINT or SIGTERM, after teardown
 )
 

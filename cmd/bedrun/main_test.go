@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -260,5 +261,67 @@ func TestRerunSelectsTheFailedRows(t *testing.T) {
 	if code != exitFail || !strings.Contains(out.String(), "FAIL genesis: 1 failed of 1 scenario") ||
 		strings.Contains(out.String(), "(passes, ") {
 		t.Fatalf("expected the hint to rerun the failed row alone, got %d:\n%s", code, out.String())
+	}
+}
+
+// TestAllIsTheReleaseGate: bedrun all runs the beds in step order, stops at the first that is
+// not green and names it; its exit status is the gate's answer.
+func TestAllIsTheReleaseGate(t *testing.T) {
+	const green = "Feature: Green\n  Scenario: green\n    Given a step passes\n"
+	const red = "Feature: Red\n  Scenario: red\n    Given a step fails\n"
+	for _, tc := range []struct {
+		name                string
+		genesis, conformity string
+		code                int
+		want                []string
+	}{
+		{"all green", green, green, exitPass, []string{"PASS genesis:", "PASS conformance:", "PASS 2 beds: 2 passed of 2 scenarios"}},
+		{"genesis red", red, green, exitFail, []string{
+			"FAIL genesis: 1 failed of 1 scenario",
+			"━━ conformance · step 3 · not run: an earlier bed is not green: genesis (step 1)",
+			"FAIL 2 beds: 1 failed, 1 not run of 2 scenarios in ",
+			"; stopped at genesis (step 1), not green",
+		}},
+		{"conformance red", green, red, exitFail, []string{"PASS genesis:", "FAIL conformance: 1 failed of 1 scenario", "; stopped at conformance (step 3), not green"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := featuresDir(t, tc.genesis)
+			if err := os.WriteFile(filepath.Join(dir, "3-conformance.feature"), []byte(tc.conformity), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, _ := bedrun(t, nil, "all", "--features", dir)
+			if code != tc.code {
+				t.Errorf("expected exit %d, got %d", tc.code, code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("expected the progress to say %q", w)
+				}
+			}
+		})
+	}
+}
+
+// TestInterruptedRun: a run cancelled as a signal does exits 130 and calls nothing failed.
+func TestInterruptedRun(t *testing.T) {
+	dir := featuresDir(t, "Feature: Genesis\n  Scenario: cut\n    Given a step passes\n    And the run is interrupted\n    Then a step waits\n")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	bind := func(o stepOptions) (func(*godog.TestSuiteContext), func(*godog.ScenarioContext), func() error) {
+		suite, scenario, closer := (&fakeBind{}).bind(o)
+		return suite, func(sc *godog.ScenarioContext) {
+			scenario(sc)
+			sc.Step(`^the run is interrupted$`, func() error { cancel(fmt.Errorf("%w by interrupt", errInterrupted)); return nil })
+			sc.Step(`^a step waits$`, func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) })
+		}, closer
+	}
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"genesis", "--features", dir}, env{stdout: &out, stderr: &errOut, bind: bind})
+	t.Log(out.String())
+	if code != exitInterrupted {
+		t.Fatalf("expected exit %d, got %d", exitInterrupted, code)
+	}
+	if !strings.Contains(out.String(), "INTERRUPTED genesis: 1 interrupted of 1 scenario") || strings.Contains(out.String(), "FAIL") {
+		t.Fatalf("expected the scenario reported interrupted, not failed:\n%s", out.String())
 	}
 }
