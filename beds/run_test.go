@@ -549,6 +549,35 @@ func TestRunInterruptedInTeardown(t *testing.T) {
 	expectStatuses(t, res, map[string]Status{"cut in teardown": Interrupted})
 }
 
+// TestInterruptedInHooks: an After hook can tell an interrupted run from a bed that timed
+// out and from one still running.
+func TestInterruptedInHooks(t *testing.T) {
+	feature := "Feature: Cut\n  Scenario: cut\n    Given the run is interrupted\n"
+	var seen []bool
+	after := func(sc *godog.ScenarioContext) {
+		sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+			seen = append(seen, RunInterrupted(ctx))
+			return ctx, nil
+		})
+	}
+	interrupting(t, map[string]string{"cut.feature": feature}, Options{Beds: []Bed{toyBed("cut", 1)}, Scenario: after}, errors.New("interrupted by test"))
+	slow := toyBed("slow", 1)
+	slow.Timeout = 50 * time.Millisecond
+	interrupting(t, map[string]string{"slow.feature": "Feature: Slow\n  Scenario: slow\n    Given it waits for its context\n"},
+		Options{Beds: []Bed{slow}, Scenario: after}, nil)
+	if fmt.Sprint(seen) != "[true false]" {
+		t.Fatalf("expected the hook to see the interrupt and then a timeout not as one, got %v", seen)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if RunInterrupted(ctx) {
+		t.Fatal("expected a live context outside a run not interrupted")
+	}
+	cancel()
+	if !RunInterrupted(ctx) {
+		t.Fatal("expected an ended context outside a run interrupted")
+	}
+}
+
 func TestRunInfrastructureSentinel(t *testing.T) {
 	errDocker := errors.New("docker unreachable")
 	feature := "Feature: Infra\n  Scenario: no docker\n    Given docker is gone\n"

@@ -146,7 +146,10 @@ Flags (before or after BED):
   --run REGEXP     only scenarios whose name (with an outline's example values) matches,
                    like go test -run: an outline's rows one by one; a failed run prints the
                    --run that reruns exactly the scenarios and rows that did not pass
-  --fail-fast      stop at the first scenario that does not pass, keeping its evidence
+  --fail-fast      stop at the first scenario that does not pass and leave its cluster up
+                   as it was; how to reach it, and the command that removes it, are printed
+                   at the end, and later runs leave it alone (an interrupted scenario's
+                   cluster is torn down)
   --keep           leave the clusters up at the end and print how to reach them
   --features DIR   the feature files (default ./features, or the checkout's)
   --steps          list: show each scenario's steps too

@@ -325,3 +325,17 @@ func TestInterruptedRun(t *testing.T) {
 		t.Fatalf("expected the scenario reported interrupted, not failed:\n%s", out.String())
 	}
 }
+
+// TestFailFastReachesTheSteps: --fail-fast is passed on to the step definitions, which keep
+// the failed scenario's cluster.
+func TestFailFastReachesTheSteps(t *testing.T) {
+	f := &fakeBind{}
+	dir := featuresDir(t, genesis)
+	code, out, _ := bedrun(t, f, "genesis", "--features", dir, "--fail-fast")
+	if code != exitFail || !f.opts.FailFast || !f.opts.steps().FailFast || f.opts.steps().Keep {
+		t.Fatalf("expected --fail-fast to reach the steps' options, got %d, %+v", code, f.opts.steps())
+	}
+	if !strings.Contains(out, "FAIL genesis: 1 passed, 1 failed, 1 not run of 3 scenarios") {
+		t.Fatalf("expected the run to stop after the failed scenario:\n%s", out)
+	}
+}
