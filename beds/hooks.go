@@ -2,7 +2,6 @@ package beds
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -180,8 +179,15 @@ func (t *tracker) afterScenario(ctx context.Context, p *godog.Scenario, err erro
 	t.lastEnd = now
 	t.closed = true
 	r.Status, r.Err = verdict(r.Steps, err, t.opts.Infrastructure, t.interrupted())
-	if cause := context.Cause(t.run); r.Status == Interrupted && !errors.Is(r.Err, cause) {
-		r.Err = fmt.Errorf("%w (%v)", cause, r.Err)
+	if cause := context.Cause(t.run); r.Status == Interrupted {
+		// The interrupt first: it is why the scenario stopped, whatever its steps and
+		// teardown said after it.
+		switch {
+		case r.Err == nil:
+			r.Err = cause
+		case r.Err.Error() != cause.Error():
+			r.Err = fmt.Errorf("%w; %v", cause, r.Err)
+		}
 	}
 	if err != nil && !seenInSteps(r.Steps, err) {
 		// The error came from an After hook (teardown), which no step line showed.

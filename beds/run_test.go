@@ -547,6 +547,9 @@ func TestRunInterruptedInTeardown(t *testing.T) {
 		},
 	}, errors.New("interrupted by test"))
 	expectStatuses(t, res, map[string]Status{"cut in teardown": Interrupted})
+	if err := res.Beds[0].Scenarios[0].Err; !strings.HasPrefix(err.Error(), "interrupted by test; remove containers: ") {
+		t.Fatalf("expected the interrupt named first, then the teardown's error, got %v", err)
+	}
 }
 
 // TestInterruptedInHooks: an After hook can tell an interrupted run from a bed that timed
