@@ -149,6 +149,9 @@ func cukeScenario(f cukeFeature, sc *ScenarioResult, featuresDir string) cukeEle
 			if r.Err != nil {
 				st.Result.ErrorMessage = r.Err.Error()
 			}
+			if r.Status == Interrupted {
+				st.Result.ErrorMessage = "interrupted: " + st.Result.ErrorMessage
+			}
 		}
 		for _, m := range sc.Measurements {
 			if m.step == i {
@@ -167,7 +170,8 @@ func cukeStatus(s Status) string {
 	switch s {
 	case Errored:
 		return "failed"
-	case NotRun:
+	case NotRun, Interrupted:
+		// Cucumber knows no "interrupted": the step's error_message says it was.
 		return "skipped"
 	}
 	return s.String()

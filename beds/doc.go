@@ -6,9 +6,11 @@
 // added, so a duplicated name or a missing feature fails before anything runs.
 //
 // Run executes the selected beds in step order, strictly (an undefined, pending or ambiguous
-// step fails), narrating every scenario and step with its timing, and writes junit.xml,
-// cucumber.json, measurements.json and matrix.json into a report directory. The step definitions are not
-// here: the caller binds them through Options.Suite and Options.Scenario, and a step talks
+// step fails), stopping at the first bed that is not green; a scenario the run's interrupt
+// cuts short is Interrupted, not Failed. It narrates every scenario and step with its
+// timing, and writes junit.xml, cucumber.json, measurements.json and matrix.json into a
+// report directory. Check refuses bad input (tags, a selection of nothing) before anything
+// runs. The step definitions are not here: the caller binds them through Options.Suite and Options.Scenario, and a step talks
 // back to the runner through its context (Measure, Logf, ArtifactDir, Current) or writes its
 // narration to the run's Console.
 //

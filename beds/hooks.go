@@ -19,6 +19,7 @@ import (
 // results while a hung suite may still be running.
 type tracker struct {
 	mu          sync.Mutex
+	run         context.Context // the run's, not the bed's: it ends on an interrupt only
 	bed         Bed
 	featuresDir string
 	reportDir   string
@@ -40,9 +41,9 @@ type tracker struct {
 	abandoned bool      // Run gave up on a hung suite: print nothing more
 }
 
-func newTracker(b Bed, planned []Scenario, o *Options, p *printer) *tracker {
+func newTracker(run context.Context, b Bed, planned []Scenario, o *Options, p *printer) *tracker {
 	t := &tracker{
-		bed: b, featuresDir: o.FeaturesDir, reportDir: o.ReportDir, p: p, opts: o,
+		run: run, bed: b, featuresDir: o.FeaturesDir, reportDir: o.ReportDir, p: p, opts: o,
 		byKey: map[string]*ScenarioResult{}, started: time.Now(),
 	}
 	for _, s := range planned {
@@ -137,6 +138,10 @@ func (t *tracker) afterStep(ctx context.Context, st *godog.Step, status godog.St
 		return ctx, nil
 	}
 	r := StepResult{Text: t.stepText(st), Status: stepStatus(status, err, t.opts.Infrastructure), Elapsed: now.Sub(t.stepStart)}
+	if (r.Status == Failed || r.Status == Errored) && t.interrupted() {
+		// Cut short by the interrupt: its error says nothing of the product.
+		r.Status = Interrupted
+	}
 	if r.Status != Passed && r.Status != Skipped {
 		r.Err = err
 	}
@@ -173,7 +178,17 @@ func (t *tracker) afterScenario(ctx context.Context, p *godog.Scenario, err erro
 	t.p.phase("teardown", now.Sub(t.lastEnd))
 	t.lastEnd = now
 	t.closed = true
-	r.Status, r.Err = verdict(r.Steps, err, t.opts.Infrastructure)
+	r.Status, r.Err = verdict(r.Steps, err, t.opts.Infrastructure, t.interrupted())
+	if cause := context.Cause(t.run); r.Status == Interrupted {
+		// The interrupt first: it is why the scenario stopped, whatever its steps and
+		// teardown said after it.
+		switch {
+		case r.Err == nil:
+			r.Err = cause
+		case r.Err.Error() != cause.Error():
+			r.Err = fmt.Errorf("%w; %v", cause, r.Err)
+		}
+	}
 	if err != nil && !seenInSteps(r.Steps, err) {
 		// The error came from an After hook (teardown), which no step line showed.
 		t.p.println(t.p.paint(ansiRed, "  ✗ after scenario:"))
@@ -198,9 +213,13 @@ func (t *tracker) skipRest() {
 // the step hooks for those too, with a step that has no id. The outer step accounts for them.
 func nested(st *godog.Step) bool { return st.Id == "" }
 
+// interrupted reports whether the run has been interrupted.
+func (t *tracker) interrupted() bool { return t.run.Err() != nil }
+
 // verdict is a scenario's status: its first step that neither passed nor was skipped, or a
-// failure from its hooks, or skipped when a step skipped it, or passed.
-func verdict(steps []StepResult, err error, infra []error) (Status, error) {
+// failure from its hooks (interrupted when the run was), or skipped when a step skipped it,
+// or passed.
+func verdict(steps []StepResult, err error, infra []error, interrupted bool) (Status, error) {
 	for _, s := range steps {
 		if s.Status != Passed && s.Status != Skipped {
 			if err == nil {
@@ -210,7 +229,10 @@ func verdict(steps []StepResult, err error, infra []error) (Status, error) {
 		}
 	}
 	if err != nil {
-		if isInfra(err, infra) {
+		switch {
+		case interrupted:
+			return Interrupted, err
+		case isInfra(err, infra):
 			return Errored, err
 		}
 		return Failed, err

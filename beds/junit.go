@@ -119,6 +119,11 @@ func buildJUnit(r Result, featuresDir string) junitSuites {
 			case Skipped, NotRun:
 				c.Skipped = problem
 				s.Skipped++
+			case Interrupted:
+				// Neither a failure nor an error of the product: the run was stopped.
+				problem.Message = "interrupted: " + problem.Message
+				c.Skipped = problem
+				s.Skipped++
 			}
 			s.Tests++
 			s.Cases = append(s.Cases, c)

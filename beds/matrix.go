@@ -57,8 +57,10 @@ type MatrixRow struct {
 type MatrixCell struct {
 	Tag string `json:"tag"`
 	// Verdict is "passed" when every scenario passed, "failed" when any failed (or errored,
-	// or had a step undefined, pending or ambiguous), "incomplete" when the rest were not run
-	// or skipped, or the matrix's Unclaimed word when the row has no scenario with the tag.
+	// or had a step undefined, pending or ambiguous), "incomplete" when the rest were not
+	// run, skipped or interrupted — an interrupted scenario says nothing of the
+	// implementation, so its cell is not called failed, and NotPassed names it — or the
+	// matrix's Unclaimed word when the row has no scenario with the tag.
 	Verdict   string   `json:"verdict"`
 	Scenarios int      `json:"scenarios"`
 	Passed    int      `json:"passed"`
@@ -89,7 +91,7 @@ func (m Matrix) tally(r BedResult) MatrixResult {
 				switch s.Status {
 				case Passed:
 					c.Passed++
-				case NotRun, Skipped:
+				case NotRun, Skipped, Interrupted:
 					c.NotPassed = append(c.NotPassed, fmt.Sprintf("%s: %s", s.Title(), s.Status))
 				default:
 					failed = true

@@ -95,6 +95,16 @@ func TestMatrixCellNotRunIsIncomplete(t *testing.T) {
 	if c := got.Rows[0].Cells[0]; c.Verdict != "incomplete" || c.Passed != 1 || c.Scenarios != 2 {
 		t.Fatalf("a cell with one passed and one not run: %+v", c)
 	}
+	// An interrupted scenario says nothing of the implementation: incomplete, named.
+	got = m.tally(BedResult{Bed: Bed{Name: "b"}, Scenarios: []*ScenarioResult{sc(Passed), sc(Interrupted)}})
+	if c := got.Rows[0].Cells[0]; c.Verdict != "incomplete" || c.Passed != 1 ||
+		!reflect.DeepEqual(c.NotPassed, []string{"s (x): interrupted"}) {
+		t.Fatalf("a cell with one passed and one interrupted: %+v", c)
+	}
+	got = m.tally(BedResult{Bed: Bed{Name: "b"}, Scenarios: []*ScenarioResult{sc(Failed), sc(Interrupted)}})
+	if c := got.Rows[0].Cells[0]; c.Verdict != "failed" {
+		t.Fatalf("a cell with one failed and one interrupted: %+v", c)
+	}
 }
 
 func TestMatrixIsChecked(t *testing.T) {

@@ -1,6 +1,7 @@
 package beds
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -229,44 +230,119 @@ func featureOf(uri string) string {
 }
 
 // Select returns the scenarios of plan that a run with Options.Match would run: those whose
-// title match selects, and every row of an outline one of whose rows it selects.
+// title match selects, an outline's example rows one by one.
 func Select(plan []Scenario, match *regexp.Regexp) []Scenario {
 	if match == nil {
 		return plan
 	}
-	s, _ := narrow(plan, match)
+	s, _, _ := narrow(plan, match)
 	return s
 }
 
-// narrow keeps the scenarios whose title match selects, and the paths that make godog run
-// exactly those: "feature:line" of each scenario. godog selects an outline by its own line,
-// so a match on one example row runs every row of that outline; the plan says so.
-func narrow(plan []Scenario, match *regexp.Regexp) ([]Scenario, []string) {
+// narrow keeps the scenarios whose title match selects. paths make godog run them:
+// "feature:line" of each scenario, an outline's own line for its rows, since godog selects an
+// outline by that line alone and then runs every row of it. hide is therefore, per feature
+// file, the lines of the rows of a selected outline that match did not select: the runner
+// hides them from godog (hideRows) so that a --run naming one row runs that row alone.
+func narrow(plan []Scenario, match *regexp.Regexp) (kept []Scenario, paths []string, hide map[string][]int) {
 	type at struct {
 		feature string
 		line    int
 	}
-	want := map[at]bool{}
-	var paths []string
-	for _, s := range plan {
+	outline := func(s Scenario) at {
 		k := at{s.Feature, s.Line}
-		if s.src != nil {
+		if s.src != nil && s.src.line != 0 {
 			k.line = s.src.line
 		}
-		if match.MatchString(s.Title()) && !want[k] {
+		return k
+	}
+	want := map[at]bool{}
+	for _, s := range plan {
+		if k := outline(s); match.MatchString(s.Title()) && !want[k] {
 			want[k] = true
 			paths = append(paths, fmt.Sprintf("%s:%d", k.feature, k.line))
 		}
 	}
-	var out []Scenario
 	for _, s := range plan {
-		k := at{s.Feature, s.Line}
-		if s.src != nil {
-			k.line = s.src.line
-		}
-		if want[k] {
-			out = append(out, s)
+		switch {
+		case match.MatchString(s.Title()):
+			kept = append(kept, s)
+		case want[outline(s)]:
+			if hide == nil {
+				hide = map[string][]int{}
+			}
+			hide[s.Feature] = append(hide[s.Feature], s.Line)
 		}
 	}
-	return out, paths
+	return kept, paths, hide
 }
+
+// hideRows returns features with the example rows at the lines hide names turned into
+// comments: godog then never sees them, and every other line keeps its number, so the
+// scenarios it runs are still found by "feature:line".
+func hideRows(features fs.FS, hide map[string][]int) (fs.FS, error) {
+	if len(hide) == 0 {
+		return features, nil
+	}
+	o := overlay{FS: features, files: map[string][]byte{}}
+	for name, lines := range hide {
+		data, err := fs.ReadFile(features, name)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		rows := strings.SplitAfter(string(data), "\n")
+		for _, l := range lines {
+			if l < 1 || l > len(rows) || !strings.HasPrefix(strings.TrimSpace(rows[l-1]), "|") {
+				return nil, fmt.Errorf("hide example row %s:%d: not a table row", name, l)
+			}
+			rows[l-1] = "#" + rowEnd(rows[l-1])
+		}
+		o.files[name] = []byte(strings.Join(rows, ""))
+	}
+	return o, nil
+}
+
+// rowEnd is the line ending of line: "\n", "\r\n" or "" for the last line of a file.
+func rowEnd(line string) string {
+	switch {
+	case strings.HasSuffix(line, "\r\n"):
+		return "\r\n"
+	case strings.HasSuffix(line, "\n"):
+		return "\n"
+	}
+	return ""
+}
+
+// overlay is an fs.FS whose files named in files read as given there.
+type overlay struct {
+	fs.FS
+	files map[string][]byte
+}
+
+func (o overlay) Open(name string) (fs.File, error) {
+	data, ok := o.files[name]
+	if !ok {
+		return o.FS.Open(name)
+	}
+	fi, err := fs.Stat(o.FS, name)
+	if err != nil {
+		return nil, err
+	}
+	return &memFile{Reader: bytes.NewReader(data), info: memInfo{FileInfo: fi, size: int64(len(data))}}, nil
+}
+
+// memFile is a file of an overlay: its bytes, and the underlying file's info but for its size.
+type memFile struct {
+	*bytes.Reader
+	info memInfo
+}
+
+func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *memFile) Close() error               { return nil }
+
+type memInfo struct {
+	fs.FileInfo
+	size int64
+}
+
+func (i memInfo) Size() int64 { return i.size }

@@ -127,6 +127,8 @@ func (p *printer) mark(s Status) string {
 		return p.paint(ansiRed, "✗")
 	case Undefined, Pending, Ambiguous:
 		return p.paint(ansiYellow, "?")
+	case Interrupted:
+		return p.paint(ansiYellow, "!")
 	}
 	return p.paint(ansiDim, "-")
 }
@@ -157,6 +159,8 @@ func (p *printer) step(r StepResult) {
 		line += p.paint(ansiYellow, " (undefined: no step definition matches)")
 	case Pending:
 		line += p.paint(ansiYellow, " (pending)")
+	case Interrupted:
+		line += p.paint(ansiYellow, " (interrupted after "+short(r.Elapsed)+")")
 	default:
 		line += p.paint(ansiDim, " ("+short(r.Elapsed)+")")
 	}
@@ -193,11 +197,7 @@ func (p *printer) scenarioEnd(s *ScenarioResult) {
 func (p *printer) bedEnd(r BedResult, featuresDir string) {
 	p.println("")
 	c := r.Counts()
-	verdict := p.paint(ansiGreen, "PASS")
-	if !r.OK() {
-		verdict = p.paint(ansiRed, "FAIL")
-	}
-	p.println(fmt.Sprintf("%s %s: %s in %s", verdict, p.paint(ansiBold, r.Bed.Name), countLine(c), short(r.Elapsed)))
+	p.println(fmt.Sprintf("%s %s: %s in %s", p.verdict(r.OK(), r.Interrupted()), p.paint(ansiBold, r.Bed.Name), countLine(c), short(r.Elapsed)))
 	if r.Err != nil {
 		p.detail(r.Err)
 	}
@@ -205,9 +205,9 @@ func (p *printer) bedEnd(r BedResult, featuresDir string) {
 		if s.Status == Passed {
 			continue
 		}
-		line := fmt.Sprintf("  %s %-9s %s  %s", p.mark(s.Status), s.Status, displayPath(featuresDir, s.Where()), s.Title())
-		if s.Status == NotRun && s.Err != nil {
-			line += p.paint(ansiDim, " ("+s.Err.Error()+")")
+		line := fmt.Sprintf("  %s %-11s %s  %s", p.mark(s.Status), s.Status, displayPath(featuresDir, s.Where()), s.Title())
+		if (s.Status == NotRun || s.Status == Interrupted) && s.Err != nil {
+			line += p.paint(ansiDim, " ("+firstLine(s.Err.Error())+")")
 		}
 		p.println(line)
 	}
@@ -229,20 +229,31 @@ func (p *printer) bedEnd(r BedResult, featuresDir string) {
 	}
 }
 
-// runEnd sums up a run of several beds.
+// runEnd sums up a run of several beds, naming the bed that stopped it.
 func (p *printer) runEnd(r Result) {
-	verdict := p.paint(ansiGreen, "PASS")
-	if !r.OK() {
-		verdict = p.paint(ansiRed, "FAIL")
-	}
 	p.println("")
-	p.println(fmt.Sprintf("%s %s: %s in %s", verdict, plural(len(r.Beds), "bed"), countLine(r.Counts()), short(r.Elapsed)))
+	line := fmt.Sprintf("%s %s: %s in %s", p.verdict(r.OK(), r.Interrupted()), plural(len(r.Beds), "bed"), countLine(r.Counts()), short(r.Elapsed))
+	if b, ok := r.Stopped(); ok {
+		line += fmt.Sprintf("; stopped at %s (step %d), not green", b.Bed.Name, b.Bed.Step)
+	}
+	p.println(line)
+}
+
+// verdict is PASS, FAIL, or INTERRUPTED for what is not green only because of an interrupt.
+func (p *printer) verdict(ok, interrupted bool) string {
+	switch {
+	case ok:
+		return p.paint(ansiGreen, "PASS")
+	case interrupted:
+		return p.paint(ansiYellow, "INTERRUPTED")
+	}
+	return p.paint(ansiRed, "FAIL")
 }
 
 // countLine is "5 passed, 1 failed of 6 scenarios", best statuses first.
 func countLine(c Counts) string {
 	var parts []string
-	for _, s := range []Status{Passed, Failed, Errored, Undefined, Pending, Ambiguous, Skipped, NotRun} {
+	for _, s := range []Status{Passed, Failed, Errored, Undefined, Pending, Ambiguous, Interrupted, Skipped, NotRun} {
 		if c[s] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", c[s], s))
 		}

@@ -79,6 +79,18 @@ func Current(ctx context.Context) (Bed, Scenario, bool) {
 	return s.t.bed, s.sc.Scenario, true
 }
 
+// RunInterrupted reports whether the run the scenario of ctx belongs to has been interrupted:
+// its context ended (Ctrl-C, SIGTERM, a caller's cancel) rather than the bed's timeout. A
+// scenario failing then is reported interrupted, and its hooks should not take the failure
+// for the product's (fail-fast keeps no evidence of it). Outside a run it reports whether
+// ctx has ended.
+func RunInterrupted(ctx context.Context) bool {
+	if s := scopeOf(ctx); s != nil {
+		return s.t.interrupted()
+	}
+	return ctx.Err() != nil
+}
+
 // slug makes a scenario name safe as one path element.
 func slug(name string) string {
 	var b strings.Builder

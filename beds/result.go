@@ -18,6 +18,10 @@ const (
 	Passed
 	// Skipped: a step returned godog.ErrSkip.
 	Skipped
+	// Interrupted: the run was interrupted (Ctrl-C, SIGTERM: its context ended other than
+	// by the bed's timeout) while the scenario ran; what it asserts is not known, so it is
+	// neither passed nor failed.
+	Interrupted
 	// Failed: a step or a hook returned an error: the product did not do what was asserted.
 	Failed
 	// Errored: the error wraps ErrInfrastructure: the bed could not check the product.
@@ -37,6 +41,8 @@ func (s Status) String() string {
 		return "passed"
 	case Skipped:
 		return "skipped"
+	case Interrupted:
+		return "interrupted"
 	case Failed:
 		return "failed"
 	case Errored:
@@ -126,6 +132,9 @@ type BedResult struct {
 	// Err is trouble with the run of the bed itself (timeout, a hang, a panic in a hook),
 	// apart from its scenarios' failures.
 	Err error
+
+	// cut is set when the run was interrupted before the bed ended.
+	cut bool
 }
 
 // Counts tallies scenarios by status.
@@ -154,6 +163,13 @@ func (b BedResult) Counts() Counts {
 func (b BedResult) OK() bool {
 	c := b.Counts()
 	return b.Err == nil && c[Passed] == c.Total()
+}
+
+// Interrupted reports whether the bed is not green only because the run was interrupted:
+// every scenario passed, was interrupted, or did not run.
+func (b BedResult) Interrupted() bool {
+	c := b.Counts()
+	return b.cut && b.Err == nil && !b.OK() && c[Passed]+c[Interrupted]+c[NotRun] == c.Total()
 }
 
 // Result is a whole run.
@@ -185,6 +201,32 @@ func (r Result) OK() bool {
 		}
 	}
 	return true
+}
+
+// Interrupted reports whether the run is not green only because it was interrupted: no bed
+// failed, and one was interrupted.
+func (r Result) Interrupted() bool {
+	cut := false
+	for _, b := range r.Beds {
+		switch {
+		case b.Interrupted():
+			cut = true
+		case !b.OK():
+			return false
+		}
+	}
+	return cut
+}
+
+// Stopped returns the first bed that is not green, other than by an interrupt: the bed at
+// which Run stopped, the later ones not run.
+func (r Result) Stopped() (BedResult, bool) {
+	for _, b := range r.Beds {
+		if !b.OK() && !b.Interrupted() {
+			return b, true
+		}
+	}
+	return BedResult{}, false
 }
 
 // Measurements lists every measurement of the run in the order they were taken.

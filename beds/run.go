@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ type Options struct {
 	// Tags is a godog tag expression selecting scenarios ("@reload && ~@slow"); "" runs all.
 	Tags string
 	// Match, when set, runs only the scenarios whose title (name, and an outline's example
-	// values) it matches, like go test -run. An outline runs whole if one of its rows matches.
+	// values) it matches, like go test -run; an outline's rows are selected one by one.
 	Match *regexp.Regexp
 	// FailFast stops at the first scenario that does not pass; later scenarios and beds are
 	// reported as not run.
@@ -61,7 +62,7 @@ type Options struct {
 
 // Errors Run reports; the scenarios' own failures are in the Result.
 var (
-	// ErrNoScenarios: the selection (beds and tags) holds no scenario at all.
+	// ErrNoScenarios: the selection (beds, Tags and Match) holds no scenario at all.
 	ErrNoScenarios = errors.New("no scenarios selected")
 	// ErrTimeout is the cause of a bed's context ending at its Timeout.
 	ErrTimeout = errors.New("bed timed out")
@@ -69,59 +70,20 @@ var (
 	ErrHung = errors.New("bed hung")
 	// errFailFast is why scenarios after a failure did not run.
 	errFailFast = errors.New("fail-fast: an earlier scenario did not pass")
+	// errNotGreen is why the beds after one that is not green did not run.
+	errNotGreen = errors.New("an earlier bed is not green")
 )
 
 // Run runs the beds of opts one after the other, strictly: an undefined, pending or
-// ambiguous step fails its scenario. It returns an error only when the run itself could not
-// be carried out (bad options, a feature file that does not parse, a hung bed, a report that
-// could not be written); whether the beds passed is Result.OK.
+// ambiguous step fails its scenario. It stops at the first bed that is not green (Stopped
+// names it): the beds after it are reported not run. It returns an error only when the run itself could not
+// be carried out (what Check refuses, a hung bed, a report that could not be written);
+// whether the beds passed is Result.OK.
 func Run(ctx context.Context, opts Options) (Result, error) {
-	o := opts
-	if o.FeaturesDir == "" {
-		o.FeaturesDir = "features"
-	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
-	if o.Grace <= 0 {
-		o.Grace = 30 * time.Second
-	}
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = 30 * time.Second
-	}
-	if len(o.Beds) == 0 {
-		return Result{}, fmt.Errorf("run beds: %w: no bed given", ErrNoScenarios)
-	}
-	if err := checkTags(o.Tags); err != nil {
-		return Result{}, fmt.Errorf("run beds: %w", err)
-	}
-	features := os.DirFS(o.FeaturesDir)
-
-	// Parse everything first: a broken feature of the last bed must not cost a cluster.
-	plans := make([][]Scenario, len(o.Beds))
-	paths := make([][]string, len(o.Beds))
-	total := 0
-	for i, b := range o.Beds {
-		s, err := Scenarios(features, b, o.Tags)
-		if err != nil {
-			return Result{}, fmt.Errorf("run beds: %w", err)
-		}
-		paths[i] = b.Features
-		if o.Match != nil {
-			s, paths[i] = narrow(s, o.Match)
-		}
-		plans[i] = s
-		total += len(s)
-	}
-	if total == 0 {
-		var by []string
-		if o.Tags != "" {
-			by = append(by, fmt.Sprintf("tags %q", o.Tags))
-		}
-		if o.Match != nil {
-			by = append(by, fmt.Sprintf("match %q", o.Match))
-		}
-		return Result{}, fmt.Errorf("run beds: %w (%s)", ErrNoScenarios, strings.Join(append(by, "in "+plural(len(o.Beds), "bed")), ", "))
+	o := withDefaults(opts)
+	pl, err := prepare(o)
+	if err != nil {
+		return Result{}, err
 	}
 	if o.ReportDir != "" {
 		if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
@@ -143,18 +105,20 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		}
 		if stop != nil {
 			p.println(p.paint(ansiDim, fmt.Sprintf("━━ %s · step %d · not run: %v", b.Name, b.Step, stop)))
-			res.Beds = append(res.Beds, notRun(b, plans[i], stop))
+			res.Beds = append(res.Beds, notRun(b, pl.scenarios[i], stop, ctx.Err() != nil))
 			continue
 		}
-		br, err := runBed(ctx, b, plans[i], paths[i], &o, p, features)
+		br, err := runBed(ctx, b, pl.scenarios[i], pl.paths[i], &o, p, pl.fsys[i])
 		res.Beds = append(res.Beds, br)
 		if err != nil {
 			// A hung suite is still running; nothing after it can be trusted to run.
 			runErr = err
 			stop = err
 		}
-		if o.FailFast && !br.OK() && stop == nil {
-			stop = errFailFast
+		if !br.OK() && !br.Interrupted() && stop == nil {
+			// Each step builds on the one before: the release gate stops at the first
+			// bed that is not green.
+			stop = fmt.Errorf("%w: %s (step %d)", errNotGreen, b.Name, b.Step)
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -175,9 +139,112 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	return res, runErr
 }
 
+// withDefaults fills in what opts leaves unset.
+func withDefaults(opts Options) Options {
+	o := opts
+	if o.FeaturesDir == "" {
+		o.FeaturesDir = "features"
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Grace <= 0 {
+		o.Grace = 30 * time.Second
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 30 * time.Second
+	}
+	return o
+}
+
+// Check refuses, before anything is raised, a run of opts that could not be carried out or
+// would run nothing: no bed, a tag expression godog would misread, a feature file that is
+// missing or does not parse, a selection (Tags and Match) that holds no scenario. Each error
+// names what was wrong and what is valid. Run checks the same first.
+func Check(opts Options) error {
+	_, err := prepare(withDefaults(opts))
+	return err
+}
+
+// runPlan is a run worked out before anything runs: per bed, its scenarios, the paths godog is
+// given and the files it reads them from.
+type runPlan struct {
+	scenarios [][]Scenario
+	paths     [][]string
+	fsys      []fs.FS
+}
+
+// prepare parses every bed's features first: a broken feature of the last bed must not cost
+// a cluster.
+func prepare(o Options) (runPlan, error) {
+	var pl runPlan
+	if len(o.Beds) == 0 {
+		return pl, fmt.Errorf("run beds: %w: no bed given", ErrNoScenarios)
+	}
+	if err := checkTags(o.Tags); err != nil {
+		return pl, fmt.Errorf("run beds: %w", err)
+	}
+	features := os.DirFS(o.FeaturesDir)
+	total := 0
+	for _, b := range o.Beds {
+		s, err := Scenarios(features, b, o.Tags)
+		if err != nil {
+			return pl, fmt.Errorf("run beds: %w", err)
+		}
+		paths, fsys := b.Features, features
+		if o.Match != nil {
+			var hide map[string][]int
+			s, paths, hide = narrow(s, o.Match)
+			if fsys, err = hideRows(features, hide); err != nil {
+				return pl, fmt.Errorf("run beds: bed %s: %w", b.Name, err)
+			}
+		}
+		pl.scenarios = append(pl.scenarios, s)
+		pl.paths = append(pl.paths, paths)
+		pl.fsys = append(pl.fsys, fsys)
+		total += len(s)
+	}
+	if total == 0 {
+		var by []string
+		if o.Tags != "" {
+			by = append(by, fmt.Sprintf("tags %q", o.Tags))
+		}
+		if o.Match != nil {
+			by = append(by, fmt.Sprintf("run %q", o.Match))
+		}
+		valid := ""
+		if o.Tags != "" {
+			valid = "; the scenarios' tags: " + strings.Join(tagsOf(features, o.Beds), " ")
+		}
+		return pl, fmt.Errorf("run beds: %w (%s)%s", ErrNoScenarios,
+			strings.Join(append(by, "in "+plural(len(o.Beds), "bed")), ", "), valid)
+	}
+	return pl, nil
+}
+
+// tagsOf lists, sorted, every tag a scenario of beds carries.
+func tagsOf(features fs.FS, beds []Bed) []string {
+	var out []string
+	for _, b := range beds {
+		s, _ := Scenarios(features, b, "")
+		for _, sc := range s {
+			for _, t := range sc.Tags {
+				if !slices.Contains(out, t) {
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	if len(out) == 0 {
+		return []string{"(none)"}
+	}
+	return out
+}
+
 // notRun is a bed skipped whole, each of its scenarios with the reason.
-func notRun(b Bed, plan []Scenario, why error) BedResult {
-	br := BedResult{Bed: b}
+func notRun(b Bed, plan []Scenario, why error, interrupted bool) BedResult {
+	br := BedResult{Bed: b, cut: interrupted}
 	for _, s := range plan {
 		br.Scenarios = append(br.Scenarios, &ScenarioResult{Scenario: s, Bed: b.Name, Status: NotRun, Err: why})
 	}
@@ -197,7 +264,7 @@ func runBed(ctx context.Context, b Bed, plan []Scenario, paths []string, o *Opti
 		fmt.Errorf("%w after %s", ErrTimeout, b.Timeout))
 	defer cancel()
 
-	t := newTracker(b, plan, o, p)
+	t := newTracker(ctx, b, plan, o, p)
 	suite := godog.TestSuite{
 		Name:                 b.Name,
 		TestSuiteInitializer: t.initSuite,
@@ -273,6 +340,7 @@ func runBed(ctx context.Context, b Bed, plan []Scenario, paths []string, o *Opti
 	}
 	br.Scenarios = append([]*ScenarioResult(nil), t.all...)
 	br.Elapsed = time.Since(br.Started)
+	br.cut = ctx.Err() != nil
 	switch {
 	case out.err != nil:
 		br.Err = out.err

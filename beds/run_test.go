@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -249,18 +250,78 @@ func TestRunMatch(t *testing.T) {
 	}
 	expectStatuses(t, res, map[string]Status{"it fails": Failed})
 
-	// godog selects an outline by its line: one matching row runs them all, and says so.
-	res, _, err = run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile("forged")})
+	// godog selects an outline by its own line; the runner hides the other rows from it, so
+	// a match on one row runs that row alone, with the line numbers of the file.
+	var ran []string
+	dir := features(t, map[string]string{"toy.feature": outline})
+	res, err = Run(context.Background(), Options{
+		Beds: []Bed{toyBed("toy", 1)}, FeaturesDir: dir, Match: regexp.MustCompile(`^rows \(forged\)$`),
+		Scenario: func(sc *godog.ScenarioContext) {
+			sc.Step(`^it fails with "([^"]*)"$`, func(msg string) error { ran = append(ran, msg); return errors.New(msg) })
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := res.Counts(); c[Failed] != 2 || c.Total() != 2 {
-		t.Fatalf("expected both rows of the outline run, got %v", c)
+	if c := res.Counts(); c[Failed] != 1 || c.Total() != 1 {
+		t.Fatalf("expected the one row selected, and only it, run, got %v", c)
+	}
+	if got := res.Beds[0].Scenarios[0]; got.Title() != "rows (forged)" || got.Where() != "toy.feature:22" || len(got.Steps) != 1 {
+		t.Fatalf("expected the row at toy.feature:22 with its step, got %s at %s, %d steps", got.Title(), got.Where(), len(got.Steps))
+	}
+	if strings.Join(ran, ",") != "forged" {
+		t.Fatalf("expected only the forged row's step to run, got %q", ran)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "toy.feature")); string(b) != outline {
+		t.Fatalf("expected the feature file untouched, got\n%s", b)
+	}
+
+	// Two rows of one outline and a scenario of its own: all three, nothing else.
+	res, _, err = run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile(`forged|other|passes`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Counts(); c[Failed] != 2 || c[Passed] != 1 || c.Total() != 3 {
+		t.Fatalf("expected both rows and the passing scenario, got %v", c)
 	}
 
 	_, _, err = run(t, map[string]string{"toy.feature": outline}, Options{Beds: []Bed{toyBed("toy", 1)}, Match: regexp.MustCompile("nothing")})
-	if !errors.Is(err, ErrNoScenarios) || !strings.Contains(err.Error(), `match "nothing"`) {
-		t.Fatalf("expected ErrNoScenarios naming the match, got %v", err)
+	if !errors.Is(err, ErrNoScenarios) || !strings.Contains(err.Error(), `run "nothing"`) {
+		t.Fatalf("expected ErrNoScenarios naming the --run, got %v", err)
+	}
+}
+
+func TestSelectOneRow(t *testing.T) {
+	dir := features(t, map[string]string{"c.feature": claims})
+	plan, err := Scenarios(os.DirFS(dir), toyBed("c", 1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range Select(plan, regexp.MustCompile(`\(full\)`)) {
+		got = append(got, s.Where())
+	}
+	if strings.Join(got, " ") != "c.feature:12" {
+		t.Fatalf("expected the full row of the floor alone, got %v", got)
+	}
+}
+
+func TestHideRowsKeepsLines(t *testing.T) {
+	base := features(t, map[string]string{"c.feature": strings.ReplaceAll(claims, "\n", "\r\n")})
+	fsys, err := hideRows(os.DirFS(base), map[string][]int{"c.feature": {13}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fs.ReadFile(fsys, "c.feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\r\n")
+	if want := len(strings.Split(claims, "\n")); len(lines) != want || lines[12] != "#" || strings.TrimSpace(lines[11]) != "| full           |" {
+		t.Fatalf("expected line 13 alone a comment among %d lines, got %d:\n%s", want, len(lines), b)
+	}
+	if _, err := hideRows(os.DirFS(base), map[string][]int{"c.feature": {2}}); err == nil {
+		t.Fatal("expected a line that is not a table row refused")
 	}
 }
 
@@ -317,6 +378,74 @@ func TestRunFailFast(t *testing.T) {
 	expectStatuses(t, res, map[string]Status{"it passes": Passed, "it fails": Failed, "it is undefined": NotRun})
 }
 
+// interrupting runs beds over files with fake steps and a step "the run is interrupted"
+// that cancels the run's context, as bedrun does on SIGINT.
+func interrupting(t *testing.T, files map[string]string, o Options, errStop error) (Result, string, *fakeSteps) {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	f := &fakeSteps{}
+	var out bytes.Buffer
+	o.FeaturesDir, o.Out = features(t, files), &out
+	bind := o.Scenario
+	o.Scenario = func(sc *godog.ScenarioContext) {
+		f.scenario(sc)
+		sc.Step(`^the run is interrupted$`, func() error { cancel(errStop); return nil })
+		if bind != nil {
+			bind(sc)
+		}
+	}
+	res, err := Run(ctx, o)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String(), f
+}
+
+// TestRunStopsAtTheFirstBedNotGreen: beds run in step order, and the run stops at the first
+// that is not green, naming it; a bed none of whose scenarios is selected is green.
+func TestRunStopsAtTheFirstBedNotGreen(t *testing.T) {
+	third := strings.Replace(toy, "Feature: Toy", "Feature: Third", 1) + "\n  @third\n  Scenario: third's own\n    Given a mesh\n"
+	files := map[string]string{"toy.feature": toy, "third.feature": third, "green.feature": "Feature: Green\n  Scenario: green\n    Given a mesh\n"}
+	res, out, err := run(t, files, Options{Beds: []Bed{toyBed("green", 1), toyBed("toy", 2), toyBed("third", 3)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Beds[1].Counts(); got[Passed] != 1 || got[Failed] != 1 || got[Undefined] != 1 {
+		t.Fatalf("expected toy run whole (no fail-fast), got %v", got)
+	}
+	if got := res.Beds[2].Counts(); got[NotRun] != 4 {
+		t.Fatalf("expected the bed after toy not run, got %v", got)
+	}
+	for _, s := range res.Beds[2].Scenarios {
+		if !errors.Is(s.Err, errNotGreen) || !strings.Contains(s.Err.Error(), "toy (step 2)") {
+			t.Errorf("expected %q not run because toy is not green, got %v", s.Name, s.Err)
+		}
+	}
+	if b, ok := res.Stopped(); !ok || b.Bed.Name != "toy" {
+		t.Fatalf("expected the run stopped at toy, got %v %v", b.Bed.Name, ok)
+	}
+	for _, want := range []string{
+		"━━ third · step 3 · not run: an earlier bed is not green: toy (step 2)",
+		"FAIL 3 beds: 2 passed, 1 failed, 1 undefined, 4 not run of 8 scenarios in ",
+		"; stopped at toy (step 2), not green",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("expected progress to contain %q", want)
+		}
+	}
+
+	// A bed with no scenario selected does not stop the run.
+	res, _, err = run(t, files, Options{Beds: []Bed{toyBed("green", 1), toyBed("toy", 2), toyBed("third", 3)}, Tags: "@third"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Beds[2].Counts(); got[Passed] != 1 || got.Total() != 1 || !res.OK() {
+		t.Fatalf("expected the third bed run after two with nothing selected, got %v", got)
+	}
+}
+
 func TestRunInterrupted(t *testing.T) {
 	feature := `Feature: Interrupted
   Scenario: interrupted
@@ -326,23 +455,10 @@ func TestRunInterrupted(t *testing.T) {
     Given a mesh
 `
 	errStop := errors.New("interrupted by test")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	dir := features(t, map[string]string{"a.feature": feature, "b.feature": toy})
-	f := &fakeSteps{}
-	var out bytes.Buffer
-	res, err := Run(ctx, Options{
-		Beds: []Bed{toyBed("a", 1), toyBed("b", 2)}, FeaturesDir: dir, Out: &out,
-		Scenario: func(sc *godog.ScenarioContext) {
-			f.scenario(sc)
-			sc.Step(`^the run is interrupted$`, func() error { cancel(errStop); return nil })
-		},
-	})
-	t.Log("\n" + out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	expectStatuses(t, res, map[string]Status{"interrupted": Failed, "after": NotRun,
+	report := t.TempDir()
+	res, out, f := interrupting(t, map[string]string{"a.feature": feature, "b.feature": toy},
+		Options{Beds: []Bed{toyBed("a", 1), toyBed("b", 2)}, ReportDir: report}, errStop)
+	expectStatuses(t, res, map[string]Status{"interrupted": Interrupted, "after": NotRun,
 		"it passes": NotRun, "it fails": NotRun, "it is undefined": NotRun})
 	for _, b := range res.Beds {
 		for _, s := range b.Scenarios {
@@ -353,6 +469,115 @@ func TestRunInterrupted(t *testing.T) {
 	}
 	if f.calls != 0 {
 		t.Errorf("expected no step of a scenario after the interrupt to run, got %d", f.calls)
+	}
+	if !res.Interrupted() || res.OK() {
+		t.Errorf("expected the run interrupted and not OK")
+	}
+	if b, ok := res.Stopped(); ok {
+		t.Errorf("expected an interrupted run not to name a bed that is not green, got %s", b.Bed.Name)
+	}
+	for _, want := range []string{
+		"  ! Then it waits for its context (interrupted after ",
+		"  ! INTERRUPTED in ",
+		"INTERRUPTED a: 1 interrupted, 1 not run of 2 scenarios in ",
+		"  ! interrupted ",
+		"━━ b · step 2 · not run: interrupted by test",
+		"INTERRUPTED 2 beds: 1 interrupted, 4 not run of 5 scenarios in ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("expected progress to contain %q", want)
+		}
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Errorf("expected nothing called failed in an interrupted run")
+	}
+
+	var ju junitSuites
+	readXML(t, filepath.Join(report, JUnitFile), &ju)
+	if ju.Failures != 0 || ju.Errors != 0 || ju.Skipped != 5 {
+		t.Fatalf("junit: expected no failure, no error, 5 skipped, got %+v", ju)
+	}
+	if sk := ju.Suites[0].Cases[0].Skipped; sk == nil || sk.Type != "interrupted" || !strings.HasPrefix(sk.Message, "interrupted: interrupted by test") {
+		t.Fatalf("junit: expected the interrupted scenario skipped as interrupted, got %+v", sk)
+	}
+	var cuke []struct {
+		Elements []struct {
+			Steps []struct {
+				Result struct {
+					Status string `json:"status"`
+					Error  string `json:"error_message"`
+				} `json:"result"`
+			} `json:"steps"`
+		} `json:"elements"`
+	}
+	readJSON(t, filepath.Join(report, CucumberFile), &cuke)
+	if st := cuke[0].Elements[0].Steps; st[0].Result.Status != "passed" || st[1].Result.Status != "skipped" ||
+		!strings.HasPrefix(st[1].Result.Error, "interrupted: ") {
+		t.Fatalf("cucumber: expected the cut step skipped, saying interrupted, got %+v", st)
+	}
+}
+
+// TestRunInterruptedKeepsEarlierFailures: what failed before the interrupt is failed, and
+// the bed with it.
+func TestRunInterruptedKeepsEarlierFailures(t *testing.T) {
+	feature := `Feature: Mixed
+  Scenario: fails first
+    Given it fails with "expected 3 streams, got 2"
+  Scenario: interrupted
+    Given the run is interrupted
+    Then it waits for its context
+`
+	res, out, _ := interrupting(t, map[string]string{"mixed.feature": feature}, Options{Beds: []Bed{toyBed("mixed", 1)}}, errors.New("interrupted by test"))
+	expectStatuses(t, res, map[string]Status{"fails first": Failed, "interrupted": Interrupted})
+	if res.Interrupted() || !strings.Contains(out, "FAIL mixed: 1 failed, 1 interrupted of 2 scenarios") {
+		t.Fatalf("expected a failure before the interrupt to fail the bed")
+	}
+}
+
+// TestRunInterruptedInTeardown: a teardown failing because the run was interrupted is not a
+// failure of the product.
+func TestRunInterruptedInTeardown(t *testing.T) {
+	feature := "Feature: Teardown\n  Scenario: cut in teardown\n    Given the run is interrupted\n"
+	res, _, _ := interrupting(t, map[string]string{"td.feature": feature}, Options{
+		Beds: []Bed{toyBed("td", 1)},
+		Scenario: func(sc *godog.ScenarioContext) {
+			sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+				return ctx, fmt.Errorf("remove containers: %w", context.Cause(ctx))
+			})
+		},
+	}, errors.New("interrupted by test"))
+	expectStatuses(t, res, map[string]Status{"cut in teardown": Interrupted})
+	if err := res.Beds[0].Scenarios[0].Err; !strings.HasPrefix(err.Error(), "interrupted by test; remove containers: ") {
+		t.Fatalf("expected the interrupt named first, then the teardown's error, got %v", err)
+	}
+}
+
+// TestInterruptedInHooks: an After hook can tell an interrupted run from a bed that timed
+// out and from one still running.
+func TestInterruptedInHooks(t *testing.T) {
+	feature := "Feature: Cut\n  Scenario: cut\n    Given the run is interrupted\n"
+	var seen []bool
+	after := func(sc *godog.ScenarioContext) {
+		sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+			seen = append(seen, RunInterrupted(ctx))
+			return ctx, nil
+		})
+	}
+	interrupting(t, map[string]string{"cut.feature": feature}, Options{Beds: []Bed{toyBed("cut", 1)}, Scenario: after}, errors.New("interrupted by test"))
+	slow := toyBed("slow", 1)
+	slow.Timeout = 50 * time.Millisecond
+	interrupting(t, map[string]string{"slow.feature": "Feature: Slow\n  Scenario: slow\n    Given it waits for its context\n"},
+		Options{Beds: []Bed{slow}, Scenario: after}, nil)
+	if fmt.Sprint(seen) != "[true false]" {
+		t.Fatalf("expected the hook to see the interrupt and then a timeout not as one, got %v", seen)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if RunInterrupted(ctx) {
+		t.Fatal("expected a live context outside a run not interrupted")
+	}
+	cancel()
+	if !RunInterrupted(ctx) {
+		t.Fatal("expected an ended context outside a run interrupted")
 	}
 }
 

@@ -13,14 +13,24 @@ import (
 type raised struct {
 	meshFile string
 	mesh     *meshdesc.Mesh
-	session  *harness.Session
+	session  session
 	cluster  harness.Mesh
+	// describe is the cluster's Describe: how to reach it and remove it.
+	describe func() string
 	poll     time.Duration
 	// amqp is the AMQP bus raised beside the NATS one, once asked for.
 	amqp *harness.AMQPBus
 	// tainted is set by a step that changes the cluster in a way a later
 	// scenario could notice (a message stored, a user revoked).
 	tainted bool
+}
+
+// session is what the World does with a cluster's harness.Session: keep
+// it up (--keep, --fail-fast) or end it.
+type session interface {
+	ID() string
+	Keep() error
+	Close(context.Context) error
 }
 
 // raise raises a cluster from the description; if that fails, the
@@ -45,7 +55,7 @@ func raise(ctx context.Context, opts Options, meshFile, logDir string) (*raised,
 		}
 		return nil, err
 	}
-	return &raised{meshFile: meshFile, mesh: m, session: s, cluster: c, poll: opts.Poll}, nil
+	return &raised{meshFile: meshFile, mesh: m, session: s, cluster: c, describe: c.Describe, poll: opts.Poll}, nil
 }
 
 func (r *raised) close(ctx context.Context) error {

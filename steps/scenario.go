@@ -75,6 +75,7 @@ type client struct {
 type savedCredential = wire.Credential
 
 func (s *scenario) after(ctx context.Context, sc *godog.Scenario, err error) (context.Context, error) {
+	scenarioCtx := ctx // the run's, to tell an interrupt from a failure
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	for _, stop := range s.cleanups {
@@ -108,7 +109,7 @@ func (s *scenario) after(ctx context.Context, sc *godog.Scenario, err error) (co
 		// A failed scenario may have left the cluster in any state.
 		s.r.tainted = true
 	}
-	if relErr := s.w.release(ctx, s.r); relErr != nil {
+	if relErr := s.w.release(ctx, s.r, failure(scenarioCtx, sc, err)); relErr != nil {
 		return ctx, fmt.Errorf("tear down cluster: %w", relErr)
 	}
 	if undoErr != nil {

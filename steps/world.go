@@ -16,6 +16,7 @@ import (
 	"github.com/cucumber/godog"
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/harness"
 )
@@ -31,6 +32,11 @@ type Options struct {
 	// Keep leaves every cluster up at the end of the run and prints how to
 	// reach it.
 	Keep bool
+	// FailFast keeps the cluster of a scenario that failed (not one the
+	// run's interrupt cut short) up as it was, as the evidence, and prints
+	// at Close how to reach and remove it; the runner stops after that
+	// scenario.
+	FailFast bool
 	// Poll is the nats entrypoint's configuration poll interval; default
 	// harness.DefaultPoll.
 	Poll time.Duration
@@ -49,6 +55,7 @@ type World struct {
 	mu       sync.Mutex
 	clusters map[string]*raised // by description path, the reusable ones
 	retired  []*raised          // kept up for --keep
+	evidence []evidence         // kept up for --fail-fast
 	reg      *conformance.Registry
 }
 
@@ -119,46 +126,82 @@ func (w *World) acquire(ctx context.Context, meshFile, logDir string) (*raised, 
 	return r, nil
 }
 
-// release ends a scenario's use of a cluster. A tainted cluster is not
-// reused: it is torn down, or with Keep kept aside.
-func (w *World) release(ctx context.Context, r *raised) error {
-	if !r.tainted {
+// evidence is a cluster kept up because a scenario failed on it.
+type evidence struct {
+	r        *raised
+	scenario string // the scenario that failed, for a person
+}
+
+// release ends a scenario's use of a cluster. With FailFast, the cluster of
+// a scenario that failed (failed names it; "" when it did not) is kept as
+// it is, and marked kept at once so that no later run reaps it. Otherwise a
+// tainted cluster is not reused: it is torn down, or with Keep kept aside.
+func (w *World) release(ctx context.Context, r *raised, failed string) error {
+	keep := failed != "" && w.opts.FailFast
+	if !r.tainted && !keep {
 		return nil
 	}
 	w.mu.Lock()
 	if w.clusters[r.meshFile] == r {
 		delete(w.clusters, r.meshFile)
 	}
-	if w.opts.Keep {
+	switch {
+	case keep:
+		w.evidence = append(w.evidence, evidence{r: r, scenario: failed})
+	case w.opts.Keep:
 		w.retired = append(w.retired, r)
-		w.mu.Unlock()
-		return nil
 	}
 	w.mu.Unlock()
+	switch {
+	case keep:
+		beds.Logf(ctx, "fail-fast: cluster of run %s kept as it is; how to reach and remove it is printed at the end", r.session.ID())
+		return r.session.Keep()
+	case w.opts.Keep:
+		return nil
+	}
 	return r.close(ctx)
 }
 
 // Close ends the run: every cluster still up is torn down, or with Keep
-// described so a person can reach it.
+// described so a person can reach it; a cluster kept by FailFast is
+// described, never torn down.
 func (w *World) Close(ctx context.Context) error {
 	w.mu.Lock()
 	all := append([]*raised(nil), w.retired...)
 	for _, r := range w.clusters {
 		all = append(all, r)
 	}
-	w.clusters, w.retired = map[string]*raised{}, nil
+	kept := w.evidence
+	w.clusters, w.retired, w.evidence = map[string]*raised{}, nil, nil
 	w.mu.Unlock()
 
 	var errs *multierror.Error
 	for _, r := range all {
 		if w.opts.Keep {
 			errs = multierror.Append(errs, r.session.Keep())
-			fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s (raised from %s; later runs leave it alone):\n%s\n", r.session.ID(), r.meshFile, r.cluster.Describe())
+			fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s (raised from %s; later runs leave it alone):\n%s\n", r.session.ID(), r.meshFile, r.describe())
 			continue
 		}
 		errs = multierror.Append(errs, r.close(ctx))
 	}
+	for _, e := range kept {
+		fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s of the failed scenario %s (--fail-fast; raised from %s; later runs leave it alone):\n%s\n",
+			e.r.session.ID(), e.scenario, e.r.meshFile, e.r.describe())
+	}
 	return errs.ErrorOrNil()
+}
+
+// failure names the scenario for fail-fast when it failed, and is "" when it
+// passed or the run's interrupt cut it short: an interrupted run tears
+// down.
+func failure(ctx context.Context, sc *godog.Scenario, err error) string {
+	if err == nil || beds.RunInterrupted(ctx) {
+		return ""
+	}
+	if _, s, ok := beds.Current(ctx); ok {
+		return fmt.Sprintf("%q at %s", s.Title(), s.Where())
+	}
+	return fmt.Sprintf("%q", sc.Name)
 }
 
 // errNoCluster is a step run before the Background raised one.

@@ -44,8 +44,11 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.features, "features", "", "")
 	fs.Func("run", "", func(v string) error {
 		re, err := regexp.Compile(v)
+		if err != nil {
+			return fmt.Errorf("not a regular expression (Go's RE2 syntax, as go test -run: e.g. 'reload|torn', '^A change is live$'): %w", err)
+		}
 		c.match = re
-		return err
+		return nil
 	})
 	fs.BoolVar(&c.keep, "keep", false, "")
 	fs.BoolVar(&c.failFast, "fail-fast", false, "")
@@ -141,8 +144,12 @@ Flags (before or after BED):
   --tags EXPR      only scenarios matching godog's tag expression: "@a,@b" (or),
                    "@a && @b" (and), "~@a" (not); also filters list
   --run REGEXP     only scenarios whose name (with an outline's example values) matches,
-                   like go test -run; a failed run prints the --run that reruns its failures
-  --fail-fast      stop at the first scenario that does not pass, keeping its evidence
+                   like go test -run: an outline's rows one by one; a failed run prints the
+                   --run that reruns exactly the scenarios and rows that did not pass
+  --fail-fast      stop at the first scenario that does not pass and leave its cluster up
+                   as it was; how to reach it, and the command that removes it, are printed
+                   at the end, and later runs leave it alone (an interrupted scenario's
+                   cluster is torn down)
   --keep           leave the clusters up at the end and print how to reach them
   --features DIR   the feature files (default ./features, or the checkout's)
   --steps          list: show each scenario's steps too
@@ -160,9 +167,23 @@ Strict: an undefined, pending or ambiguous step fails its scenario. A scenario w
 wraps an infrastructure error (Docker, an image build) is reported as an error, apart from
 the product's failures.
 
-Exit status: 0 every selected scenario passed; 1 one did not, or the run failed; 2 bad
-usage (unknown bed, bad flag, tags selecting nothing); 130 interrupted. On SIGINT or
-SIGTERM the run stops and tears down; a second signal exits at once.
+Beds run in step order, and a run stops at the first bed that is not green, naming it:
+the beds after it are reported not run (bedrun all is the release gate).
+
+An interrupted scenario (SIGINT, SIGTERM) is reported as interrupted, not failed: in the
+summary, in junit.xml (skipped, type "interrupted"), in cucumber.json (the step cut short
+skipped, its error_message "interrupted: ...") and in the matrix (its cell "incomplete",
+the scenario named). On SIGINT or SIGTERM the run stops and tears down; a second signal
+exits at once.
+
+Exit status, the release gate's answer:
+  0    every selected scenario of every bed passed
+  1    a bed is not green (a scenario failed, errored, was undefined, pending, ambiguous or
+       skipped), or the run itself failed (a bed hung, a report not written)
+  2    bad usage, refused before anything is raised: an unknown bed, a bad flag, a --tags
+       that does not parse, a --run that does not compile, a --tags or --run that selects
+       no scenario
+  130  interrupted, after teardown
 
 Examples:
   bedrun genesis --report out

@@ -23,8 +23,8 @@ import (
 // Exit statuses.
 const (
 	exitPass        = 0   // every selected scenario passed
-	exitFail        = 1   // a scenario did not pass, or the run itself failed
-	exitUsage       = 2   // bad usage: unknown bed, bad flag, tags that select nothing
+	exitFail        = 1   // a bed is not green, or the run itself failed
+	exitUsage       = 2   // bad usage, refused before anything is raised
 	exitInterrupted = 130 // SIGINT or SIGTERM, after teardown
 )
 
@@ -90,6 +90,19 @@ func runBeds(ctx context.Context, cfg config, e env) int {
 		fmt.Fprintf(stderr, "bedrun: %v\n", err)
 		return exitUsage
 	}
+	opts := beds.Options{
+		Beds:           selected,
+		FeaturesDir:    cfg.features,
+		Tags:           cfg.tags,
+		Match:          cfg.match,
+		FailFast:       cfg.failFast,
+		ReportDir:      cfg.report,
+		Infrastructure: []error{images.ErrInfrastructure},
+	}
+	// Bad input is refused before the steps are bound, so nothing is raised for it.
+	if err := beds.Check(opts); err != nil {
+		return refused(stderr, err)
+	}
 	// One console for the runner and the steps, so the harness's narration is indented
 	// under the step it belongs to and never breaks a line of the runner's.
 	console := beds.NewConsole(stdout, cfg.color(stdout))
@@ -100,18 +113,8 @@ func runBeds(ctx context.Context, cfg config, e env) int {
 		FailFast:    cfg.failFast,
 		Out:         console,
 	})
-	res, err := beds.Run(ctx, beds.Options{
-		Beds:           selected,
-		FeaturesDir:    cfg.features,
-		Tags:           cfg.tags,
-		Match:          cfg.match,
-		FailFast:       cfg.failFast,
-		ReportDir:      cfg.report,
-		Out:            console,
-		Suite:          suite,
-		Scenario:       scenario,
-		Infrastructure: []error{images.ErrInfrastructure},
-	})
+	opts.Out, opts.Suite, opts.Scenario = console, suite, scenario
+	res, err := beds.Run(ctx, opts)
 	// Teardown of whatever the steps still hold runs even after an interrupt, with its own
 	// deadline; a second signal cuts it short.
 	if closer != nil {
@@ -120,14 +123,10 @@ func runBeds(ctx context.Context, cfg config, e env) int {
 			err = errors.Join(err, cerr)
 		}
 	}
-	switch {
-	case errors.Is(err, beds.ErrBadTags):
-		fmt.Fprintf(stderr, "bedrun: %v\n", err)
-		return exitUsage
-	case errors.Is(err, beds.ErrNoScenarios):
-		fmt.Fprintf(stderr, "bedrun: %v\nRun 'bedrun list' to see the scenarios and their tags.\n", err)
-		return exitUsage
-	case err != nil:
+	if errors.Is(err, beds.ErrBadTags) || errors.Is(err, beds.ErrNoScenarios) {
+		return refused(stderr, err)
+	}
+	if err != nil {
 		log.Error("run beds", "err", err)
 	}
 	rerun(stdout, res)
@@ -138,6 +137,15 @@ func runBeds(ctx context.Context, cfg config, e env) int {
 		return exitFail
 	}
 	return exitPass
+}
+
+// refused reports bad input that Check (or Run) turned down before anything ran.
+func refused(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "bedrun: %v\n", err)
+	if errors.Is(err, beds.ErrNoScenarios) {
+		fmt.Fprintln(stderr, "Run 'bedrun list' to see the scenarios and their tags.")
+	}
+	return exitUsage
 }
 
 // rerun prints, per bed, the command that runs again just the scenarios that did not pass.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,11 +35,12 @@ Feature: Genesis
 // fakeBind binds two steps, and records the options and whether the closer ran.
 type fakeBind struct {
 	opts   stepOptions
+	bound  bool
 	closed bool
 }
 
 func (f *fakeBind) bind(o stepOptions) (func(*godog.TestSuiteContext), func(*godog.ScenarioContext), func() error) {
-	f.opts = o
+	f.opts, f.bound = o, true
 	return nil, func(sc *godog.ScenarioContext) {
 			sc.Step(`^a step passes$`, func() error { return nil })
 			sc.Step(`^a step fails$`, func() error { return errors.New("expected 5 users, got 4") })
@@ -157,23 +159,39 @@ func TestUsageErrors(t *testing.T) {
 	dir := featuresDir(t, genesis)
 	for _, tc := range []struct {
 		args []string
-		want string
+		want []string
 	}{
-		{[]string{"genesys"}, `unknown bed "genesys"; choose one of: genesis (1), conformance (3), all`},
-		{[]string{}, "no bed given"},
-		{[]string{"genesis", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"genesis", "adoption"}, "one bed argument at a time"},
-		{[]string{"genesis", "--features", dir, "--tags", "@nothing"}, "no scenarios selected"},
-		{[]string{"list", "nope"}, `unknown bed "nope"`},
-		{[]string{"genesis", "--features", dir, "--tags", "not @reload"}, "bad tag expression"},
-		{[]string{"list", "--features", dir, "--tags", "@a ||"}, "bad tag expression"},
-		{[]string{"images", "x"}, "images takes no argument"},
-		{[]string{"genesis", "--run", "("}, "invalid value"},
-		{[]string{"genesis", "--features", dir, "--run", "no such scenario"}, `match "no such scenario"`},
+		{[]string{"genesys"}, []string{`unknown bed "genesys"; choose one of: genesis (1), conformance (3), all`}},
+		{[]string{"genesis,nope", "--features", dir}, []string{`unknown bed "nope"; choose one of: genesis (1)`}},
+		{[]string{}, []string{"no bed given"}},
+		{[]string{"genesis", "--bogus"}, []string{"flag provided but not defined: -bogus"}},
+		{[]string{"genesis", "adoption"}, []string{"one bed argument at a time"}},
+		{[]string{"genesis", "--features", dir, "--tags", "@nothing"},
+			[]string{`no scenarios selected (tags "@nothing", in 1 bed); the scenarios' tags: @genesis @reload`, "bedrun list"}},
+		{[]string{"list", "nope"}, []string{`unknown bed "nope"`}},
+		{[]string{"genesis", "--features", dir, "--tags", "not @reload"},
+			[]string{`bad tag expression "not @reload": term "not @reload"; godog knows "@a,@b" (or), "@a && @b" (and), "~@a" (not)`}},
+		{[]string{"list", "--features", dir, "--tags", "@a ||"}, []string{"bad tag expression"}},
+		{[]string{"images", "x"}, []string{"images takes no argument"}},
+		{[]string{"genesis", "--features", dir, "--run", "("},
+			[]string{`invalid value "(" for flag -run: not a regular expression (Go's RE2 syntax`, "missing closing )"}},
+		{[]string{"genesis", "--features", dir, "--run", "no such scenario"},
+			[]string{`no scenarios selected (run "no such scenario", in 1 bed)`, "bedrun list"}},
+		{[]string{"genesis", "--features", dir, "--run", "change", "--tags", "~@reload"},
+			[]string{`no scenarios selected (tags "~@reload", run "change", in 1 bed)`}},
 	} {
-		code, _, errOut := bedrun(t, nil, tc.args...)
-		if code != exitUsage || !strings.Contains(errOut, tc.want) {
-			t.Errorf("bedrun %q: expected exit 2 saying %q, got %d: %s", tc.args, tc.want, code, errOut)
+		f := &fakeBind{}
+		code, _, errOut := bedrun(t, f, tc.args...)
+		if code != exitUsage {
+			t.Errorf("bedrun %q: expected exit 2, got %d", tc.args, code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("bedrun %q: expected stderr to say %q, got %s", tc.args, w, errOut)
+			}
+		}
+		if f.bound {
+			t.Errorf("bedrun %q: expected the input refused before the steps were bound (nothing raised)", tc.args)
 		}
 	}
 }
@@ -208,5 +226,116 @@ func TestSignals(t *testing.T) {
 	sigs <- os.Interrupt
 	if code := <-exited; code != exitInterrupted {
 		t.Fatalf("expected exit %d at the second signal, got %d", exitInterrupted, code)
+	}
+}
+
+// TestRerunSelectsTheFailedRows: the printed rerun command runs exactly the rows of an
+// outline that failed, not the whole outline.
+func TestRerunSelectsTheFailedRows(t *testing.T) {
+	dir := featuresDir(t, `Feature: Genesis
+  Scenario Outline: A user is refused
+    Given a step <outcome>
+    Examples:
+      | outcome | user   |
+      | passes  | sensor |
+      | fails   | logger |
+      | passes  | host   |
+`)
+	var out, errOut bytes.Buffer
+	bind := (&fakeBind{}).bind
+	code := run(context.Background(), []string{"genesis", "--features", dir}, env{stdout: &out, stderr: &errOut, bind: bind})
+	if code != exitFail || !strings.Contains(out.String(), "FAIL genesis: 2 passed, 1 failed of 3 scenarios") {
+		t.Fatalf("expected one row of three failed, got %d:\n%s%s", code, out.String(), errOut.String())
+	}
+	const prefix = "rerun: bedrun genesis --run '"
+	i := strings.Index(out.String(), prefix)
+	if i < 0 {
+		t.Fatalf("expected a rerun hint:\n%s", out.String())
+	}
+	hint := strings.TrimSuffix(strings.SplitN(out.String()[i+len(prefix):], "\n", 2)[0], "'")
+	if want := `^(A user is refused \(fails, logger\))$`; hint != want {
+		t.Fatalf("expected the hint %s, got %s", want, hint)
+	}
+	out.Reset()
+	code = run(context.Background(), []string{"genesis", "--features", dir, "--run", hint}, env{stdout: &out, stderr: &errOut, bind: bind})
+	if code != exitFail || !strings.Contains(out.String(), "FAIL genesis: 1 failed of 1 scenario") ||
+		strings.Contains(out.String(), "(passes, ") {
+		t.Fatalf("expected the hint to rerun the failed row alone, got %d:\n%s", code, out.String())
+	}
+}
+
+// TestAllIsTheReleaseGate: bedrun all runs the beds in step order, stops at the first that is
+// not green and names it; its exit status is the gate's answer.
+func TestAllIsTheReleaseGate(t *testing.T) {
+	const green = "Feature: Green\n  Scenario: green\n    Given a step passes\n"
+	const red = "Feature: Red\n  Scenario: red\n    Given a step fails\n"
+	for _, tc := range []struct {
+		name                string
+		genesis, conformity string
+		code                int
+		want                []string
+	}{
+		{"all green", green, green, exitPass, []string{"PASS genesis:", "PASS conformance:", "PASS 2 beds: 2 passed of 2 scenarios"}},
+		{"genesis red", red, green, exitFail, []string{
+			"FAIL genesis: 1 failed of 1 scenario",
+			"━━ conformance · step 3 · not run: an earlier bed is not green: genesis (step 1)",
+			"FAIL 2 beds: 1 failed, 1 not run of 2 scenarios in ",
+			"; stopped at genesis (step 1), not green",
+		}},
+		{"conformance red", green, red, exitFail, []string{"PASS genesis:", "FAIL conformance: 1 failed of 1 scenario", "; stopped at conformance (step 3), not green"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := featuresDir(t, tc.genesis)
+			if err := os.WriteFile(filepath.Join(dir, "3-conformance.feature"), []byte(tc.conformity), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, _ := bedrun(t, nil, "all", "--features", dir)
+			if code != tc.code {
+				t.Errorf("expected exit %d, got %d", tc.code, code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("expected the progress to say %q", w)
+				}
+			}
+		})
+	}
+}
+
+// TestInterruptedRun: a run cancelled as a signal does exits 130 and calls nothing failed.
+func TestInterruptedRun(t *testing.T) {
+	dir := featuresDir(t, "Feature: Genesis\n  Scenario: cut\n    Given a step passes\n    And the run is interrupted\n    Then a step waits\n")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	bind := func(o stepOptions) (func(*godog.TestSuiteContext), func(*godog.ScenarioContext), func() error) {
+		suite, scenario, closer := (&fakeBind{}).bind(o)
+		return suite, func(sc *godog.ScenarioContext) {
+			scenario(sc)
+			sc.Step(`^the run is interrupted$`, func() error { cancel(fmt.Errorf("%w by interrupt", errInterrupted)); return nil })
+			sc.Step(`^a step waits$`, func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) })
+		}, closer
+	}
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"genesis", "--features", dir}, env{stdout: &out, stderr: &errOut, bind: bind})
+	t.Log(out.String())
+	if code != exitInterrupted {
+		t.Fatalf("expected exit %d, got %d", exitInterrupted, code)
+	}
+	if !strings.Contains(out.String(), "INTERRUPTED genesis: 1 interrupted of 1 scenario") || strings.Contains(out.String(), "FAIL") {
+		t.Fatalf("expected the scenario reported interrupted, not failed:\n%s", out.String())
+	}
+}
+
+// TestFailFastReachesTheSteps: --fail-fast is passed on to the step definitions, which keep
+// the failed scenario's cluster.
+func TestFailFastReachesTheSteps(t *testing.T) {
+	f := &fakeBind{}
+	dir := featuresDir(t, genesis)
+	code, out, _ := bedrun(t, f, "genesis", "--features", dir, "--fail-fast")
+	if code != exitFail || !f.opts.FailFast || !f.opts.steps().FailFast || f.opts.steps().Keep {
+		t.Fatalf("expected --fail-fast to reach the steps' options, got %d, %+v", code, f.opts.steps())
+	}
+	if !strings.Contains(out, "FAIL genesis: 1 passed, 1 failed, 1 not run of 3 scenarios") {
+		t.Fatalf("expected the run to stop after the failed scenario:\n%s", out)
 	}
 }

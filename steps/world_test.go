@@ -1,0 +1,158 @@
+package steps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/meshbus/mesh/beds"
+)
+
+// fakeSession records what the World does with a cluster's session.
+type fakeSession struct {
+	id           string
+	kept, closed int
+}
+
+func (f *fakeSession) ID() string                  { return f.id }
+func (f *fakeSession) Keep() error                 { f.kept++; return nil }
+func (f *fakeSession) Close(context.Context) error { f.closed++; return nil }
+
+func fakeRaised(id, meshFile string) (*raised, *fakeSession) {
+	s := &fakeSession{id: id}
+	return &raised{meshFile: meshFile, session: s, describe: func() string {
+		return "cluster of run " + id + ":\n  remove:        docker rm -f $(docker ps -aq --filter label=mesh.run=" + id + ")\n"
+	}}, s
+}
+
+// TestFailFastKeepsTheFailedCluster: with FailFast the cluster a scenario failed on is kept
+// up as it is, marked kept at once, and described at Close; the others are torn down.
+func TestFailFastKeepsTheFailedCluster(t *testing.T) {
+	var out bytes.Buffer
+	w := New(Options{FailFast: true, Out: &out})
+	failed, fs := fakeRaised("abc123", "genesis.yaml")
+	clean, cs := fakeRaised("def456", "other.yaml")
+	w.clusters["genesis.yaml"], w.clusters["other.yaml"] = failed, clean
+
+	if err := w.release(context.Background(), failed, `"A change is live" at 1-genesis.feature:7`); err != nil {
+		t.Fatal(err)
+	}
+	if fs.kept != 1 || fs.closed != 0 {
+		t.Fatalf("expected the failed cluster marked kept at release and not closed, got kept %d closed %d", fs.kept, fs.closed)
+	}
+	if _, ok := w.clusters["genesis.yaml"]; ok {
+		t.Fatal("expected the failed cluster no longer offered to later scenarios")
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fs.closed != 0 || cs.closed != 1 {
+		t.Fatalf("expected Close to tear down the clean cluster alone, got failed closed %d, clean closed %d", fs.closed, cs.closed)
+	}
+	for _, want := range []string{
+		`kept cluster run=abc123 of the failed scenario "A change is live" at 1-genesis.feature:7 (--fail-fast; raised from genesis.yaml; later runs leave it alone):`,
+		"docker rm -f $(docker ps -aq --filter label=mesh.run=abc123)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("expected Close to print %q, got\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "def456") {
+		t.Errorf("expected the torn-down cluster not described")
+	}
+}
+
+// TestReleaseTearsDownOtherwise: without FailFast, or for a scenario that did not fail, a
+// tainted cluster is torn down and an untainted one stays for the next scenario.
+func TestReleaseTearsDownOtherwise(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failFast bool
+		failed   string
+		tainted  bool
+		closed   int
+	}{
+		{"failed without fail-fast", false, `"x"`, true, 1},
+		{"passed but tainted, fail-fast", true, "", true, 1},
+		{"passed and clean, fail-fast", true, "", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := New(Options{FailFast: tc.failFast})
+			r, s := fakeRaised("abc123", "m.yaml")
+			r.tainted = tc.tainted
+			w.clusters["m.yaml"] = r
+			if err := w.release(context.Background(), r, tc.failed); err != nil {
+				t.Fatal(err)
+			}
+			if s.closed != tc.closed || s.kept != 0 {
+				t.Fatalf("expected closed %d, not kept; got closed %d, kept %d", tc.closed, s.closed, s.kept)
+			}
+			if _, ok := w.clusters["m.yaml"]; ok == tc.tainted {
+				t.Fatalf("expected the cluster offered again: %v, got %v", !tc.tainted, ok)
+			}
+		})
+	}
+}
+
+// TestFailureIsNotAnInterrupt: fail-fast keeps the evidence of a failure, never of a
+// scenario the run's interrupt cut short.
+func TestFailureIsNotAnInterrupt(t *testing.T) {
+	sc := &godog.Scenario{Name: "A change is live"}
+	boom := errors.New("expected 5 users, got 4")
+	if got := failure(context.Background(), sc, nil); got != "" {
+		t.Errorf("a scenario that passed: expected no failure, got %q", got)
+	}
+	if got := failure(context.Background(), sc, boom); got != `"A change is live"` {
+		t.Errorf("a failure outside a run: expected its name, got %q", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := failure(ctx, sc, boom); got != "" {
+		t.Errorf("an interrupted scenario: expected no failure, got %q", got)
+	}
+
+	// Within a run: the row's title and where it is; and an interrupt is not a failure.
+	dir := t.TempDir()
+	feature := `Feature: F
+  Scenario Outline: A user is refused
+    Given a step <does>
+    Examples:
+      | does  |
+      | fails |
+      | stops |
+`
+	if err := os.WriteFile(filepath.Join(dir, "f.feature"), []byte(feature), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	var seen []string
+	_, err := beds.Run(runCtx, beds.Options{
+		Beds:        []beds.Bed{{Name: "f", Step: 1, Owner: "bus", Summary: "f", Features: []string{"f.feature"}, Timeout: time.Minute}},
+		FeaturesDir: dir,
+		Scenario: func(s *godog.ScenarioContext) {
+			s.Step(`^a step fails$`, func() error { return boom })
+			s.Step(`^a step stops$`, func(ctx context.Context) error {
+				stop(errors.New("interrupted by test"))
+				return context.Cause(ctx)
+			})
+			s.After(func(ctx context.Context, sc *godog.Scenario, err error) (context.Context, error) {
+				seen = append(seen, failure(ctx, sc, err))
+				return ctx, nil
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{`"A user is refused (fails)" at f.feature:6`, ""}; strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Fatalf("expected %q, got %q", want, seen)
+	}
+}
