@@ -17,4 +17,4 @@ func (killFault) Inject(ctx context.Context, m *Container) error {
 	return waitState(ctx, m, "dead", func(s State) bool { return !s.Running })
 }
 
-func (killFault) Undo(ctx context.Context, m *Container) error { return m.Start(ctx) }
+func (killFault) Undo(ctx context.Context, m *Container) error { return startStopped(ctx, m) }

@@ -41,4 +41,4 @@ func (killServerFault) Inject(ctx context.Context, m *Container) error {
 	return nil
 }
 
-func (killServerFault) Undo(ctx context.Context, m *Container) error { return m.Start(ctx) }
+func (killServerFault) Undo(ctx context.Context, m *Container) error { return startStopped(ctx, m) }

@@ -15,4 +15,4 @@ func (stopFault) Inject(ctx context.Context, m *Container) error {
 	return waitState(ctx, m, "stopped", func(s State) bool { return !s.Running })
 }
 
-func (stopFault) Undo(ctx context.Context, m *Container) error { return m.Start(ctx) }
+func (stopFault) Undo(ctx context.Context, m *Container) error { return startStopped(ctx, m) }

@@ -244,3 +244,28 @@ func waitState(ctx context.Context, m *Container, what string, ok func(State) bo
 		}
 	}
 }
+
+// startStopped starts a member a fault stopped, once it has stopped: an
+// inject cut short (its context ended) may still be landing, and a start
+// before the container is down would be a no-op that the end of the
+// container then undoes.
+// One that never landed leaves the member running: after a grace period
+// with the member still up, there is nothing to undo.
+func startStopped(ctx context.Context, m *Container) error {
+	grace, cancel := context.WithTimeout(ctx, landingGrace)
+	err := waitState(grace, m, "stopped", func(s State) bool { return !s.Running })
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		if st, ierr := m.Inspect(ctx); ierr == nil && st.Running {
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return m.Start(ctx)
+}
+
+// landingGrace is how long an undo waits for a stop or kill cut short to
+// land before it takes the member as never stopped.
+const landingGrace = 5 * time.Second
