@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/meshbus/mesh/harness/topology"
 )
 
 // Bed is one acceptance suite: the features that prove a step of design 25 §10.
@@ -28,6 +30,9 @@ type Bed struct {
 	// Timeout bounds the whole bed, teardown included; the runner cancels the
 	// scenarios' context when it passes.
 	Timeout time.Duration
+	// Topology is what the bed raises: its members, their kinds and
+	// networks (harness/topology). Zero is topology.Genesis().
+	Topology topology.Topology
 	// Matrix, when set, tallies the bed's scenarios into a table printed with its summary
 	// and written to MatrixFile.
 	Matrix *Matrix
@@ -81,6 +86,9 @@ func (b Bed) check(features fs.FS) error {
 	if len(b.Features) == 0 {
 		bad("no features")
 	}
+	if err := b.TopologyOrDefault().Check(); err != nil {
+		bad("topology: %w", err)
+	}
 	if b.Matrix != nil {
 		for _, problem := range b.Matrix.check() {
 			bad("%s", problem)
@@ -104,6 +112,14 @@ func (b Bed) check(features fs.FS) error {
 		return fmt.Errorf("%w %s: %w", ErrBadBed, b.label(), errors.Join(errs...))
 	}
 	return nil
+}
+
+// TopologyOrDefault is what the bed raises.
+func (b Bed) TopologyOrDefault() topology.Topology {
+	if len(b.Topology.Members) == 0 {
+		return topology.Genesis()
+	}
+	return b.Topology
 }
 
 // label names b in messages even when its name is the thing that is wrong.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	meshconformance "github.com/meshbus/mesh/conformance"
+	"github.com/meshbus/mesh/harness/topology"
 )
 
 // conformance is step 3: design 19 per capability, per implementation.
@@ -18,6 +19,9 @@ func conformance() Bed {
 		},
 		// Most scenarios publish into EVENTS and so raise a fresh cluster.
 		Timeout: 25 * time.Minute,
+		// The AMQP bus of today beside NATS, for the module built once
+		// that runs on either (ADR 0039's test).
+		Topology: topology.Genesis().WithAMQP(),
 		// Every implementation listed for what it passes; what it does not claim has no
 		// scenario (the feature's first scenario checks that against the registry).
 		Matrix: &Matrix{

@@ -1,6 +1,10 @@
 package beds
 
-import "time"
+import (
+	"time"
+
+	"github.com/meshbus/mesh/harness/topology"
+)
 
 // genesis is step 1: a mesh raised from nothing, the server standing on it.
 func genesis() Bed {
@@ -15,6 +19,7 @@ func genesis() Bed {
 		},
 		// Cold image builds are not inside a bed (bedrun images, or the steps'
 		// BeforeSuite); this covers raising the cluster once per scenario.
-		Timeout: 15 * time.Minute,
+		Timeout:  15 * time.Minute,
+		Topology: topology.Genesis(),
 	}
 }

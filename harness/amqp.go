@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/harness/rabbitmq"
+	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/pki"
@@ -59,6 +62,10 @@ func (a *AMQPBus) Credential(user string) (wire.Credential, error) {
 // AMQP credential. The image is built from Debian's packages when it is
 // missing (MESH_RABBITMQ_IMAGE names another).
 func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
+	if !slices.ContainsFunc(c.topology.Members, func(m topology.Member) bool { return m.Kind == topology.KindRabbitMQ }) {
+		return nil, fmt.Errorf("raise the AMQP bus: %w: this cluster's topology has no member of kind %s (it has: %s)",
+			ErrUnknownMember, topology.KindRabbitMQ, strings.Join(c.topology.Names(), ", "))
+	}
 	clock := newPhases("amqp bus run=" + c.s.id)
 	m, err := meshdesc.Load(c.MeshFile())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,15 +17,17 @@ import (
 	"github.com/meshbus/mesh/harness/controller"
 	"github.com/meshbus/mesh/harness/nats"
 	"github.com/meshbus/mesh/harness/owner"
+	"github.com/meshbus/mesh/harness/topology"
 )
 
-// Networks of a cluster, as Probe and NetworkName name them.
+// Networks of a cluster, as Probe and NetworkName name them
+// (topology.Private, topology.Outside).
 const (
 	// Private is the mesh's own network: every container is on it.
-	Private = "private"
+	Private = topology.Private
 	// Outside stands outside the mesh: only the bus's client port is
 	// meant to be reachable from it.
-	Outside = "outside"
+	Outside = topology.Outside
 )
 
 // Aliases by which the containers are reached on the networks.
@@ -48,6 +51,9 @@ type GenesisOptions struct {
 	// ReadyTimeout bounds each container's wait for readiness and each
 	// one-shot's run. Zero: one minute.
 	ReadyTimeout time.Duration
+	// Topology is what to raise; zero is topology.Genesis(). A topology
+	// that does not check is refused before anything is created.
+	Topology topology.Topology
 }
 
 // Cluster is a mesh raised in containers: the networks, the nats
@@ -63,6 +69,7 @@ type Cluster struct {
 	readyTimeout time.Duration
 	networks     map[string]string // Private/Outside -> Docker network name
 	nats         *nats.Container
+	topology     topology.Topology
 
 	mu      sync.Mutex
 	roles   map[string]*Container
@@ -98,20 +105,23 @@ func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Clust
 	if opts.MeshFile == "" {
 		return nil, errors.New("raise genesis: no mesh file given")
 	}
+	c.topology = opts.Topology
+	if len(c.topology.Members) == 0 {
+		c.topology = topology.Genesis()
+	}
+	if err := c.topology.Check(); err != nil {
+		return nil, fmt.Errorf("raise genesis: %w", err)
+	}
 
 	clock := newPhases("genesis cluster run=" + s.id)
 	s.narrate("raising genesis cluster run=%s from %s (work %s)", s.id, opts.MeshFile, s.work)
-	steps := []struct {
-		name string
-		do   func(context.Context) error
-	}{
+	steps := []phase{
 		{"images", c.ensureImages},
 		{"dirs", func(context.Context) error { return c.makeDirs(opts.MeshFile) }},
 		{"networks", c.createNetworks},
 		{"genesis", c.genesis},
-		{"nats", c.startNATS},
-		{"controller", c.startController},
 	}
+	steps = append(steps, c.memberPhases()...)
 	for _, step := range steps {
 		if err := step.do(ctx); err != nil {
 			s.narrate("%s", clock.failed(step.name))
@@ -193,7 +203,37 @@ func (c *Cluster) genesis(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cluster) startNATS(ctx context.Context) error {
+// phase is one timed step of raising a cluster.
+type phase struct {
+	name string
+	do   func(context.Context) error
+}
+
+// memberPhases raise the topology's members that are not raised on
+// demand, kind by kind in topology.Kinds's order: the bus before the
+// controller that needs it.
+func (c *Cluster) memberPhases() []phase {
+	var out []phase
+	for _, kind := range topology.Kinds {
+		for _, m := range c.topology.Members {
+			if m.Kind != kind || m.OnDemand {
+				continue
+			}
+			switch kind {
+			case topology.KindNATS:
+				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startNATS(ctx, m) }})
+			case topology.KindController:
+				out = append(out, phase{m.Name, c.startController})
+			case topology.KindRabbitMQ:
+				out = append(out, phase{m.Name, func(ctx context.Context) error { _, err := c.RaiseAMQP(ctx); return err }})
+			}
+		}
+	}
+	return out
+}
+
+// startNATS raises the bus's server as member m, on the networks m lists.
+func (c *Cluster) startNATS(ctx context.Context, m topology.Member) error {
 	defaults, err := c.imageCmd(ctx, c.images.nats)
 	if err != nil {
 		return err
@@ -204,9 +244,11 @@ func (c *Cluster) startNATS(ctx context.Context) error {
 		nats.WithConfigDir(filepath.Join(c.state, "nats")),
 		nats.WithStoreDir(c.js),
 		network.WithNetworkName([]string{AliasNATS}, c.networks[Private]),
-		network.WithNetworkName([]string{AliasNATSOutside}, c.networks[Outside]),
 		nats.WithStartupTimeout(c.readyTimeout),
 	)
+	if slices.Contains(m.Networks, Outside) {
+		opts = append(opts, network.WithNetworkName([]string{AliasNATSOutside}, c.networks[Outside]))
+	}
 	ctr, runErr := nats.Run(ctx, c.images.nats, opts...)
 	var got started
 	if ctr != nil {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/meshbus/mesh/harness/topology"
 )
 
 // A Fault is one way the harness breaks a member of the cluster on
@@ -24,7 +26,8 @@ type Fault interface {
 	Undo(ctx context.Context, m *Container) error
 }
 
-// Members of a cluster by the name a step gives them.
+// Members of the genesis topology by the name a step gives them; a bed's
+// topology (harness/topology) names its own.
 const (
 	MemberBus        = "bus"
 	MemberController = "controller"
@@ -56,33 +59,41 @@ type injected struct {
 	at    time.Time
 }
 
-// Members are the names a fault step may give, sorted.
+// Members are the names of the topology's members that are up, sorted:
+// those a fault step may name.
 func (c *Cluster) Members() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	for name, role := range memberRoles {
-		if _, ok := c.roles[role]; ok {
-			out = append(out, name)
+	for _, m := range c.topology.Members {
+		if _, ok := c.roles[kindRoles[m.Kind]]; ok {
+			out = append(out, m.Name)
 		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// memberRoles maps a member's name to the role its container plays.
-var memberRoles = map[string]string{MemberBus: RoleNATS, MemberController: RoleController}
+// kindRoles is the role a member of each kind plays in the run.
+var kindRoles = map[string]string{topology.KindNATS: RoleNATS, topology.KindController: RoleController, topology.KindRabbitMQ: RoleAMQP}
 
 // member is the container of a member, or ErrUnknownMember naming the
 // valid ones.
 func (c *Cluster) member(name string) (*Container, error) {
 	c.mu.Lock()
-	h, ok := c.roles[memberRoles[name]]
+	m, inTopology := c.topology.Named(name)
+	h, ok := c.roles[kindRoles[m.Kind]]
 	c.mu.Unlock()
-	if !ok {
+	if !inTopology || !ok {
 		return nil, fmt.Errorf("%w %q (this cluster has: %s)", ErrUnknownMember, name, strings.Join(c.Members(), ", "))
 	}
 	return h, nil
+}
+
+// kindOf is the kind of the member called name, or "".
+func (c *Cluster) kindOf(name string) string {
+	m, _ := c.topology.Named(name)
+	return m.Kind
 }
 
 // FaultNames are the faults member can take, sorted.
@@ -91,7 +102,7 @@ func (c *Cluster) FaultNames(member string) []string {
 	for _, n := range c.NetworkNames() {
 		out = append(out, "partition from "+n, "loss <1-100>% on "+n, "delay <duration> on "+n)
 	}
-	if member == MemberBus {
+	if c.kindOf(member) == topology.KindNATS {
 		out = append(out, "kill-server")
 	}
 	sort.Strings(out)
@@ -111,7 +122,7 @@ func (c *Cluster) newFault(member, name string) (Fault, error) {
 		return killFault{}, nil
 	case name == "pause":
 		return pauseFault{}, nil
-	case name == "kill-server" && member == MemberBus:
+	case name == "kill-server" && c.kindOf(member) == topology.KindNATS:
 		return killServerFault{}, nil
 	case strings.HasPrefix(name, "loss ") || strings.HasPrefix(name, "delay "):
 		if f, ok := c.parseLink(name); ok {

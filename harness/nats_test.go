@@ -10,6 +10,7 @@ import (
 
 	natsgo "github.com/nats-io/nats.go"
 
+	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/internal/testutil"
 )
 
@@ -145,7 +146,9 @@ func natsAlone(t *testing.T, ctx context.Context) (*Session, *Cluster) {
 	if err := os.WriteFile(filepath.Join(c.state, "nats", "nats.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []func(context.Context) error{c.ensureImages, c.createNetworks, c.startNATS} {
+	c.topology = topology.Genesis()
+	bus, _ := c.topology.Named(MemberBus)
+	for _, step := range []func(context.Context) error{c.ensureImages, c.createNetworks, func(ctx context.Context) error { return c.startNATS(ctx, bus) }} {
 		if err := step(ctx); err != nil {
 			_ = s.SaveLogs(ctx, t.TempDir())
 			t.Fatal(err)

@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/harness"
+	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 
 // raised is one cluster and what the steps need to know of it.
 type raised struct {
 	meshFile string
+	key      string // the world's key: the description and the topology
 	mesh     *meshdesc.Mesh
 	session  session
 	cluster  harness.Mesh
@@ -35,7 +37,7 @@ type session interface {
 
 // raise raises a cluster from the description; if that fails, the
 // containers' logs are saved into logDir (when set) before teardown.
-func raise(ctx context.Context, opts Options, meshFile, logDir string) (*raised, error) {
+func raise(ctx context.Context, opts Options, meshFile string, top topology.Topology, logDir string) (*raised, error) {
 	m, err := meshdesc.Load(meshFile)
 	if err != nil {
 		return nil, err
@@ -44,7 +46,7 @@ func raise(ctx context.Context, opts Options, meshFile, logDir string) (*raised,
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.RaiseGenesis(ctx, harness.GenesisOptions{MeshFile: meshFile, Poll: opts.Poll})
+	c, err := s.RaiseGenesis(ctx, harness.GenesisOptions{MeshFile: meshFile, Poll: opts.Poll, Topology: top})
 	if err != nil {
 		if logDir != "" {
 			_ = s.SaveLogs(context.WithoutCancel(ctx), logDir)
@@ -56,6 +58,14 @@ func raise(ctx context.Context, opts Options, meshFile, logDir string) (*raised,
 		return nil, err
 	}
 	return &raised{meshFile: meshFile, mesh: m, session: s, cluster: c, describe: c.Describe, poll: opts.Poll}, nil
+}
+
+// worldKey is the key the world keeps r under.
+func (r *raised) worldKey() string {
+	if r.key != "" {
+		return r.key
+	}
+	return r.meshFile
 }
 
 func (r *raised) close(ctx context.Context) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/harness/controller"
+	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
@@ -43,7 +44,12 @@ func (s *scenario) bindServer(sc *godog.ScenarioContext) {
 }
 
 func (s *scenario) aMeshRaisedFromNothing(ctx context.Context, file string) error {
-	r, err := s.w.acquire(ctx, s.w.path(file), beds.ArtifactDir(ctx))
+	// The bed says what its cluster is made of (beds.Bed.Topology).
+	top := topology.Genesis()
+	if b, _, ok := beds.Current(ctx); ok {
+		top = b.TopologyOrDefault()
+	}
+	r, err := s.w.acquire(ctx, s.w.path(file), top, beds.ArtifactDir(ctx))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/harness"
+	"github.com/meshbus/mesh/harness/topology"
 )
 
 // Options configure the step definitions of a run.
@@ -107,21 +108,23 @@ func (w *World) root() string {
 // path resolves a path named in a sentence.
 func (w *World) path(rel string) string { return filepath.Join(w.opts.FeaturesDir, rel) }
 
-// acquire returns a clean cluster raised from the description, raising
-// one if none is up.
-func (w *World) acquire(ctx context.Context, meshFile, logDir string) (*raised, error) {
+// acquire returns a clean cluster raised from the description in the
+// topology, raising one if none is up.
+func (w *World) acquire(ctx context.Context, meshFile string, top topology.Topology, logDir string) (*raised, error) {
+	key := meshFile + "\n" + top.String()
 	w.mu.Lock()
-	r, ok := w.clusters[meshFile]
+	r, ok := w.clusters[key]
 	w.mu.Unlock()
 	if ok {
 		return r, nil
 	}
-	r, err := raise(ctx, w.opts, meshFile, logDir)
+	r, err := raise(ctx, w.opts, meshFile, top, logDir)
 	if err != nil {
 		return nil, err
 	}
+	r.key = key
 	w.mu.Lock()
-	w.clusters[meshFile] = r
+	w.clusters[key] = r
 	w.mu.Unlock()
 	return r, nil
 }
@@ -142,8 +145,8 @@ func (w *World) release(ctx context.Context, r *raised, failed string) error {
 		return nil
 	}
 	w.mu.Lock()
-	if w.clusters[r.meshFile] == r {
-		delete(w.clusters, r.meshFile)
+	if w.clusters[r.worldKey()] == r {
+		delete(w.clusters, r.worldKey())
 	}
 	switch {
 	case keep:

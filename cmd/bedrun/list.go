@@ -32,6 +32,7 @@ func list(cfg config, stdout, stderr io.Writer) int {
 			head += " (" + strings.Join(b.Aliases, ", ") + ")"
 		}
 		fmt.Fprintf(stdout, "%s · owner %s · timeout %s\n   %s\n", head, b.Owner, b.Timeout, b.Summary)
+		fmt.Fprintf(stdout, "   raises: %s\n", strings.ReplaceAll(b.TopologyOrDefault().String(), "\n", "\n           "))
 		scenarios, err := beds.Scenarios(features, b, cfg.tags)
 		if errors.Is(err, beds.ErrBadTags) {
 			fmt.Fprintf(stderr, "bedrun: %v\n", err)

@@ -1,0 +1,164 @@
+// Package topology says, as data, what a bed raises: its members (the
+// bus, the controller, a broker …), each of a kind the harness knows how
+// to run, and the networks each is on. A bed declares one (beds.Bed); the
+// harness raises it; `bedrun list` shows it. It is pure data with no
+// dependency on Docker, so a bed, the runner and their tests can read it.
+//
+// A new kind of member is one small package in harness shaped like a
+// testcontainers-go module (Run(ctx, image, opts...), defaults first, the
+// container returned even on error, explicit waits), a Kind here, and a
+// line in a topology.
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Kinds of member the harness can raise.
+const (
+	// KindNATS is the bus's server: our entrypoint supervising nats-server
+	// (one now; a three-server cluster is ROADMAP item 2, so a topology
+	// may list several).
+	KindNATS = "nats"
+	// KindController is the production controller, raised after genesis
+	// minted its state; it needs a bus.
+	KindController = "controller"
+	// KindRabbitMQ is the AMQP bus the mesh has today, raised when a step
+	// first asks for it.
+	KindRabbitMQ = "rabbitmq"
+)
+
+// Kinds lists every kind, in the order the harness raises them.
+var Kinds = []string{KindNATS, KindController, KindRabbitMQ}
+
+// Networks of a cluster.
+const (
+	// Private is the mesh's own network: every member is on it.
+	Private = "private"
+	// Outside stands outside the mesh: only the bus's client port is
+	// meant to be reachable from it.
+	Outside = "outside"
+)
+
+// Networks lists every network a member may be on.
+var Networks = []string{Private, Outside}
+
+// Member is one long-running container of a topology.
+type Member struct {
+	// Name is how steps call it: "bus", "controller", "amqp".
+	Name string
+	// Kind is one of Kinds.
+	Kind string
+	// Networks are those it is attached to; every member is on Private.
+	Networks []string
+	// OnDemand members are raised when a step first needs them, not with
+	// the cluster.
+	OnDemand bool
+}
+
+// Topology is what a bed raises.
+type Topology struct {
+	Members []Member
+}
+
+// ErrBadTopology is wrapped by every refusal of a topology.
+var ErrBadTopology = errors.New("bad topology")
+
+// Check refuses a topology the harness could not raise, naming what is
+// wrong and what is valid.
+func (t Topology) Check() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrBadTopology}, args...)...))
+	}
+	if len(t.Members) == 0 {
+		bad("no members")
+	}
+	names := map[string]bool{}
+	count := map[string]int{}
+	for i, m := range t.Members {
+		where := fmt.Sprintf("members[%d] %q", i, m.Name)
+		if m.Name == "" || strings.ContainsAny(m.Name, " \t\"") {
+			bad("%s: a member needs a name of one word", where)
+		}
+		if names[m.Name] {
+			bad("%s: named twice", where)
+		}
+		names[m.Name] = true
+		if !slices.Contains(Kinds, m.Kind) {
+			bad("%s: unknown kind %q (the harness runs: %s)", where, m.Kind, strings.Join(Kinds, ", "))
+		}
+		count[m.Kind]++
+		if !slices.Contains(m.Networks, Private) {
+			bad("%s: every member is on the %s network", where, Private)
+		}
+		for _, n := range m.Networks {
+			if !slices.Contains(Networks, n) {
+				bad("%s: unknown network %q (valid: %s)", where, n, strings.Join(Networks, ", "))
+			}
+		}
+	}
+	if count[KindNATS] == 0 {
+		bad("no member of kind %s: nothing can run without the bus", KindNATS)
+	}
+	if count[KindNATS] > 1 {
+		bad("%d members of kind %s: the harness raises one server yet (a cluster of three is to come)", count[KindNATS], KindNATS)
+	}
+	if count[KindController] > 1 {
+		bad("%d members of kind %s: a mesh has one controller", count[KindController], KindController)
+	}
+	return errors.Join(errs...)
+}
+
+// Named is the member called name.
+func (t Topology) Named(name string) (Member, bool) {
+	i := slices.IndexFunc(t.Members, func(m Member) bool { return m.Name == name })
+	if i < 0 {
+		return Member{}, false
+	}
+	return t.Members[i], true
+}
+
+// Names are the members' names, in the topology's order.
+func (t Topology) Names() []string {
+	out := make([]string, len(t.Members))
+	for i, m := range t.Members {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// String is the topology in one line per member, as `bedrun list` shows
+// it: "bus (nats) on private, outside".
+func (t Topology) String() string {
+	var b strings.Builder
+	for i, m := range t.Members {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s (%s) on %s", m.Name, m.Kind, strings.Join(m.Networks, ", "))
+		if m.OnDemand {
+			b.WriteString(", raised when a step asks")
+		}
+	}
+	return b.String()
+}
+
+// Genesis is the cluster of a mesh raised from nothing: the bus, reached
+// from outside on its client port only, and the controller.
+func Genesis() Topology {
+	return Topology{Members: []Member{
+		{Name: "bus", Kind: KindNATS, Networks: []string{Private, Outside}},
+		{Name: "controller", Kind: KindController, Networks: []string{Private}},
+	}}
+}
+
+// WithAMQP is t with the AMQP bus of today beside it, raised on demand.
+func (t Topology) WithAMQP() Topology {
+	out := Topology{Members: slices.Clone(t.Members)}
+	out.Members = append(out.Members, Member{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}, OnDemand: true})
+	return out
+}

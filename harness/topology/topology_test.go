@@ -1,0 +1,42 @@
+package topology
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestTheBedsTopologiesAreValid(t *testing.T) {
+	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP()} {
+		if err := top.Check(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if got := Genesis().WithAMQP().String(); got != "bus (nats) on private, outside\ncontroller (controller) on private\namqp (rabbitmq) on private, raised when a step asks" {
+		t.Errorf("String:\n%s", got)
+	}
+	if len(Genesis().Members) != 2 {
+		t.Error("WithAMQP changed the topology it was called on")
+	}
+}
+
+func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
+	for name, c := range map[string]struct {
+		top  Topology
+		want string
+	}{
+		"empty":          {Topology{}, "no members"},
+		"unknown kind":   {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "postgres", Networks: []string{Private}}}}, `unknown kind "postgres" (the harness runs: nats, controller, rabbitmq)`},
+		"no bus":         {Topology{Members: []Member{{Name: "controller", Kind: KindController, Networks: []string{Private}}}}, "nothing can run without the bus"},
+		"twice":          {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "bus", Kind: KindController, Networks: []string{Private}}}}, "named twice"},
+		"off private":    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Outside}}}}, "every member is on the private network"},
+		"unknown net":    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private, "dmz"}}}}, `unknown network "dmz" (valid: private, outside)`},
+		"two servers":    {Topology{Members: []Member{{Name: "a", Kind: KindNATS, Networks: []string{Private}}, {Name: "b", Kind: KindNATS, Networks: []string{Private}}}}, "raises one server yet"},
+		"two controller": {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "c1", Kind: KindController, Networks: []string{Private}}, {Name: "c2", Kind: KindController, Networks: []string{Private}}}}, "one controller"},
+	} {
+		err := c.top.Check()
+		if !errors.Is(err, ErrBadTopology) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: expected ErrBadTopology naming %q, got %v", name, c.want, err)
+		}
+	}
+}
