@@ -71,6 +71,8 @@ func TestConnectRefusesWhatIsNotAModuleCredential(t *testing.T) {
 	noModule.Module = ""
 	amqp := tm.srv.Creds[sensorUser]
 	amqp.URL = "amqp://u:p@127.0.0.1:5672/mesh"
+	personOnAMQP := tm.srv.Creds[wire.PersonUser("alice")]
+	personOnAMQP.URL = "amqps://person.alice:p@127.0.0.1:5671/mesh"
 	cases := []struct {
 		what string
 		path string
@@ -79,7 +81,8 @@ func TestConnectRefusesWhatIsNotAModuleCredential(t *testing.T) {
 	}{
 		{"a bootstrap URL", write("boot", "tls://"+tm.srv.Addr()+"\n"), sdk.ErrBootstrap, ""},
 		{"a credential without module", writeCred(t, noModule), wire.ErrBadCredential, "field module is missing"},
-		{"a person's credential", tm.credFile(t, wire.PersonUser("alice")), wire.ErrBadCredential, "field principal"},
+		{"a host's credential", tm.credFile(t, wire.HostUser("node-a")), wire.ErrBadCredential, "neither a module nor a person"},
+		{"a person's credential on AMQP", writeCred(t, personOnAMQP), wire.ErrBadCredential, "a person's client speaks NATS"},
 		{"plain AMQP, nothing to pin", writeCred(t, amqp), wire.ErrBadCredential, "want amqps"},
 		{"no file", filepath.Join(dir, "absent"), os.ErrNotExist, ""},
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 // it. Its methods are safe for concurrent use.
 type Module struct {
 	node, name string
+	person     bool // a person's client: it only calls tools
 	bus        link.Transport
 	log        *slog.Logger
 	timeout    time.Duration
@@ -49,6 +51,11 @@ type Module struct {
 // is bound until the module subscribes. The connection lasts until Close:
 // when the bus goes away the module reconnects, on either bus, and goes on
 // consuming and serving.
+//
+// A person's credential connects too, on NATS, for the person's client
+// (design 25 §7: the same contract, the same code path as a module's
+// calls): such a Module calls tools (Request) and nothing else; Publish,
+// Subscribe and Handle are ErrInvalid, and Node and Name are empty.
 func Connect(ctx context.Context, credentialPath string, opts ...Option) (*Module, error) {
 	c := config{log: slog.Default(), timeout: DefaultTimeout}
 	for _, o := range opts {
@@ -62,7 +69,9 @@ func Connect(ctx context.Context, credentialPath string, opts ...Option) (*Modul
 	if err != nil {
 		return nil, err
 	}
-	adoptIdentity(cred, c.log)
+	if cred.Principal == wire.PrincipalModule {
+		adoptIdentity(cred, c.log)
+	}
 	m := newModule(cred, c)
 	m.bus, err = dial(ctx, link.Config{
 		Credential: cred,
@@ -74,7 +83,7 @@ func Connect(ctx context.Context, credentialPath string, opts ...Option) (*Modul
 	if err != nil {
 		m.stopDispatch()
 		m.cancel()
-		return nil, fmt.Errorf("connect %s on %s: %w", cred.Module, cred.Node, err)
+		return nil, fmt.Errorf("connect %s: %w", who(cred), err)
 	}
 	return m, nil
 }
@@ -84,7 +93,7 @@ func Connect(ctx context.Context, credentialPath string, opts ...Option) (*Modul
 func newModule(cred wire.Credential, c config) *Module {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Module{
-		node: cred.Node, name: cred.Module, log: c.log, timeout: c.timeout,
+		node: cred.Node, name: cred.Module, person: cred.Principal == wire.PrincipalPerson, log: c.log, timeout: c.timeout,
 		ctx: ctx, cancel: cancel, tools: map[string]bool{}, seen: newMemory(dedupMemory),
 		in: make(chan link.Delivery), handled: make(chan struct{}),
 		giveBack: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
@@ -111,10 +120,28 @@ func readCredential(path string) (wire.Credential, error) {
 	if cred.Bootstrap {
 		return wire.Credential{}, fmt.Errorf("read credential %s: %w", path, ErrBootstrap)
 	}
-	if cred.Principal != wire.PrincipalModule {
-		return wire.Credential{}, fmt.Errorf("read credential %s: %w: field principal: %q is not a module", path, wire.ErrBadCredential, cred.Principal)
+	switch {
+	case cred.Principal == wire.PrincipalModule:
+	case cred.Principal == wire.PrincipalPerson && !strings.HasPrefix(cred.URL, "amqp"):
+	case cred.Principal == wire.PrincipalPerson:
+		return wire.Credential{}, fmt.Errorf("read credential %s: %w: a person's client speaks NATS (design 25 §7), not the AMQP bus", path, wire.ErrBadCredential)
+	default:
+		return wire.Credential{}, fmt.Errorf("read credential %s: %w: field principal: %q is neither a module nor a person", path, wire.ErrBadCredential, cred.Principal)
 	}
 	return cred, nil
+}
+
+// who names the credential's principal in messages.
+func who(cred wire.Credential) string {
+	if cred.Principal == wire.PrincipalPerson {
+		return "person " + cred.Name
+	}
+	return cred.Module + " on " + cred.Node
+}
+
+// errPerson refuses what only a module does to a person's client.
+func errPerson(what string) error {
+	return fmt.Errorf("%s: %w: a person's client calls tools; it emits, consumes and serves nothing", what, ErrInvalid)
 }
 
 // binding chooses the binding by the URL's scheme.

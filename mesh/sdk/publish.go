@@ -19,6 +19,9 @@ func (m *Module) Publish(ctx context.Context, key string, body []byte, opts ...P
 	if err := m.checkOpen(); err != nil {
 		return "", err
 	}
+	if m.person {
+		return "", errPerson("publish " + key)
+	}
 	if err := wire.CheckKey(key); err != nil {
 		return "", fmt.Errorf("publish: %w: %w", ErrInvalid, err)
 	}

@@ -27,6 +27,9 @@ func (m *Module) Subscribe(pattern string, h EventHandler) error {
 	if h == nil {
 		return fmt.Errorf("subscribe %q: %w: nil handler", pattern, ErrInvalid)
 	}
+	if m.person {
+		return errPerson("subscribe " + pattern)
+	}
 	source, keys, ok := strings.Cut(pattern, ".")
 	if !ok {
 		return fmt.Errorf("subscribe %q: %w: want <module>.<key pattern>", pattern, ErrInvalid)

@@ -16,6 +16,9 @@ func (m *Module) Handle(tool string, h ToolHandler) error {
 	if h == nil {
 		return fmt.Errorf("handle %q: %w: nil handler", tool, ErrInvalid)
 	}
+	if m.person {
+		return errPerson("handle " + tool)
+	}
 	if err := wire.CheckToolName(tool); err != nil {
 		return fmt.Errorf("handle %q: %w: %w", tool, ErrInvalid, err)
 	}
