@@ -42,7 +42,7 @@ func (b *bed) runController() *runningController {
 	ctx, cancel := context.WithCancel(context.Background())
 	rc.cancel = cancel
 	go func() {
-		rc.done <- Run(ctx, b.m, b.dir, RunOptions{StartTimeout: 20 * time.Second, Logger: slog.New(slog.NewJSONHandler(rc.logs, nil))})
+		rc.done <- Run(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second, Logger: slog.New(slog.NewJSONHandler(rc.logs, nil))})
 	}()
 	eventually(t, 20*time.Second, "the controller ready", func() bool { return strings.Contains(rc.logs.String(), `"msg":"ready"`) })
 	t.Cleanup(rc.stop)
@@ -104,7 +104,7 @@ func (b *bed) statusSays(want ...string) {
 	b.t.Helper()
 	var last []string
 	eventually(b.t, 10*time.Second, "status naming "+strings.Join(want, ", "), func() bool {
-		st, err := LoadStatus(b.dir)
+		st, err := b.st.Status(context.Background())
 		if err != nil {
 			b.t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func TestTheControllerCarriesAFailingProvisionFromTheBusToStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := LoadStatus(b.dir)
+	st, err := b.st.Status(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestTheStatusFollowsARecreatedEVENTS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := LoadStatus(b.dir)
+	st, err := b.st.Status(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
