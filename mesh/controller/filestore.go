@@ -104,9 +104,29 @@ func (s *fileStore) credentialUsers() ([]string, error) {
 	return users, nil
 }
 
-// lock takes the store for one Update or Create, or gives up when ctx
-// ends first.
+// lock takes the store for one Update: within the process, and against
+// other processes through the state directory's lock file.
 func (s *fileStore) lock(ctx context.Context) (unlock func(), err error) {
+	release, err := s.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, ok, err := lockFile(ctx, s.l.Lock())
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return func() {
+		if ok {
+			f.Close() // releases the flock
+		}
+		release()
+	}, nil
+}
+
+// take takes the store within the process, or gives up when ctx ends
+// first.
+func (s *fileStore) take(ctx context.Context) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -139,11 +159,11 @@ func (s *fileStore) Update(ctx context.Context, fn func(Tx) error) error {
 // Create builds the genesis in a temporary directory inside the state
 // directory and moves it into place, secrets.json last.
 func (s *fileStore) Create(ctx context.Context, st State) error {
-	unlock, err := s.lock(ctx)
+	release, err := s.take(ctx)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer release()
 	keyPEM, err := st.check()
 	if err != nil {
 		return err
@@ -154,6 +174,18 @@ func (s *fileStore) Create(ctx context.Context, st State) error {
 	dir := s.l.Dir
 	if err := makeDir(dir, s.sync); err != nil {
 		return fileErr(err)
+	}
+	// Locked against another process now that the directory is there, and
+	// checked again under the lock.
+	f, ok, err := lockFile(ctx, s.l.Lock())
+	if err != nil {
+		return err
+	}
+	if ok {
+		defer f.Close()
+	}
+	if err := s.checkEmpty(); err != nil {
+		return err
 	}
 	if err := removeGenesisLeftovers(dir); err != nil {
 		return fileErr(err)

@@ -23,6 +23,7 @@ const (
 	StatusFile         = "status.json"
 	NATSDir            = "nats"
 	CredentialsDir     = "credentials"
+	LockFile           = ".lock"
 )
 
 // Layout names the files of a state directory: the one place they are
@@ -43,6 +44,9 @@ func (l Layout) Secrets() string { return filepath.Join(l.Dir, SecretsFile) }
 
 // Status is the controller's status.
 func (l Layout) Status() string { return filepath.Join(l.Dir, StatusFile) }
+
+// Lock is the file the file store's updates lock against each other.
+func (l Layout) Lock() string { return filepath.Join(l.Dir, LockFile) }
 
 // NATSConfig is the composed server configuration.
 func (l Layout) NATSConfig() string { return filepath.Join(l.NATS(), compose.ConfigFile) }
