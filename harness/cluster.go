@@ -16,6 +16,7 @@ import (
 	"github.com/meshbus/mesh/harness/controller"
 	"github.com/meshbus/mesh/harness/nats"
 	"github.com/meshbus/mesh/harness/owner"
+	meshctl "github.com/meshbus/mesh/mesh/controller"
 )
 
 // Networks of a cluster, as Probe and NetworkName name them.
@@ -201,7 +202,7 @@ func (c *Cluster) startNATS(ctx context.Context) error {
 	opts := append(c.s.common(RoleNATS),
 		testcontainers.WithCmd(defaults...),
 		nats.WithPoll(c.poll),
-		nats.WithConfigDir(filepath.Join(c.state, "nats")),
+		nats.WithConfigDir(meshctl.Layout{Dir: c.state}.NATS()),
 		nats.WithStoreDir(c.js),
 		network.WithNetworkName([]string{AliasNATS}, c.networks[Private]),
 		network.WithNetworkName([]string{AliasNATSOutside}, c.networks[Outside]),
