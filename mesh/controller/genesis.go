@@ -63,7 +63,7 @@ func Genesis(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Opti
 		// The nats/ just written would be taken for leftovers by the next
 		// genesis: remove it, unless the store says the genesis is there
 		// after all (a commit whose last step reported an error).
-		if _, readErr := st.Secrets(ctx); errors.Is(readErr, ErrNoGenesis) {
+		if _, readErr := st.Secrets(context.WithoutCancel(ctx)); errors.Is(readErr, ErrNoGenesis) {
 			if rmErr := os.RemoveAll(l.NATS()); rmErr != nil {
 				err = errors.Join(err, fmt.Errorf("remove the nats/ of a failed genesis: %w", rmErr))
 			}
