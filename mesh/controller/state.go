@@ -78,7 +78,7 @@ const genesisTemp = ".genesis-"
 // credentialExt ends every credential file's name.
 const credentialExt = ".json"
 
-// tempInfix marks writeAtomic's temporary files: "."+name+tempInfix+random.
+// tempInfix marks writeAtomicSync's temporary files: "."+name+tempInfix+random.
 const tempInfix = ".tmp-"
 
 // Secret is one principal's password and its bcrypt hash. The password is
@@ -105,21 +105,16 @@ func (s Secrets) marshal() []byte {
 	return append(b, '\n')
 }
 
-// writeAtomic replaces path with data through a temporary file in the same
-// directory and a rename, so that a reader (the nats container's watcher,
-// a module reading its credential) sees the old content or the new one,
-// never a torn file. It reports whether the content changed; unchanged
-// content is not rewritten.
+// writeAtomicSync replaces path with data through a temporary file in the
+// same directory and a rename, so that a reader (the nats container's
+// watcher, a module reading its credential) sees the old content or the
+// new one, never a torn file. It reports whether the content changed;
+// unchanged content is not rewritten.
 //
-// The directory is fsynced after the rename: until then the rename itself
-// may not survive a crash, and the old content (a revoked user's
-// configuration, a status already acknowledged) would come back.
-func writeAtomic(path string, data []byte, perm fs.FileMode) (bool, error) {
-	return writeAtomicSync(path, data, perm, syncDir)
-}
-
-// writeAtomicSync is writeAtomic with the directory fsync given, so that a
-// test can see when it happens.
+// The directory is fsynced after the rename, with sync (syncDir, or what a
+// test sees it through): until then the rename itself may not survive a
+// crash, and the old content (a revoked user's configuration, a status
+// already acknowledged) would come back.
 func writeAtomicSync(path string, data []byte, perm fs.FileMode, sync func(dir string) error) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
 		return false, nil
