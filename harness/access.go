@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/meshbus/mesh/harness/controller"
+	meshctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -47,7 +48,7 @@ func (c *Cluster) CredentialFile(user string) (string, error) {
 	if user == "" || user != filepath.Base(user) || strings.HasPrefix(user, ".") {
 		return "", fmt.Errorf("credential file: %q is not a user name", user)
 	}
-	return filepath.Join(c.state, "credentials", user+".json"), nil
+	return meshctl.Layout{Dir: c.state}.Credential(user), nil
 }
 
 // BusAddress is 127.0.0.1:<port> where the bus's client port is published
@@ -68,7 +69,7 @@ func (c *Cluster) BusAddress(ctx context.Context) (string, error) {
 }
 
 // StateDir is the host directory holding the controller's state (bound
-// at /var/lib/mesh): tls/, secrets.json, nats/nats.conf, credentials/.
+// at /var/lib/mesh), laid out as mesh/controller.Layout says.
 func (c *Cluster) StateDir() string { return c.state }
 
 // MeshFile is the host path of the description the cluster was raised

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
+	meshctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -150,11 +150,11 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 // issue mints a server certificate for name from the authority genesis
 // wrote into the cluster's state.
 func (c *Cluster) issue(name string) (certPEM, keyPEM []byte, fingerprint string, err error) {
-	caCert, err := os.ReadFile(filepath.Join(c.state, "tls", "ca-cert.pem"))
+	caCert, err := os.ReadFile(meshctl.Layout{Dir: c.state}.CACert())
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("read the cluster's authority: %w", err)
 	}
-	caKey, err := os.ReadFile(filepath.Join(c.state, "tls", "ca-key.pem"))
+	caKey, err := os.ReadFile(meshctl.Layout{Dir: c.state}.CAKey())
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("read the cluster's authority: %w", err)
 	}

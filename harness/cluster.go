@@ -18,6 +18,7 @@ import (
 	"github.com/meshbus/mesh/harness/nats"
 	"github.com/meshbus/mesh/harness/owner"
 	"github.com/meshbus/mesh/harness/topology"
+	meshctl "github.com/meshbus/mesh/mesh/controller"
 )
 
 // Networks of a cluster, as Probe and NetworkName name them
@@ -241,7 +242,7 @@ func (c *Cluster) startNATS(ctx context.Context, m topology.Member) error {
 	opts := append(c.s.common(RoleNATS),
 		testcontainers.WithCmd(defaults...),
 		nats.WithPoll(c.poll),
-		nats.WithConfigDir(filepath.Join(c.state, "nats")),
+		nats.WithConfigDir(meshctl.Layout{Dir: c.state}.NATS()),
 		nats.WithStoreDir(c.js),
 		network.WithNetworkName([]string{AliasNATS}, c.networks[Private]),
 		nats.WithStartupTimeout(c.readyTimeout),

@@ -2,11 +2,11 @@ package harness
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/meshbus/mesh/harness/nats"
+	meshctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -27,7 +27,7 @@ func (c *Cluster) Describe() string {
 	c.mu.Unlock()
 
 	run := c.s.id
-	credDir := filepath.Join(c.state, "credentials")
+	credDir := meshctl.Layout{Dir: c.state}.Credentials()
 	ctlCred, _ := c.CredentialFile(wire.ControllerUser)
 	monitor := "http://" + AliasNATS + ":" + strconv.Itoa(nats.MonitorPort) + "/varz"
 	filter := LabelRun + "=" + run

@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "mesh-controller status: --state is required, nothing else\n%s\n", usageLine)
 			return exitUsage
 		}
-		if err := printStatus(stdout, *stateDir, *asJSON); err != nil {
+		if err := printStatus(ctx, stdout, controller.FileStore(*stateDir), *asJSON); err != nil {
 			fmt.Fprintf(stderr, "mesh-controller status: %v\n", err)
 			return exitFailed
 		}
@@ -110,25 +110,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		opts := controller.Options{BcryptCost: cost, Logger: log}
+		st := controller.FileStore(*stateDir)
 		switch cmd {
 		case "genesis":
-			res, err := controller.Genesis(m, *stateDir, opts)
+			res, err := controller.Genesis(ctx, m, st, *stateDir, opts)
 			if err != nil {
 				return err
 			}
 			return printJSON(stdout, res)
 		case "apply":
-			res, err := controller.Apply(m, *stateDir, opts)
+			res, err := controller.Apply(ctx, m, st, *stateDir, opts)
 			if err != nil {
 				return err
 			}
 			return printJSON(stdout, res)
 		default:
-			return controller.Run(ctx, m, *stateDir, controller.RunOptions{Logger: log})
+			return controller.Run(ctx, m, st, controller.RunOptions{Logger: log})
 		}
 	}()
 	if err != nil {
-		log.Error("failed", "err", err, "drift", errors.Is(err, controller.ErrDrift))
+		log.Error("failed", "err", err, "drift", errors.Is(err, controller.ErrDrift), "store_unavailable", errors.Is(err, controller.ErrStoreUnavailable))
 		// The plain text as well: a refused description lists its entries
 		// one per line, which a JSON string makes unreadable.
 		fmt.Fprintf(stderr, "mesh-controller %s: %v\n", cmd, err)
@@ -170,14 +171,14 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
-// printStatus prints the status of a state directory: as JSON, or as a
-// line per provision its provider keeps failing, which is what a person
-// reading it needs first.
-func printStatus(w io.Writer, dir string, asJSON bool) error {
-	if _, err := controller.LoadSecrets(dir); err != nil {
-		return err // not a state directory: say so rather than print an empty status
+// printStatus prints the status held in the store: as JSON, or as a line
+// per provision its provider keeps failing, which is what a person reading
+// it needs first.
+func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSON bool) error {
+	if _, err := store.Secrets(ctx); err != nil {
+		return err // no genesis: say so rather than print an empty status
 	}
-	st, err := controller.LoadStatus(dir)
+	st, err := store.Status(ctx)
 	if err != nil {
 		return err
 	}

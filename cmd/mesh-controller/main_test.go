@@ -116,7 +116,7 @@ func TestStatus(t *testing.T) {
 		Provider: "pg", Consumer: "co", Node: "a", Class: wire.ClassUnreachable, Since: since,
 		Said: since.Add(5 * time.Minute), ReportedBy: "a", EventID: "evt-1",
 	}}}
-	if err := controller.SaveStatus(state, st); err != nil {
+	if err := controller.FileStore(state).Update(ctx, func(tx controller.Tx) error { return tx.PutStatus(ctx, st) }); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, _ := cli(t, ctx, "status", "--state", state)
@@ -195,7 +195,7 @@ func startServer(t *testing.T, meshFile, state string, port int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets, err := controller.LoadSecrets(state)
+	secrets, err := controller.FileStore(state).Secrets(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

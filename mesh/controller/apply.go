@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"bytes"
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -9,10 +11,8 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -37,121 +37,129 @@ type ApplyResult struct {
 	CredentialsWritten []string `json:"credentials_written"`
 }
 
-// Apply recomposes a state directory after the description changed: the
-// secrets of principals that still exist are kept, new principals are
-// minted, removed ones are dropped with their credential files (every
-// credential file of a user not composed, whatever the old secrets say),
-// and nats.conf is replaced atomically, only if its content changed, so
-// the nats container's watcher reloads exactly once per real change.
+// Apply recomposes the state after the description changed: the secrets
+// of principals that still exist are kept, new principals are minted,
+// removed ones are dropped with their credentials (every credential of a
+// user not composed, whatever the old secrets say), and dir's nats.conf is
+// replaced atomically, only if its content changed, so the nats
+// container's watcher reloads exactly once per real change.
 //
-// The writes are ordered so that an interrupted apply is finished by
-// running it again: secrets first, then credentials, nats.conf last (the
-// one that makes the change live).
-func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
+// The store's writes are one Update, made in an order that an interrupted
+// apply is finished by running it again (a file store may be left with
+// only the first of them done): the declaration key where a state from
+// before signed declarations lacks it, the secrets, the credentials, the
+// revocations; then nats.conf, last, since it makes the change live.
+func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Options) (ApplyResult, error) {
 	o = o.withDefaults()
 	l := Layout{dir}
-	old, err := LoadSecrets(dir)
-	if err != nil {
-		return ApplyResult{}, err
-	}
-	certPEM, err := os.ReadFile(l.ServerCert())
-	if err != nil {
-		return ApplyResult{}, fmt.Errorf("%w: %v", ErrNoGenesis, err)
-	}
-	if err := checkCertNames(certPEM, m.Bus.Names); err != nil {
-		return ApplyResult{}, err
-	}
-	fp, err := pki.Fingerprint(certPEM)
-	if err != nil {
-		return ApplyResult{}, err
-	}
-
-	declKey, minted, err := ensureDeclarationKey(dir)
-	if err != nil {
-		return ApplyResult{}, err
-	}
-	if minted {
-		o.Logger.Info("declaration key minted", "path", l.DeclarationKey())
-	}
-
 	res := ApplyResult{Added: []string{}, Removed: []string{}, CredentialsWritten: []string{}}
-	principals := compose.Principals(m)
-	secrets := Secrets{}
-	for _, p := range principals {
-		if sec, ok := old[p.User]; ok {
-			secrets[p.User] = sec
-			continue
-		}
-		sec, err := mintSecret(o.BcryptCost)
+	var conf []byte
+	minted := false
+	err := st.Update(ctx, func(tx Tx) error {
+		old, err := tx.Secrets(ctx)
 		if err != nil {
-			return ApplyResult{}, err
+			return err
 		}
-		secrets[p.User] = sec
-		res.Added = append(res.Added, p.User)
-	}
-	// Removals are derived from what is on disk as well as from the old
-	// secrets: an apply interrupted after it wrote the secrets has already
-	// forgotten a revoked user's secret, but not yet removed its
-	// credential file.
-	onDisk, stale, err := credentialFiles(l)
-	if err != nil {
-		return ApplyResult{}, err
-	}
-	for _, u := range slices.Sorted(maps.Keys(old)) {
-		if _, ok := secrets[u]; !ok {
-			res.Removed = append(res.Removed, u)
+		certPEM, err := os.ReadFile(l.ServerCert())
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrNoGenesis, err)
 		}
-	}
-	for _, u := range onDisk {
-		if _, ok := secrets[u]; !ok && !slices.Contains(res.Removed, u) {
-			res.Removed = append(res.Removed, u)
+		if err := checkCertNames(certPEM, m.Bus.Names); err != nil {
+			return err
 		}
-	}
-	slices.Sort(res.Removed)
-	conf, err := composeConfig(m, secrets, o)
-	if err != nil {
-		return ApplyResult{}, err
-	}
-	if err := checkReloadable(l.NATSConfig(), conf); err != nil {
-		return ApplyResult{}, err
-	}
-	docs := map[string][]byte{}
-	for _, p := range principals {
-		if docs[p.User], err = credentialDoc(m, p, secrets[p.User], fp, declKey); err != nil {
-			return ApplyResult{}, err
+		fp, err := pki.Fingerprint(certPEM)
+		if err != nil {
+			return err
 		}
-	}
+		declKey, err := tx.DeclarationKey(ctx)
+		if errors.Is(err, ErrNotFound) {
+			// A state raised before declarations were signed.
+			if declKey, err = newDeclarationKey(); err == nil {
+				err = tx.PutDeclarationKey(ctx, declKey)
+				minted = err == nil
+			}
+		}
+		if err != nil {
+			return err
+		}
 
-	// Everything is composed and checked; only now is anything written.
-	if _, err := writeAtomicSync(l.Secrets(), secrets.marshal(), 0o600, o.syncDir); err != nil {
+		principals := compose.Principals(m)
+		secrets := Secrets{}
+		for _, p := range principals {
+			if sec, ok := old[p.User]; ok {
+				secrets[p.User] = sec
+				continue
+			}
+			sec, err := mintSecret(o.BcryptCost)
+			if err != nil {
+				return err
+			}
+			secrets[p.User] = sec
+			res.Added = append(res.Added, p.User)
+		}
+		// Removals are derived from the credentials held as well as from
+		// the old secrets: an apply interrupted after it wrote the secrets
+		// has already forgotten a revoked user's secret, but not yet its
+		// credential.
+		held, err := tx.Credentials(ctx)
+		if err != nil {
+			return err
+		}
+		for _, u := range slices.Sorted(maps.Keys(old)) {
+			if _, ok := secrets[u]; !ok {
+				res.Removed = append(res.Removed, u)
+			}
+		}
+		for _, u := range held {
+			if _, ok := secrets[u]; !ok && !slices.Contains(res.Removed, u) {
+				res.Removed = append(res.Removed, u)
+			}
+		}
+		slices.Sort(res.Removed)
+		if conf, err = composeConfig(m, secrets, o); err != nil {
+			return err
+		}
+		if err := checkReloadable(l.NATSConfig(), conf); err != nil {
+			return err
+		}
+		docs := map[string][]byte{}
+		for _, p := range principals {
+			if docs[p.User], err = credentialDoc(m, p, secrets[p.User], fp, declKey); err != nil {
+				return err
+			}
+		}
+
+		// Everything is composed and checked; only now is anything written.
+		if err := tx.PutSecrets(ctx, secrets); err != nil {
+			return err
+		}
+		for _, p := range principals {
+			was, err := tx.Credential(ctx, p.User)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			if !bytes.Equal(was, docs[p.User]) {
+				res.CredentialsWritten = append(res.CredentialsWritten, p.User)
+			}
+			// Put even when unchanged (a store does not rewrite what it
+			// holds): the put is what lets a file store clear the
+			// leftovers of interrupted writes.
+			if err := tx.PutCredential(ctx, p.User, docs[p.User]); err != nil {
+				return err
+			}
+		}
+		for _, u := range res.Removed {
+			if err := tx.DeleteCredential(ctx, u); err != nil {
+				return fmt.Errorf("revoke %s: %w", u, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return res, err
 	}
-	for _, p := range principals {
-		changed, err := writeAtomicSync(l.Credential(p.User), docs[p.User], 0o600, o.syncDir)
-		if err != nil {
-			return res, err
-		}
-		if changed {
-			res.CredentialsWritten = append(res.CredentialsWritten, p.User)
-		}
-	}
-	for _, u := range res.Removed {
-		if err := os.Remove(l.Credential(u)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return res, fmt.Errorf("revoke %s: %w", u, err)
-		}
-	}
-	// A write interrupted before its rename leaves its temporary file,
-	// a credential and so a password, behind.
-	for _, p := range stale {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return res, fmt.Errorf("remove the leftover of an interrupted write: %w", err)
-		}
-		o.Logger.Info("leftover of an interrupted write removed", "file", filepath.Base(p))
-	}
-	if len(res.Removed)+len(stale) > 0 {
-		if err := o.syncDir(filepath.Join(l.Dir, CredentialsDir)); err != nil {
-			return res, fmt.Errorf("revoke: %w", err)
-		}
+	if minted {
+		o.Logger.Info("declaration key minted")
 	}
 	if res.ConfigChanged, err = writeAtomicSync(l.NATSConfig(), conf, 0o644, o.syncDir); err != nil {
 		return res, err
@@ -164,30 +172,6 @@ func Apply(m *meshdesc.Mesh, dir string, o Options) (ApplyResult, error) {
 	}
 	o.Logger.Info("applied", "dir", dir, "added", len(res.Added), "removed", len(res.Removed), "config_changed", res.ConfigChanged)
 	return res, nil
-}
-
-// credentialFiles lists the users that have a credential file in the
-// state directory, and the temporary files interrupted writes left there.
-func credentialFiles(l Layout) (users, stale []string, err error) {
-	dir := filepath.Join(l.Dir, CredentialsDir)
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("list credentials: %w", err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case !e.Type().IsRegular():
-		case strings.HasPrefix(name, ".") && strings.Contains(name, tempInfix):
-			stale = append(stale, filepath.Join(dir, name))
-		case strings.HasSuffix(name, credentialExt) && !strings.HasPrefix(name, "."):
-			users = append(users, strings.TrimSuffix(name, credentialExt))
-		}
-	}
-	return users, stale, nil
 }
 
 // checkCertNames refuses bus names the server certificate does not carry:

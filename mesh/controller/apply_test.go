@@ -27,12 +27,12 @@ func edit(t *testing.T, m *meshdesc.Mesh) *meshdesc.Mesh {
 func TestApplyAddsAndRemovesUsers(t *testing.T) {
 	b := newBed(t, sampleMesh(t))
 	l := Layout{b.dir}
-	before, _ := LoadSecrets(b.dir)
+	before, _ := b.st.Secrets(ctxT(t))
 	confBefore, _ := os.ReadFile(l.NATSConfig())
 	stBefore, _ := os.Stat(l.NATSConfig())
 
 	m2 := edit(t, b.m)
-	res, err := Apply(m2, b.dir, b.opts)
+	res, err := Apply(ctxT(t), m2, b.st, b.dir, b.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestApplyAddsAndRemovesUsers(t *testing.T) {
 	if !slices.Equal(res.Added, []string{carol}) || !slices.Equal(res.Removed, []string{tok}) || !res.ConfigChanged {
 		t.Fatalf("expected +%s -%s and a new nats.conf, got %+v", carol, tok, res)
 	}
-	after, _ := LoadSecrets(b.dir)
+	after, _ := b.st.Secrets(ctxT(t))
 	for u, sec := range before {
 		if u == tok {
 			continue
@@ -76,7 +76,7 @@ func TestApplyAddsAndRemovesUsers(t *testing.T) {
 	}
 
 	// The same description again changes nothing, not even the file.
-	res, err = Apply(m2, b.dir, b.opts)
+	res, err = Apply(ctxT(t), m2, b.st, b.dir, b.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestApplyIsLiveAfterReload(t *testing.T) {
 	nc.Close()
 	tokCred := b.credential(tok)
 
-	if _, err := Apply(edit(t, b.m), b.dir, b.opts); err != nil {
+	if _, err := Apply(ctxT(t), edit(t, b.m), b.st, b.dir, b.opts); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.srv.Reload(); err != nil {
@@ -124,15 +124,16 @@ func TestApplyRefusesWhatCannotReload(t *testing.T) {
 	b := newBed(t, sampleMesh(t))
 	m2 := *b.m
 	m2.Bus.Names = append(slices.Clone(b.m.Bus.Names), "nats-elsewhere")
-	if _, err := Apply(revalidate(t, &m2), b.dir, b.opts); !errors.Is(err, ErrNotReloadable) || !strings.Contains(err.Error(), "nats-elsewhere") {
+	if _, err := Apply(ctxT(t), revalidate(t, &m2), b.st, b.dir, b.opts); !errors.Is(err, ErrNotReloadable) || !strings.Contains(err.Error(), "nats-elsewhere") {
 		t.Fatalf("expected ErrNotReloadable naming the new bus name, got %v", err)
 	}
 	o := b.opts
 	o.Server.Listen = "127.0.0.1:1"
-	if _, err := Apply(b.m, b.dir, o); !errors.Is(err, ErrNotReloadable) || !strings.Contains(err.Error(), "listen") {
+	if _, err := Apply(ctxT(t), b.m, b.st, b.dir, o); !errors.Is(err, ErrNotReloadable) || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("expected ErrNotReloadable naming listen, got %v", err)
 	}
-	if _, err := Apply(b.m, t.TempDir(), b.opts); !errors.Is(err, ErrNoGenesis) {
+	empty := t.TempDir()
+	if _, err := Apply(ctxT(t), b.m, FileStore(empty), empty, b.opts); !errors.Is(err, ErrNoGenesis) {
 		t.Fatalf("expected ErrNoGenesis on an empty directory, got %v", err)
 	}
 }
@@ -150,7 +151,7 @@ func TestAnInterruptedApplyIsFinishedByTheNext(t *testing.T) {
 	carol, tok := wire.PersonUser("carol"), wire.EnrolUser("tok-node-c")
 
 	// The state as the interrupted apply left it.
-	secrets, err := LoadSecrets(b.dir)
+	secrets, err := b.st.Secrets(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,8 @@ func TestAnInterruptedApplyIsFinishedByTheNext(t *testing.T) {
 	var synced syncLog
 	o := b.opts
 	o.syncDir = synced.sync
-	res, err := Apply(m2, b.dir, o)
+	b.st.sync = synced.sync
+	res, err := Apply(ctxT(t), m2, b.st, b.dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +189,7 @@ func TestAnInterruptedApplyIsFinishedByTheNext(t *testing.T) {
 	if c := b.credential(carol); c.Password() != secrets[carol].Password {
 		t.Errorf("carol's credential does not carry the secret the interrupted apply minted")
 	}
-	after, _ := LoadSecrets(b.dir)
+	after, _ := b.st.Secrets(ctxT(t))
 	if !reflect.DeepEqual(after, secrets) {
 		t.Errorf("secrets changed by the apply that finished the interrupted one")
 	}

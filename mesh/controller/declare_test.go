@@ -24,7 +24,7 @@ func guarded(t *testing.T) (*bed, routed, ed25519.PublicKey) {
 	if _, err := b.assert(js); err != nil {
 		t.Fatal(err)
 	}
-	key, err := LoadDeclarationKey(b.dir)
+	key, err := b.st.DeclarationKey(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestAStaleOrForeignDeclarationIsReplacedOnStart(t *testing.T) {
 	if _, err := js.of(wire.StreamNodes).PublishMsg(ctxT(t), msg); err != nil {
 		t.Fatal(err)
 	}
-	key, err := LoadDeclarationKey(b.dir)
+	key, err := b.st.DeclarationKey(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,21 +12,31 @@ import (
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// statusRetry is how long a delivery the status could not be saved for
-// waits before it is delivered again.
-const statusRetry = time.Second
+// statusRetry is how long a delivery whose status the store refused waits
+// before it is delivered again; a store unavailable is waited for longer
+// each time, up to statusRetryMax, so that a store away for long is not
+// asked every second.
+const (
+	statusRetry    = time.Second
+	statusRetryMax = 15 * time.Second
+)
 
-// ackTimeout bounds the wait for the server to confirm an ack.
-const ackTimeout = 5 * time.Second
+// ackTimeout bounds the wait for the server to confirm an ack, and
+// saveTimeout the wait for the store to take a status.
+const (
+	ackTimeout  = 5 * time.Second
+	saveTimeout = 5 * time.Second
+)
 
 // FollowStatus starts folding the provisioner events of EVENTS into the
-// status of the state directory dir, through the controller's consumer
+// status held in st, through the controller's consumer
 // (wire.StatusConsumer), and returns once the consumer is bound; stop
 // ends it and waits for the delivery in hand. Each delivery is saved
 // before it is acknowledged: a controller stopped between the two is
 // handed the event again and recognises it by its sequence, so nothing is
 // lost and nothing applied twice. A delivery whose status cannot be saved
-// is asked again after statusRetry; an event that cannot be read is logged
+// is asked again later (sooner when the store refused it, later each time
+// while the store is unavailable); an event that cannot be read is logged
 // and terminated, since reading it again will not help.
 //
 // An EVENTS deleted and created again numbers its events from 1, below
@@ -34,11 +45,11 @@ const ackTimeout = 5 * time.Second
 // one from its start. (A stream recreated under a running controller takes
 // the controller's consumer with it; the controller asserts the consumer,
 // and so follows the new stream, when it starts again.)
-func FollowStatus(ctx context.Context, js jetstream.JetStream, dir string, log *slog.Logger) (stop func(), err error) {
+func FollowStatus(ctx context.Context, js jetstream.JetStream, st Store, log *slog.Logger) (stop func(), err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	st, err := LoadStatus(dir)
+	status, err := st.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -47,23 +58,24 @@ func FollowStatus(ctx context.Context, js jetstream.JetStream, dir string, log *
 		return nil, fmt.Errorf("read stream %s: %w", wire.StreamEvents, err)
 	}
 	info := stream.CachedInfo()
-	if changed, why := st.Rebase(info.Created, info.State.LastSeq); changed {
+	if changed, why := status.Rebase(info.Created, info.State.LastSeq); changed {
 		if why != "" {
 			log.Warn("EVENTS is not the stream the status was folded from; folding it from its start", "why", why)
 		}
-		if err := SaveStatus(dir, st); err != nil {
-			return nil, err
+		if err := st.Update(ctx, func(tx Tx) error { return tx.PutStatus(ctx, status) }); err != nil {
+			return nil, fmt.Errorf("save status: %w", err)
 		}
 	}
 	cons, err := stream.Consumer(ctx, wire.StatusConsumer)
 	if err != nil {
 		return nil, fmt.Errorf("bind consumer %s on %s: %w", wire.StatusConsumer, wire.StreamEvents, err)
 	}
-	// Consume calls the handler for one message at a time, so st needs no
+	// The deliveries are saved after the caller's ctx served to bind: it
+	// may end first.
+	f := &follower{ctx: context.WithoutCancel(ctx), store: st, status: status, log: log}
+	// Consume calls the handler for one message at a time, so f needs no
 	// lock.
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		st = foldDelivery(dir, st, msg, log)
-	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	cc, err := cons.Consume(f.fold, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		log.Warn("status consumer", "err", err)
 	}))
 	if err != nil {
@@ -75,40 +87,66 @@ func FollowStatus(ctx context.Context, js jetstream.JetStream, dir string, log *
 	}, nil
 }
 
-// foldDelivery applies one delivery to st, saves the result and settles
-// the delivery. It returns the status the next delivery applies to: the new
-// one once saved, st unchanged when saving failed and the delivery will
-// come again.
-func foldDelivery(dir string, st Status, msg jetstream.Msg, log *slog.Logger) Status {
+// follower folds one delivery at a time into the status it holds, which
+// is the status the store holds.
+type follower struct {
+	ctx    context.Context
+	store  Store
+	status Status
+	log    *slog.Logger
+	// away is how long the next delivery is held while the store is
+	// unavailable; zero until it is.
+	away time.Duration
+}
+
+// fold applies one delivery to the status, saves the result and settles
+// the delivery. Unsaved, the status stays as it was and the delivery is
+// asked again: nothing is acknowledged that is not in the store.
+func (f *follower) fold(msg jetstream.Msg) {
+	log := f.log
 	meta, err := msg.Metadata()
 	if err != nil {
 		log.Error("status delivery without metadata; terminated", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
-		return st
+		return
 	}
 	seq := meta.Sequence.Stream
-	next := st.clone()
+	next := f.status.clone()
 	changed, applyErr := next.Apply(seq, msg.Subject(), msg.Headers(), msg.Data())
-	if next.Through == st.Through {
+	if next.Through == f.status.Through {
 		// A redelivery of what is already saved.
 		ackStatus(msg, log)
-		return st
+		return
 	}
-	if err := SaveStatus(dir, next); err != nil {
-		log.Error("status not saved; the event will come again", "seq", seq, "err", err)
-		_ = msg.NakWithDelay(statusRetry)
-		return st
+	if err := f.save(next); err != nil {
+		delay := statusRetry
+		if errors.Is(err, ErrStoreUnavailable) {
+			f.away = min(max(2*f.away, statusRetry), statusRetryMax)
+			delay = f.away
+			log.Warn("status not saved: the store is unavailable; the event is held and comes again", "seq", seq, "delay", delay, "err", err)
+		} else {
+			log.Error("status not saved; the event will come again", "seq", seq, "delay", delay, "err", err)
+		}
+		_ = msg.NakWithDelay(delay)
+		return
 	}
+	f.away = 0
+	f.status = next
 	if applyErr != nil { // ErrBadStatusEvent: its sequence is passed and saved
 		log.Warn("provisioner event refused; terminated", "seq", seq, "err", applyErr)
 		_ = msg.Term()
-		return next
+		return
 	}
 	if changed {
 		log.Info("status changed", "seq", seq, "subject", msg.Subject(), "failing", len(next.Failing))
 	}
 	ackStatus(msg, log)
-	return next
+}
+
+func (f *follower) save(s Status) error {
+	ctx, cancel := context.WithTimeout(f.ctx, saveTimeout)
+	defer cancel()
+	return f.store.Update(ctx, func(tx Tx) error { return tx.PutStatus(ctx, s) })
 }
 
 // ackStatus acknowledges and waits for the server to confirm it, so that a

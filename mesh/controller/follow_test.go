@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,13 +38,20 @@ type runningController struct {
 }
 
 func (b *bed) runController() *runningController {
+	b.t.Helper()
+	return b.runControllerOn(b.st)
+}
+
+// runControllerOn runs the controller on another store than the bed's
+// own (one that can be taken away).
+func (b *bed) runControllerOn(st Store) *runningController {
 	t := b.t
 	t.Helper()
 	rc := &runningController{logs: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	rc.cancel = cancel
 	go func() {
-		rc.done <- Run(ctx, b.m, b.dir, RunOptions{StartTimeout: 20 * time.Second, Logger: slog.New(slog.NewJSONHandler(rc.logs, nil))})
+		rc.done <- Run(ctx, b.m, st, RunOptions{StartTimeout: 20 * time.Second, Logger: slog.New(slog.NewJSONHandler(rc.logs, nil))})
 	}()
 	eventually(t, 20*time.Second, "the controller ready", func() bool { return strings.Contains(rc.logs.String(), `"msg":"ready"`) })
 	t.Cleanup(rc.stop)
@@ -104,7 +113,7 @@ func (b *bed) statusSays(want ...string) {
 	b.t.Helper()
 	var last []string
 	eventually(b.t, 10*time.Second, "status naming "+strings.Join(want, ", "), func() bool {
-		st, err := LoadStatus(b.dir)
+		st, err := b.st.Status(context.Background())
 		if err != nil {
 			b.t.Fatal(err)
 		}
@@ -138,7 +147,7 @@ func TestTheControllerCarriesAFailingProvisionFromTheBusToStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := LoadStatus(b.dir)
+	st, err := b.st.Status(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +215,59 @@ func TestTheStatusFollowsARecreatedEVENTS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := LoadStatus(b.dir)
+	st, err := b.st.Status(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ci := info.CachedInfo(); st.Through != ci.State.LastSeq || !st.EventsCreated.Equal(ci.Created) {
 		t.Fatalf("status through %d of EVENTS created %s; the stream ends at %d, created %s", st.Through, st.EventsCreated, ci.State.LastSeq, ci.Created)
 	}
+}
+
+// awayFiles is the bed's store, taken away at will: while away, every
+// update fails as a database stopped would.
+type awayFiles struct {
+	Store
+	away atomic.Bool
+}
+
+func (s *awayFiles) Update(ctx context.Context, fn func(Tx) error) error {
+	if s.away.Load() {
+		return fmt.Errorf("save: %w: the test took it away", ErrStoreUnavailable)
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// TestAStoreAwayLosesNoEvent is the status fold against a real server with
+// its store away: the word is held (nak'd with a delay, redelivered), never
+// acknowledged while unsaved, and named once the store is back.
+func TestAStoreAwayLosesNoEvent(t *testing.T) {
+	b := newBed(t, providerMesh(t))
+	b.start()
+	st := &awayFiles{Store: b.st}
+	ctl := b.runControllerOn(st)
+	pg := b.provider()
+
+	st.away.Store(true)
+	pg.failing("logger", "node-b", wire.ClassTimeout)
+	eventually(t, 10*time.Second, "the store's absence logged twice", func() bool {
+		return strings.Count(ctl.logs.String(), "the store is unavailable") >= 2
+	})
+	cons, err := b.js().Consumer(ctxT(t), wire.StreamEvents, wire.StatusConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci := cons.CachedInfo(); ci.AckFloor.Stream != 0 || ci.NumRedelivered == 0 && ci.NumAckPending == 0 {
+		t.Fatalf("while the store is away: expected the word held, unacknowledged; ack floor %d, ack pending %d, redelivered %d",
+			ci.AckFloor.Stream, ci.NumAckPending, ci.NumRedelivered)
+	}
+	if s, err := b.st.Status(ctxT(t)); err != nil || len(s.Failing) != 0 {
+		t.Fatalf("the store changed while away: %+v (%v)", s, err)
+	}
+	st.away.Store(false)
+	b.statusSays("pg/node-b/logger:timeout")
+	eventually(t, 10*time.Second, "the word acknowledged", func() bool {
+		ci, err := cons.Info(ctxT(t))
+		return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
+	})
 }

@@ -1,11 +1,11 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -20,165 +20,138 @@ type GenesisResult struct {
 	Fingerprint string `json:"fingerprint"`
 }
 
-// file is one file of the state directory, relative to it.
-type file struct {
-	path string
-	data []byte
-	perm fs.FileMode
-}
+// serverFiles are what the nats container reads: they stay files in the
+// state directory's nats/, whichever store holds the rest.
+type serverFiles struct{ cert, key, conf []byte }
 
-// Genesis raises a mesh's state from nothing into dir: the authority and
-// the server certificate for every bus name, a minted password per
-// principal, the composed nats.conf and each principal's credential.
-// Everything is built in memory first and written into a temporary
-// directory inside dir, then renamed into place, secrets.json last: a
-// failure leaves no partial state, and secrets.json present means a
-// genesis completed. A dir that already holds one is refused with
-// ErrGenesisExists.
-func Genesis(m *meshdesc.Mesh, dir string, o Options) (GenesisResult, error) {
+// Genesis raises a mesh's state from nothing: the authority and the server
+// certificate for every bus name, a minted password per principal, the
+// composed nats.conf and each principal's credential. Everything is built
+// in memory first. The server's files are written into dir's nats/
+// through a temporary directory and a rename, then the rest goes into the
+// store in one Create, whose success marks the genesis complete: a failure
+// leaves no partial genesis. A store that already holds one, or a nats/
+// without a genesis in the store, is refused with ErrGenesisExists.
+func Genesis(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Options) (GenesisResult, error) {
 	o = o.withDefaults()
-	if err := checkEmpty(dir); err != nil {
-		return GenesisResult{}, err
+	l := Layout{dir}
+	if _, err := st.Secrets(ctx); err == nil {
+		return GenesisResult{}, fmt.Errorf("%w: the store holds its secrets; use apply to change an existing mesh", ErrGenesisExists)
+	} else if !errors.Is(err, ErrNoGenesis) {
+		return GenesisResult{}, fmt.Errorf("inspect the store: %w", err)
 	}
-	files, res, err := genesisFiles(m, o)
+	if _, err := os.Stat(l.NATS()); err == nil {
+		return GenesisResult{}, fmt.Errorf("%w: %s exists, but the store holds no genesis (the leftovers of an interrupted genesis?); remove it or use another directory",
+			ErrGenesisExists, l.NATS())
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return GenesisResult{}, fmt.Errorf("inspect state directory: %w", err)
+	}
+	state, server, res, err := genesisState(m, o)
 	if err != nil {
 		return GenesisResult{}, err
 	}
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return GenesisResult{}, fmt.Errorf("create state directory: %w", err)
+	if err := makeDir(dir, o.syncDir); err != nil {
+		return GenesisResult{}, err
 	}
-	if errors.Is(statErr, fs.ErrNotExist) {
-		// A directory just made is an entry of its parent's.
-		if err := o.syncDir(filepath.Dir(dir)); err != nil {
-			return GenesisResult{}, fmt.Errorf("create state directory: %w", err)
-		}
+	if err := removeGenesisLeftovers(dir); err != nil {
+		return GenesisResult{}, err
 	}
-	// A genesis killed mid-way leaves its temporary directory (with
-	// secrets in it) behind; nothing else uses the name.
-	if stale, _ := filepath.Glob(filepath.Join(dir, ".genesis-*")); len(stale) > 0 {
-		for _, p := range stale {
-			if err := os.RemoveAll(p); err != nil {
-				return GenesisResult{}, fmt.Errorf("remove leftovers of an interrupted genesis: %w", err)
+	if err := writeServerFiles(l, server, o.syncDir); err != nil {
+		return GenesisResult{}, err
+	}
+	if err := st.Create(ctx, state); err != nil {
+		// The nats/ just written would be taken for leftovers by the next
+		// genesis: remove it, unless the store says the genesis is there
+		// after all (a commit whose last step reported an error).
+		if _, readErr := st.Secrets(context.WithoutCancel(ctx)); errors.Is(readErr, ErrNoGenesis) {
+			if rmErr := os.RemoveAll(l.NATS()); rmErr != nil {
+				err = errors.Join(err, fmt.Errorf("remove the nats/ of a failed genesis: %w", rmErr))
 			}
 		}
-	}
-	tmp, err := os.MkdirTemp(dir, ".genesis-")
-	if err != nil {
-		return GenesisResult{}, fmt.Errorf("create state directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	for _, d := range []struct {
-		name string
-		perm fs.FileMode
-	}{{TLSDir, 0o700}, {CredentialsDir, 0o700}, {NATSDir, 0o755}} {
-		if err := os.Mkdir(filepath.Join(tmp, d.name), d.perm); err != nil {
-			return GenesisResult{}, fmt.Errorf("write genesis: %w", err)
-		}
-	}
-	for _, f := range files {
-		if err := writeSynced(filepath.Join(tmp, f.path), f.data, f.perm); err != nil {
-			return GenesisResult{}, fmt.Errorf("write genesis: %w", err)
-		}
-	}
-	// The files are fsynced; their directories' entries are made durable
-	// too before anything is moved, and every move before secrets.json's,
-	// so that after a crash secrets.json present still means a completed
-	// genesis.
-	subdirs := []string{TLSDir, NATSDir, CredentialsDir}
-	for _, name := range subdirs {
-		if err := o.syncDir(filepath.Join(tmp, name)); err != nil {
-			return GenesisResult{}, fmt.Errorf("write genesis: %w", err)
-		}
-	}
-	for _, name := range subdirs {
-		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
-			return GenesisResult{}, fmt.Errorf("move genesis into place: %w", err)
-		}
-	}
-	if err := o.syncDir(dir); err != nil {
-		return GenesisResult{}, fmt.Errorf("move genesis into place: %w", err)
-	}
-	// secrets.json last: it is what marks a completed genesis.
-	if err := os.Rename(filepath.Join(tmp, SecretsFile), filepath.Join(dir, SecretsFile)); err != nil {
-		return GenesisResult{}, fmt.Errorf("move genesis into place: %w", err)
-	}
-	if err := o.syncDir(dir); err != nil {
-		return GenesisResult{}, fmt.Errorf("move genesis into place: %w", err)
+		return GenesisResult{}, err
 	}
 	o.Logger.Info("genesis", "dir", dir, "users", len(res.Users), "fingerprint", res.Fingerprint)
 	return res, nil
 }
 
-// checkEmpty refuses a directory holding a genesis, or the leftovers of
-// one, so that genesis never overwrites secrets already issued.
-func checkEmpty(dir string) error {
-	if _, err := os.Stat(Layout{dir}.Secrets()); err == nil {
-		return fmt.Errorf("%w: %s exists; use apply to change an existing mesh", ErrGenesisExists, Layout{dir}.Secrets())
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("inspect state directory: %w", err)
+// writeServerFiles writes nats/ into a temporary directory inside the
+// state directory, makes it durable and renames it into place.
+func writeServerFiles(l Layout, f serverFiles, sync func(string) error) error {
+	tmp, err := os.MkdirTemp(l.Dir, genesisTemp)
+	if err != nil {
+		return fmt.Errorf("write genesis: %w", err)
 	}
-	for _, name := range []string{TLSDir, NATSDir, CredentialsDir} {
-		p := filepath.Join(dir, name)
-		if _, err := os.Stat(p); err == nil {
-			return fmt.Errorf("%w: %s exists without %s (the leftovers of an interrupted genesis?); remove it or use another directory",
-				ErrGenesisExists, p, SecretsFile)
+	defer os.RemoveAll(tmp)
+	t := Layout{tmp}
+	if err := os.Mkdir(t.NATS(), 0o755); err != nil {
+		return fmt.Errorf("write genesis: %w", err)
+	}
+	for _, w := range []fileOp{
+		{path: t.ServerCert(), data: f.cert, perm: 0o644},
+		{path: t.ServerKey(), data: f.key, perm: 0o600},
+		{path: t.NATSConfig(), data: f.conf, perm: 0o644},
+	} {
+		if err := writeSynced(w.path, w.data, w.perm); err != nil {
+			return fmt.Errorf("write genesis: %w", err)
 		}
+	}
+	if err := sync(t.NATS()); err != nil {
+		return fmt.Errorf("write genesis: %w", err)
+	}
+	if err := os.Rename(t.NATS(), l.NATS()); err != nil {
+		return fmt.Errorf("move genesis into place: %w", err)
+	}
+	if err := sync(l.Dir); err != nil {
+		return fmt.Errorf("move genesis into place: %w", err)
 	}
 	return nil
 }
 
-// genesisFiles mints everything genesis writes, in memory.
-func genesisFiles(m *meshdesc.Mesh, o Options) ([]file, GenesisResult, error) {
+// genesisState mints everything genesis writes, in memory.
+func genesisState(m *meshdesc.Mesh, o Options) (State, serverFiles, GenesisResult, error) {
+	fail := func(err error) (State, serverFiles, GenesisResult, error) {
+		return State{}, serverFiles{}, GenesisResult{}, err
+	}
 	now := o.Now()
 	ca, err := pki.NewCA(m.Name+" mesh authority", now)
 	if err != nil {
-		return nil, GenesisResult{}, err
+		return fail(err)
 	}
 	certPEM, keyPEM, err := ca.IssueServer(m.Bus.Names, now)
 	if err != nil {
-		return nil, GenesisResult{}, err
+		return fail(err)
 	}
 	fp, err := pki.Fingerprint(certPEM)
 	if err != nil {
-		return nil, GenesisResult{}, err
+		return fail(err)
 	}
-	declKey, declPEM, err := newDeclarationKey()
+	declKey, err := newDeclarationKey()
 	if err != nil {
-		return nil, GenesisResult{}, err
+		return fail(err)
 	}
 	principals := compose.Principals(m)
-	secrets := Secrets{}
+	state := State{Secrets: Secrets{}, Authority: ca, DeclarationKey: declKey, Credentials: map[string][]byte{}}
 	res := GenesisResult{Fingerprint: fp}
 	for _, p := range principals {
 		sec, err := mintSecret(o.BcryptCost)
 		if err != nil {
-			return nil, GenesisResult{}, err
+			return fail(err)
 		}
-		secrets[p.User] = sec
+		state.Secrets[p.User] = sec
 		res.Users = append(res.Users, p.User)
 	}
-	conf, err := composeConfig(m, secrets, o)
+	conf, err := composeConfig(m, state.Secrets, o)
 	if err != nil {
-		return nil, GenesisResult{}, err
-	}
-	files := []file{
-		{filepath.Join(TLSDir, CACertFile), ca.CertPEM, 0o644},
-		{filepath.Join(TLSDir, CAKeyFile), ca.KeyPEM, 0o600},
-		{filepath.Join(TLSDir, DeclarationKeyFile), declPEM, 0o600},
-		{filepath.Join(NATSDir, compose.CertFile), certPEM, 0o644},
-		{filepath.Join(NATSDir, compose.KeyFile), keyPEM, 0o600},
-		{filepath.Join(NATSDir, compose.ConfigFile), conf, 0o644},
-		{SecretsFile, secrets.marshal(), 0o600},
+		return fail(err)
 	}
 	for _, p := range principals {
-		doc, err := credentialDoc(m, p, secrets[p.User], fp, declKey)
+		doc, err := credentialDoc(m, p, state.Secrets[p.User], fp, declKey)
 		if err != nil {
-			return nil, GenesisResult{}, err
+			return fail(err)
 		}
-		files = append(files, file{filepath.Join(CredentialsDir, p.User+".json"), doc, 0o600})
+		state.Credentials[p.User] = doc
 	}
-	return files, res, nil
+	return state, serverFiles{cert: certPEM, key: keyPEM, conf: conf}, res, nil
 }
 
 // writeSynced writes a new file and fsyncs it, so that the renames that

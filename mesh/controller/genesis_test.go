@@ -22,7 +22,7 @@ import (
 func TestGenesisWritesTheState(t *testing.T) {
 	m := sampleMesh(t)
 	dir := filepath.Join(t.TempDir(), "state")
-	res, err := Genesis(m, dir, Options{BcryptCost: bcrypt.MinCost})
+	res, err := Genesis(ctxT(t), m, FileStore(dir), dir, Options{BcryptCost: bcrypt.MinCost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestGenesisWritesTheState(t *testing.T) {
 		t.Errorf("server certificate not signed by the written authority: %v", err)
 	}
 
-	secrets, err := LoadSecrets(dir)
+	secrets, err := FileStore(dir).Secrets(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestGenesisWritesTheState(t *testing.T) {
 func TestSecondGenesisIsRefused(t *testing.T) {
 	b := newBed(t, sampleMesh(t))
 	before, _ := os.ReadFile(Layout{b.dir}.Secrets())
-	_, err := Genesis(b.m, b.dir, b.opts)
+	_, err := Genesis(ctxT(t), b.m, b.st, b.dir, b.opts)
 	if !errors.Is(err, ErrGenesisExists) || !strings.Contains(err.Error(), "apply") {
 		t.Fatalf("expected ErrGenesisExists suggesting apply, got %v", err)
 	}
@@ -152,7 +152,7 @@ func TestGenesisRefusesLeftovers(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, NATSDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Genesis(sampleMesh(t), dir, Options{BcryptCost: bcrypt.MinCost})
+	_, err := Genesis(ctxT(t), sampleMesh(t), FileStore(dir), dir, Options{BcryptCost: bcrypt.MinCost})
 	if !errors.Is(err, ErrGenesisExists) || !strings.Contains(err.Error(), NATSDir) {
 		t.Fatalf("expected a refusal naming the leftover nats/, got %v", err)
 	}
@@ -171,7 +171,7 @@ func TestAnIPv6MonitorIsAConfigurationTheServerReads(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "state")
 	o := Options{BcryptCost: bcrypt.MinCost, Server: compose.Inputs{ConfigDir: filepath.Join(dir, NATSDir), StoreDir: filepath.Join(root, "js")}}
-	if _, err := Genesis(m, dir, o); err != nil {
+	if _, err := Genesis(ctxT(t), m, FileStore(dir), dir, o); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := server.ProcessConfigFile(Layout{dir}.NATSConfig())

@@ -30,6 +30,7 @@ type bed struct {
 	m        *meshdesc.Mesh
 	meshPath string
 	dir      string
+	st       *fileStore
 	opts     Options
 	srv      *server.Server
 }
@@ -82,6 +83,7 @@ func newBed(t *testing.T, m *meshdesc.Mesh) *bed {
 	t.Helper()
 	root := t.TempDir()
 	b := &bed{t: t, m: m, meshPath: filepath.Join(root, "mesh.yaml"), dir: filepath.Join(root, "state")}
+	b.st = newFileStore(b.dir)
 	b.opts = Options{
 		BcryptCost: bcrypt.MinCost,
 		Server: compose.Inputs{
@@ -92,7 +94,7 @@ func newBed(t *testing.T, m *meshdesc.Mesh) *bed {
 		},
 	}
 	writeMesh(t, b.meshPath, m)
-	if _, err := Genesis(m, b.dir, b.opts); err != nil {
+	if _, err := Genesis(ctxT(t), m, b.st, b.dir, b.opts); err != nil {
 		t.Fatalf("genesis: %v", err)
 	}
 	return b

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,14 +47,18 @@ func (o RunOptions) withDefaults() RunOptions {
 // logs "ready", and folds the provisioner events into the status
 // (FollowStatus) until ctx ends, when it returns nil. Drift the server
 // cannot correct is returned (wrapping ErrDrift) before "ready" is ever
-// logged.
-func Run(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) error {
+// logged. Its state (the declaration key, its credentials, the status) is
+// st's.
+func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 	o = o.withDefaults()
-	key, err := LoadDeclarationKey(dir)
+	key, err := st.DeclarationKey(ctx)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %w (a state from before declarations were signed: run apply once to mint it)", ErrNoGenesis, err)
+	}
 	if err != nil {
 		return err
 	}
-	conns, rep, err := Start(ctx, m, dir, o)
+	conns, rep, err := Start(ctx, m, st, o)
 	if err != nil {
 		return err
 	}
@@ -64,7 +67,7 @@ func Run(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) error 
 	if err != nil {
 		return err
 	}
-	stopFollowing, err := FollowStatus(ctx, jss[wire.AccountMesh], dir, o.Logger)
+	stopFollowing, err := FollowStatus(ctx, jss[wire.AccountMesh], st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow status: %w", err)
 	}
@@ -111,16 +114,16 @@ func (c *Conns) JetStreams() (JetStreams, error) {
 	return JetStreams{wire.AccountControl: ctl, wire.AccountMesh: mesh}, nil
 }
 
-// Start connects with the state directory's two controller credentials,
+// Start connects with the controller's two credentials held in st,
 // retrying with backoff while the server comes up, and asserts the
 // desired streams and consumers. Transient failures are retried within
 // StartTimeout; drift that cannot be corrected and a wrong certificate
 // are not, since waiting cannot fix them.
-func Start(ctx context.Context, m *meshdesc.Mesh, dir string, o RunOptions) (*Conns, Report, error) {
+func Start(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) (*Conns, Report, error) {
 	o = o.withDefaults()
 	var creds [2]wire.Credential
 	for i, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
-		c, err := loadControllerCredential(dir, user)
+		c, err := loadControllerCredential(ctx, st, user)
 		if err != nil {
 			return nil, Report{}, err
 		}
@@ -200,18 +203,20 @@ func retry(ctx context.Context, log *slog.Logger, f func(context.Context) (retry
 	}
 }
 
-func loadControllerCredential(dir, user string) (wire.Credential, error) {
-	path := Layout{dir}.Credential(user)
-	data, err := os.ReadFile(path)
+func loadControllerCredential(ctx context.Context, st Store, user string) (wire.Credential, error) {
+	data, err := st.Credential(ctx, user)
+	if errors.Is(err, ErrNotFound) {
+		return wire.Credential{}, fmt.Errorf("%w: read controller credential %s: %w", ErrNoGenesis, user, err)
+	}
 	if err != nil {
-		return wire.Credential{}, fmt.Errorf("%w: read controller credential %s: %v", ErrNoGenesis, user, err)
+		return wire.Credential{}, fmt.Errorf("read controller credential %s: %w", user, err)
 	}
 	cred, err := wire.ParseCredential(data)
 	if err != nil {
-		return wire.Credential{}, fmt.Errorf("read controller credential %s: %w", path, err)
+		return wire.Credential{}, fmt.Errorf("read controller credential %s: %w", user, err)
 	}
 	if cred.Principal != wire.PrincipalController {
-		return wire.Credential{}, fmt.Errorf("read controller credential %s: principal is %q, expected %q", path, cred.Principal, wire.PrincipalController)
+		return wire.Credential{}, fmt.Errorf("read controller credential %s: principal is %q, expected %q", user, cred.Principal, wire.PrincipalController)
 	}
 	return cred, nil
 }

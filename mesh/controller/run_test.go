@@ -38,7 +38,7 @@ func TestRunWaitsForTheServerThenIsReady(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, b.m, b.dir, RunOptions{StartTimeout: 30 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		done <- Run(ctx, b.m, b.st, RunOptions{StartTimeout: 30 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	}()
 	eventually(t, 10*time.Second, "a failed attempt logged", func() bool { return strings.Contains(logs.String(), "retrying") })
 	if strings.Contains(logs.String(), `"msg":"ready"`) {
@@ -69,7 +69,7 @@ func TestStartRefusesDriftAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	_, _, err := Start(context.Background(), b.m, b.dir, RunOptions{StartTimeout: 30 * time.Second})
+	_, _, err := Start(context.Background(), b.m, b.st, RunOptions{StartTimeout: 30 * time.Second})
 	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "stream BUILDS: retention: expected WorkQueue, got Limits") {
 		t.Fatalf("expected ErrDrift naming BUILDS's storage, got %v", err)
 	}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,54 +11,74 @@ import (
 )
 
 // The state directory's layout (the brief's CLI contract). The nats/
-// directory is what the nats container mounts at /etc/nats.
+// directory is what the nats container mounts at /etc/nats, written by the
+// controller whichever store it keeps; the rest is the file store's
+// (FileStore).
 const (
-	TLSDir         = "tls"
-	CACertFile     = "ca-cert.pem"
-	CAKeyFile      = "ca-key.pem"
-	SecretsFile    = "secrets.json"
-	NATSDir        = "nats"
-	CredentialsDir = "credentials"
+	TLSDir             = "tls"
+	CACertFile         = "ca-cert.pem"
+	CAKeyFile          = "ca-key.pem"
+	DeclarationKeyFile = "declaration-key.pem"
+	SecretsFile        = "secrets.json"
+	StatusFile         = "status.json"
+	NATSDir            = "nats"
+	CredentialsDir     = "credentials"
+	LockFile           = ".lock"
 )
 
-// Sentinel errors the CLI and callers branch on.
-var (
-	// ErrGenesisExists refuses a second genesis over an existing one.
-	ErrGenesisExists = errors.New("state directory already holds a genesis")
-	// ErrNoGenesis means apply or run found no genesis in the directory.
-	ErrNoGenesis = errors.New("state directory holds no genesis")
-)
-
-// Layout names the files of a state directory.
+// Layout names the files of a state directory: the one place they are
+// spelled.
 type Layout struct{ Dir string }
+
+// NATS is the directory the nats container reads its files from.
+func (l Layout) NATS() string { return filepath.Join(l.Dir, NATSDir) }
+
+// TLS is the directory of the authority and the declaration key.
+func (l Layout) TLS() string { return filepath.Join(l.Dir, TLSDir) }
+
+// Credentials is the directory of the credential documents.
+func (l Layout) Credentials() string { return filepath.Join(l.Dir, CredentialsDir) }
 
 // Secrets is the secrets file.
 func (l Layout) Secrets() string { return filepath.Join(l.Dir, SecretsFile) }
 
+// Status is the controller's status.
+func (l Layout) Status() string { return filepath.Join(l.Dir, StatusFile) }
+
+// Lock is the file the file store's updates lock against each other.
+func (l Layout) Lock() string { return filepath.Join(l.Dir, LockFile) }
+
 // NATSConfig is the composed server configuration.
-func (l Layout) NATSConfig() string { return filepath.Join(l.Dir, NATSDir, compose.ConfigFile) }
+func (l Layout) NATSConfig() string { return filepath.Join(l.NATS(), compose.ConfigFile) }
 
 // ServerCert is the server's certificate.
-func (l Layout) ServerCert() string { return filepath.Join(l.Dir, NATSDir, compose.CertFile) }
+func (l Layout) ServerCert() string { return filepath.Join(l.NATS(), compose.CertFile) }
 
 // ServerKey is the server's private key.
-func (l Layout) ServerKey() string { return filepath.Join(l.Dir, NATSDir, compose.KeyFile) }
+func (l Layout) ServerKey() string { return filepath.Join(l.NATS(), compose.KeyFile) }
 
 // CACert is the authority's certificate.
-func (l Layout) CACert() string { return filepath.Join(l.Dir, TLSDir, CACertFile) }
+func (l Layout) CACert() string { return filepath.Join(l.TLS(), CACertFile) }
 
 // CAKey is the authority's private key.
-func (l Layout) CAKey() string { return filepath.Join(l.Dir, TLSDir, CAKeyFile) }
+func (l Layout) CAKey() string { return filepath.Join(l.TLS(), CAKeyFile) }
+
+// DeclarationKey is the controller's declaration signing key.
+func (l Layout) DeclarationKey() string { return filepath.Join(l.TLS(), DeclarationKeyFile) }
 
 // Credential is the credential document of a user.
 func (l Layout) Credential(user string) string {
-	return filepath.Join(l.Dir, CredentialsDir, user+credentialExt)
+	return filepath.Join(l.Credentials(), user+credentialExt)
 }
+
+// genesisTemp begins the names of the temporary directories a genesis
+// builds in before it moves them into place.
+const genesisTemp = ".genesis-"
 
 // credentialExt ends every credential file's name.
 const credentialExt = ".json"
 
-// tempInfix marks writeAtomic's temporary files: "."+name+tempInfix+random.
+// tempInfix marks writeAtomicSync's temporary files: "."+name+tempInfix+random.
 const tempInfix = ".tmp-"
 
 // Secret is one principal's password and its bcrypt hash. The password is
@@ -86,37 +105,16 @@ func (s Secrets) marshal() []byte {
 	return append(b, '\n')
 }
 
-// LoadSecrets reads the secrets file of a state directory.
-func LoadSecrets(dir string) (Secrets, error) {
-	data, err := os.ReadFile(Layout{dir}.Secrets())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s is missing (run genesis first)", ErrNoGenesis, Layout{dir}.Secrets())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read secrets: %w", err)
-	}
-	var s Secrets
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("read secrets %s: %w", Layout{dir}.Secrets(), err)
-	}
-	return s, nil
-}
-
-// writeAtomic replaces path with data through a temporary file in the same
-// directory and a rename, so that a reader (the nats container's watcher,
-// a module reading its credential) sees the old content or the new one,
-// never a torn file. It reports whether the content changed; unchanged
-// content is not rewritten.
+// writeAtomicSync replaces path with data through a temporary file in the
+// same directory and a rename, so that a reader (the nats container's
+// watcher, a module reading its credential) sees the old content or the
+// new one, never a torn file. It reports whether the content changed;
+// unchanged content is not rewritten.
 //
-// The directory is fsynced after the rename: until then the rename itself
-// may not survive a crash, and the old content (a revoked user's
-// configuration, a status already acknowledged) would come back.
-func writeAtomic(path string, data []byte, perm fs.FileMode) (bool, error) {
-	return writeAtomicSync(path, data, perm, syncDir)
-}
-
-// writeAtomicSync is writeAtomic with the directory fsync given, so that a
-// test can see when it happens.
+// The directory is fsynced after the rename, with sync (syncDir, or what a
+// test sees it through): until then the rename itself may not survive a
+// crash, and the old content (a revoked user's configuration, a status
+// already acknowledged) would come back.
 func writeAtomicSync(path string, data []byte, perm fs.FileMode, sync func(dir string) error) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
 		return false, nil

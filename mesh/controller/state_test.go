@@ -71,13 +71,16 @@ func TestSyncDir(t *testing.T) {
 }
 
 // TestGenesisMakesItsRenamesDurable: every directory genesis fills is
-// synced, and the state directory once before secrets.json is moved in
-// (so it cannot outlive the rest after a crash) and once after.
+// synced before it is moved into place; the state directory once the
+// server's nats/ is in, once more with everything but secrets.json (so it
+// cannot outlive the rest after a crash), and once after.
 func TestGenesisMakesItsRenamesDurable(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "state")
 	var log syncLog
-	if _, err := Genesis(sampleMesh(t), dir, Options{BcryptCost: bcrypt.MinCost, syncDir: log.sync}); err != nil {
+	st := newFileStore(dir)
+	st.sync = log.sync
+	if _, err := Genesis(ctxT(t), sampleMesh(t), st, dir, Options{BcryptCost: bcrypt.MinCost, syncDir: log.sync}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(log.dirs, root) {
@@ -89,7 +92,17 @@ func TestGenesisMakesItsRenamesDurable(t *testing.T) {
 		}
 	}
 	seen := log.entries[dir]
-	if len(seen) != 2 || slices.Contains(seen[0], SecretsFile) || !slices.Contains(seen[0], CredentialsDir) || !slices.Contains(seen[1], SecretsFile) {
-		t.Fatalf("expected the state directory synced with everything but secrets.json, then with it; got %v", seen)
+	has := func(i int, names ...string) bool {
+		for _, n := range names {
+			if !slices.Contains(seen[i], n) {
+				return false
+			}
+		}
+		return true
+	}
+	if len(seen) != 3 || !has(0, NATSDir) || slices.Contains(seen[0], TLSDir) || slices.Contains(seen[0], CredentialsDir) ||
+		!has(1, NATSDir, TLSDir, CredentialsDir) || slices.Contains(seen[1], SecretsFile) || slices.Contains(seen[0], SecretsFile) ||
+		!has(2, SecretsFile) {
+		t.Fatalf("expected the state directory synced with nats/, then with everything but secrets.json, then with it; got %v", seen)
 	}
 }

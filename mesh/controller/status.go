@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -17,9 +14,6 @@ import (
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// StatusFile is the controller's status in its state directory.
-const StatusFile = "status.json"
-
 // Status is what the controller says of the mesh beyond the streams it
 // asserts. Today that is the provisions their providers keep failing (ADR
 // 0224): a provider's loop knows alone whether a provision was made, so
@@ -27,8 +21,8 @@ const StatusFile = "status.json"
 // status names each one until provisioner.recovered ends it.
 //
 // Status is folded from EVENTS in stream order (FollowStatus) and kept in
-// the state directory, so a restarted controller resumes where it stopped
-// and a person can read it without asking the running one.
+// the controller's store, so a restarted controller resumes where it
+// stopped and a person can read it without asking the running one.
 type Status struct {
 	// Failing is the newest failing word per provider, machine and
 	// consumer, sorted by provider, node and consumer.
@@ -257,44 +251,3 @@ func (s Status) clone() Status {
 	s.Failing = slices.Clone(s.Failing)
 	return s
 }
-
-// LoadStatus reads the status of a state directory; a directory without
-// one has the empty status.
-func LoadStatus(dir string) (Status, error) {
-	path := Layout{dir}.Status()
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Status{Failing: []FailingProvision{}}, nil
-	}
-	if err != nil {
-		return Status{}, fmt.Errorf("read status: %w", err)
-	}
-	var s Status
-	if err := json.Unmarshal(data, &s); err != nil {
-		// Removing it loses nothing for long: a provider says again every
-		// fifteen minutes what it keeps failing.
-		return Status{}, fmt.Errorf("read status %s: %w (remove the file to start from an empty status; providers repeat their failing words within fifteen minutes)", path, err)
-	}
-	if s.Failing == nil {
-		s.Failing = []FailingProvision{}
-	}
-	slices.SortFunc(s.Failing, compareFailing)
-	return s, nil
-}
-
-// SaveStatus writes the status of a state directory atomically: a reader
-// sees the old status or the new one.
-func SaveStatus(dir string, s Status) error {
-	if s.Failing == nil {
-		s.Failing = []FailingProvision{}
-	}
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	_, err = writeAtomic(Layout{dir}.Status(), append(data, '\n'), 0o644)
-	return err
-}
-
-// Status is the controller's status file.
-func (l Layout) Status() string { return filepath.Join(l.Dir, StatusFile) }

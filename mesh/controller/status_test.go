@@ -170,32 +170,6 @@ func TestStatusRefusesWhatItCannotReadAndPassesIt(t *testing.T) {
 	}
 }
 
-func TestStatusFileRoundTrips(t *testing.T) {
-	dir := t.TempDir()
-	empty, err := LoadStatus(dir)
-	if err != nil || empty.Through != 0 || empty.Failing == nil || len(empty.Failing) != 0 {
-		t.Fatalf("a directory without status: %+v, %v; want the empty status", empty, err)
-	}
-	s := Status{EventsCreated: since0.Add(-time.Hour)}
-	failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0).applyTo(t, &s, 9)
-	if err := SaveStatus(dir, s); err != nil {
-		t.Fatal(err)
-	}
-	got, err := LoadStatus(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, s) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", got, s)
-	}
-	if err := os.WriteFile(filepath.Join(dir, StatusFile), []byte("{"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadStatus(dir); err == nil || !strings.Contains(err.Error(), StatusFile) {
-		t.Fatalf("a torn status file: want an error naming it, got %v", err)
-	}
-}
-
 // TestStatusReadsTheFixtures: the words of features/fixtures, as they lie
 // on the wire, are what the status is folded from.
 func TestStatusReadsTheFixtures(t *testing.T) {

@@ -1,0 +1,603 @@
+package controller
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/meshbus/mesh/mesh/pki"
+)
+
+// FileStore is the store kept in the state directory dir as Layout spells
+// it: secrets.json (whose presence marks a completed genesis), tls/ (the
+// authority and the declaration key), credentials/<user>.json and
+// status.json, beside the nats/ the nats container reads.
+//
+// Each write replaces its file through a temporary file, an fsync and a
+// rename, then fsyncs the directory, so that a reader (a module reading its
+// credential, `mesh-controller status`) sees the old content or the new,
+// and the new survives a crash; content unchanged is not rewritten. An
+// Update's writes are held until fn returns and then made in the order fn
+// made them: a crash mid-commit leaves the first of them done, so an update
+// of several files is ordered to be finished by running it again (Apply).
+// Create is all or nothing.
+//
+// A state directory that is missing, or whose secrets.json is missing or
+// cannot be read, holds no genesis (ErrNoGenesis): never unavailable. The
+// store is unavailable (ErrStoreUnavailable) when the file system fails
+// under it: an I/O error, no space or quota left, a file system gone
+// read-only, a network file system gone (EIO, ENOSPC, EDQUOT, EROFS,
+// ESTALE, ENOTCONN, ETIMEDOUT).
+//
+// Updates within one process run one at a time. Like the state directory
+// before it, the store does not lock the directory against another
+// process: run one apply at a time.
+func FileStore(dir string) Store { return newFileStore(dir) }
+
+// fileStore is FileStore; its fields are what a test replaces.
+type fileStore struct {
+	fileView
+	sem  chan struct{}                     // held by one Update or Create at a time
+	sync func(dir string) error            // fsyncs a directory
+	read func(path string) ([]byte, error) // reads a file
+}
+
+func newFileStore(dir string) *fileStore {
+	s := &fileStore{sem: make(chan struct{}, 1), sync: syncDir, read: os.ReadFile}
+	s.fileView = fileView{l: Layout{dir}, readFile: s.readDisk, users: s.credentialUsers}
+	return s
+}
+
+// unavailableErrnos are the errors of a file system that cannot take a
+// call now, though the call was not wrong: waiting, or a person freeing
+// space or remounting, helps.
+var unavailableErrnos = []syscall.Errno{
+	syscall.EIO, syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS,
+	syscall.ESTALE, syscall.ENOTCONN, syscall.ETIMEDOUT,
+}
+
+// fileErr wraps ErrStoreUnavailable around an error of the file system
+// failing; any other error, and nil, it returns as it is.
+func fileErr(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && slices.Contains(unavailableErrnos, errno) {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	return err
+}
+
+// absent reports whether err says a file or directory is not there.
+func absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+func (s *fileStore) readDisk(path string) ([]byte, error) {
+	data, err := s.read(path)
+	return data, fileErr(err)
+}
+
+// credentialUsers lists the users with a credential file on disk.
+func (s *fileStore) credentialUsers() ([]string, error) {
+	entries, err := os.ReadDir(s.l.Credentials())
+	if absent(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list credentials: %w", fileErr(err))
+	}
+	var users []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.Type().IsRegular() && strings.HasSuffix(name, credentialExt) && !strings.HasPrefix(name, ".") {
+			users = append(users, strings.TrimSuffix(name, credentialExt))
+		}
+	}
+	return users, nil
+}
+
+// lock takes the store for one Update: within the process, and against
+// other processes through the state directory's lock file.
+func (s *fileStore) lock(ctx context.Context) (unlock func(), err error) {
+	release, err := s.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, ok, err := lockFile(ctx, s.l.Lock())
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return func() {
+		if ok {
+			f.Close() // releases the flock
+		}
+		release()
+	}, nil
+}
+
+// take takes the store within the process, or gives up when ctx ends
+// first.
+func (s *fileStore) take(ctx context.Context) (release func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case s.sem <- struct{}{}:
+		return func() { <-s.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Update holds fn's writes and makes them once it returns nil.
+func (s *fileStore) Update(ctx context.Context, fn func(Tx) error) error {
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	tx := &fileTx{s: s}
+	tx.fileView = fileView{l: s.l, readFile: tx.readFile, users: tx.credentialUsers}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return tx.commit()
+}
+
+// Create builds the genesis in a temporary directory inside the state
+// directory and moves it into place, secrets.json last.
+func (s *fileStore) Create(ctx context.Context, st State) error {
+	release, err := s.take(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	keyPEM, err := st.check()
+	if err != nil {
+		return err
+	}
+	if err := s.checkEmpty(); err != nil {
+		return err
+	}
+	dir := s.l.Dir
+	if err := makeDir(dir, s.sync); err != nil {
+		return fileErr(err)
+	}
+	// Locked against another process now that the directory is there, and
+	// checked again under the lock.
+	f, ok, err := lockFile(ctx, s.l.Lock())
+	if err != nil {
+		return err
+	}
+	if ok {
+		defer f.Close()
+	}
+	if err := s.checkEmpty(); err != nil {
+		return err
+	}
+	if err := removeGenesisLeftovers(dir); err != nil {
+		return fileErr(err)
+	}
+	tmp, err := os.MkdirTemp(dir, genesisTemp)
+	if err != nil {
+		return fmt.Errorf("write genesis: %w", fileErr(err))
+	}
+	defer os.RemoveAll(tmp)
+	t := Layout{tmp}
+	for _, d := range []string{t.TLS(), t.Credentials()} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("write genesis: %w", fileErr(err))
+		}
+	}
+	files := []fileOp{
+		{path: t.CACert(), data: st.Authority.CertPEM, perm: 0o644},
+		{path: t.CAKey(), data: st.Authority.KeyPEM, perm: 0o600},
+		{path: t.DeclarationKey(), data: keyPEM, perm: 0o600},
+	}
+	for _, u := range slices.Sorted(maps.Keys(st.Credentials)) {
+		files = append(files, fileOp{path: t.Credential(u), data: st.Credentials[u], perm: 0o600})
+	}
+	files = append(files, fileOp{path: t.Secrets(), data: st.Secrets.marshal(), perm: 0o600})
+	for _, f := range files {
+		if err := writeSynced(f.path, f.data, f.perm); err != nil {
+			return fmt.Errorf("write genesis: %w", fileErr(err))
+		}
+	}
+	// The files are fsynced; their directories' entries are made durable
+	// too before anything is moved, and every move before secrets.json's,
+	// so that after a crash secrets.json present still means a completed
+	// genesis.
+	for _, d := range []string{t.TLS(), t.Credentials()} {
+		if err := s.sync(d); err != nil {
+			return fmt.Errorf("write genesis: %w", fileErr(err))
+		}
+	}
+	for _, mv := range [][2]string{{t.TLS(), s.l.TLS()}, {t.Credentials(), s.l.Credentials()}} {
+		if err := os.Rename(mv[0], mv[1]); err != nil {
+			return fmt.Errorf("move genesis into place: %w", fileErr(err))
+		}
+	}
+	if err := s.sync(dir); err != nil {
+		return fmt.Errorf("move genesis into place: %w", fileErr(err))
+	}
+	// secrets.json last: it is what marks a completed genesis.
+	if err := os.Rename(t.Secrets(), s.l.Secrets()); err != nil {
+		return fmt.Errorf("move genesis into place: %w", fileErr(err))
+	}
+	if err := s.sync(dir); err != nil {
+		return fmt.Errorf("move genesis into place: %w", fileErr(err))
+	}
+	return nil
+}
+
+// checkEmpty refuses a directory holding a genesis, or the leftovers of
+// one, so that a genesis never overwrites secrets already issued.
+func (s *fileStore) checkEmpty() error {
+	if _, err := os.Stat(s.l.Secrets()); err == nil {
+		return fmt.Errorf("%w: %s exists; use apply to change an existing mesh", ErrGenesisExists, s.l.Secrets())
+	} else if !absent(err) {
+		return fmt.Errorf("inspect state directory: %w", fileErr(err))
+	}
+	for _, p := range []string{s.l.TLS(), s.l.Credentials()} {
+		if _, err := os.Stat(p); err == nil {
+			return fmt.Errorf("%w: %s exists without %s (the leftovers of an interrupted genesis?); remove it or use another directory",
+				ErrGenesisExists, p, SecretsFile)
+		} else if !absent(err) {
+			return fmt.Errorf("inspect state directory: %w", fileErr(err))
+		}
+	}
+	return nil
+}
+
+// check refuses a state with a part missing, and encodes the declaration
+// key.
+func (st State) check() (keyPEM []byte, err error) {
+	if st.Authority == nil || len(st.Authority.CertPEM) == 0 || len(st.Authority.KeyPEM) == 0 {
+		return nil, errors.New("genesis: no authority")
+	}
+	if len(st.DeclarationKey) != ed25519.PrivateKeySize {
+		return nil, errors.New("genesis: no declaration key")
+	}
+	for u, doc := range st.Credentials {
+		if err := checkUser(u); err != nil {
+			return nil, fmt.Errorf("genesis: %w", err)
+		}
+		if len(doc) == 0 {
+			return nil, fmt.Errorf("genesis: credential of %s: empty document", u)
+		}
+	}
+	return encodeDeclarationKey(st.DeclarationKey)
+}
+
+// checkUser refuses a user name that is not one file's name in
+// credentials/.
+func checkUser(user string) error {
+	if user == "" || user != filepath.Base(user) || strings.HasPrefix(user, ".") || strings.ContainsAny(user, `/\`+"\x00") {
+		return fmt.Errorf("credential: %q is not a user name", user)
+	}
+	return nil
+}
+
+// makeDir creates dir when it is missing, and makes its entry in its
+// parent durable.
+func makeDir(dir string, sync func(string) error) error {
+	_, statErr := os.Stat(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		if err := sync(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("create state directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeGenesisLeftovers removes the temporary directories (with secrets
+// in them) of a genesis killed mid-way; nothing else uses the name.
+func removeGenesisLeftovers(dir string) error {
+	stale, _ := filepath.Glob(filepath.Join(dir, genesisTemp+"*"))
+	for _, p := range stale {
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("remove leftovers of an interrupted genesis: %w", err)
+		}
+	}
+	return nil
+}
+
+// fileView reads the state through readFile and users: from the disk for
+// the store, through an update's writes held so far for a transaction.
+type fileView struct {
+	l        Layout
+	readFile func(path string) ([]byte, error) // errors already through fileErr
+	users    func() ([]string, error)
+}
+
+func (v fileView) Secrets(ctx context.Context) (Secrets, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	path := v.l.Secrets()
+	data, err := v.readFile(path)
+	switch {
+	case absent(err):
+		return nil, fmt.Errorf("%w: %s is missing (run genesis first)", ErrNoGenesis, path)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("%w: %w", ErrNoGenesis, err)
+	case err != nil:
+		return nil, fmt.Errorf("read secrets: %w", err)
+	}
+	var s Secrets
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("read secrets %s: %w", path, err)
+	}
+	if s == nil {
+		s = Secrets{}
+	}
+	return s, nil
+}
+
+func (v fileView) Authority(ctx context.Context) (*pki.CA, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var pems [2][]byte
+	for i, path := range []string{v.l.CACert(), v.l.CAKey()} {
+		data, err := v.readFile(path)
+		if absent(err) {
+			return nil, fmt.Errorf("%w: %s is missing", ErrNoGenesis, path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read authority: %w", err)
+		}
+		pems[i] = data
+	}
+	ca, err := pki.LoadCA(pems[0], pems[1])
+	if err != nil {
+		return nil, fmt.Errorf("read authority %s: %w", v.l.TLS(), err)
+	}
+	return ca, nil
+}
+
+func (v fileView) DeclarationKey(ctx context.Context) (ed25519.PrivateKey, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	path := v.l.DeclarationKey()
+	data, err := v.readFile(path)
+	if absent(err) {
+		return nil, fmt.Errorf("%w: %s is missing", ErrNotFound, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read declaration key: %w", err)
+	}
+	return parseDeclarationKey(data, path)
+}
+
+func (v fileView) Credential(ctx context.Context, user string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	data, err := v.readFile(v.l.Credential(user))
+	if absent(err) {
+		return nil, fmt.Errorf("%w: no credential of %s", ErrNotFound, user)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read credential of %s: %w", user, err)
+	}
+	return data, nil
+}
+
+func (v fileView) Credentials(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	users, err := v.users()
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(users)
+	return users, nil
+}
+
+func (v fileView) Status(ctx context.Context) (Status, error) {
+	if err := ctx.Err(); err != nil {
+		return Status{}, err
+	}
+	path := v.l.Status()
+	data, err := v.readFile(path)
+	if absent(err) {
+		return Status{Failing: []FailingProvision{}}, nil
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("read status: %w", err)
+	}
+	var s Status
+	if err := json.Unmarshal(data, &s); err != nil {
+		// Removing it loses nothing for long: a provider says again every
+		// fifteen minutes what it keeps failing.
+		return Status{}, fmt.Errorf("read status %s: %w (remove the file to start from an empty status; providers repeat their failing words within fifteen minutes)", path, err)
+	}
+	if s.Failing == nil {
+		s.Failing = []FailingProvision{}
+	}
+	slices.SortFunc(s.Failing, compareFailing)
+	return s, nil
+}
+
+// fileTx is one Update: its writes, held until the commit.
+type fileTx struct {
+	fileView
+	s       *fileStore
+	ops     []fileOp
+	genesis bool // secrets.json was seen on disk
+}
+
+// fileOp is one write: data replaces the file at path, or, nil, removes
+// it. user names the credential a write of credentials/ is of.
+type fileOp struct {
+	path string
+	data []byte
+	perm fs.FileMode
+	user string
+}
+
+// readFile reads path as the update left it so far.
+func (tx *fileTx) readFile(path string) ([]byte, error) {
+	for i := len(tx.ops) - 1; i >= 0; i-- {
+		if op := tx.ops[i]; op.path == path {
+			if op.data == nil {
+				return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+			}
+			return op.data, nil
+		}
+	}
+	return tx.s.readDisk(path)
+}
+
+// credentialUsers are the users with a credential once the update is
+// committed.
+func (tx *fileTx) credentialUsers() ([]string, error) {
+	users, err := tx.s.credentialUsers()
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range tx.ops {
+		if op.user == "" {
+			continue
+		}
+		i := slices.Index(users, op.user)
+		switch {
+		case op.data == nil && i >= 0:
+			users = slices.Delete(users, i, i+1)
+		case op.data != nil && i < 0:
+			users = append(users, op.user)
+		}
+	}
+	return users, nil
+}
+
+// hold adds a write to the update, once the state directory is seen to
+// hold a genesis.
+func (tx *fileTx) hold(ctx context.Context, op fileOp) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !tx.genesis {
+		_, err := os.Stat(tx.l.Secrets())
+		switch {
+		case absent(err) || errors.Is(err, fs.ErrPermission):
+			return fmt.Errorf("%w: %s is missing (run genesis first)", ErrNoGenesis, tx.l.Secrets())
+		case err != nil:
+			return fmt.Errorf("inspect state directory: %w", fileErr(err))
+		}
+		tx.genesis = true
+	}
+	tx.ops = append(tx.ops, op)
+	return nil
+}
+
+func (tx *fileTx) PutSecrets(ctx context.Context, s Secrets) error {
+	if s == nil {
+		s = Secrets{}
+	}
+	return tx.hold(ctx, fileOp{path: tx.l.Secrets(), data: s.marshal(), perm: 0o600})
+}
+
+func (tx *fileTx) PutDeclarationKey(ctx context.Context, key ed25519.PrivateKey) error {
+	if len(key) != ed25519.PrivateKeySize {
+		return errors.New("put declaration key: not an ed25519 private key")
+	}
+	data, err := encodeDeclarationKey(key)
+	if err != nil {
+		return err
+	}
+	return tx.hold(ctx, fileOp{path: tx.l.DeclarationKey(), data: data, perm: 0o600})
+}
+
+func (tx *fileTx) PutCredential(ctx context.Context, user string, doc []byte) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	if len(doc) == 0 {
+		return fmt.Errorf("put credential of %s: empty document", user)
+	}
+	return tx.hold(ctx, fileOp{path: tx.l.Credential(user), data: slices.Clone(doc), perm: 0o600, user: user})
+}
+
+func (tx *fileTx) DeleteCredential(ctx context.Context, user string) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	return tx.hold(ctx, fileOp{path: tx.l.Credential(user), user: user})
+}
+
+func (tx *fileTx) PutStatus(ctx context.Context, s Status) error {
+	if s.Failing == nil {
+		s.Failing = []FailingProvision{}
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("put status: %w", err)
+	}
+	return tx.hold(ctx, fileOp{path: tx.l.Status(), data: append(data, '\n'), perm: 0o644})
+}
+
+// commit makes the writes in the order they were made. An update that
+// touched credentials/ also removes the temporary files interrupted writes
+// left there (each holds a credential, and so a password); every directory
+// something was removed from is synced last.
+func (tx *fileTx) commit() error {
+	s := tx.s
+	removedIn := map[string]bool{}
+	credentials := false
+	for _, op := range tx.ops {
+		credentials = credentials || op.user != ""
+		if op.data == nil {
+			if err := os.Remove(op.path); err != nil && !absent(err) {
+				return fmt.Errorf("revoke %s: %w", op.user, fileErr(err))
+			}
+			removedIn[filepath.Dir(op.path)] = true
+			continue
+		}
+		if _, err := writeAtomicSync(op.path, op.data, op.perm, s.sync); err != nil {
+			return fileErr(err)
+		}
+	}
+	if credentials {
+		dir := s.l.Credentials()
+		entries, err := os.ReadDir(dir)
+		if err != nil && !absent(err) {
+			return fmt.Errorf("list credentials: %w", fileErr(err))
+		}
+		for _, e := range entries {
+			if name := e.Name(); e.Type().IsRegular() && strings.HasPrefix(name, ".") && strings.Contains(name, tempInfix) {
+				if err := os.Remove(filepath.Join(dir, name)); err != nil && !absent(err) {
+					return fmt.Errorf("remove the leftover of an interrupted write: %w", fileErr(err))
+				}
+				removedIn[dir] = true
+			}
+		}
+	}
+	for _, dir := range slices.Sorted(maps.Keys(removedIn)) {
+		if err := s.sync(dir); err != nil {
+			return fmt.Errorf("revoke: %w", fileErr(err))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+
+	"github.com/meshbus/mesh/mesh/pki"
+)
+
+// Store is where the controller keeps its own state: every principal's
+// secret, the mesh's authority, the key declarations are signed with, the
+// credential documents it issues and the status it folds from EVENTS.
+// What the nats container reads (nats.conf, the server's certificate and
+// key) is not in it: those stay files the controller writes into the state
+// directory's nats/ (Layout), whichever store holds the rest.
+// docs/controller-store.md says why the store has this shape.
+//
+// Every method may wait on the store, so each takes a context first. An
+// error wrapping ErrStoreUnavailable says the store could not take the
+// call (a disk failing or full, a database down): nothing was changed, and
+// the same call may succeed later, so a caller holding a message naks it
+// with a delay rather than dropping it.
+type Store interface {
+	Reader
+	// Create records a genesis, all or nothing, across a crash too: once
+	// Secrets finds it, every part of it is there. A store that already
+	// holds a genesis, or the leftovers of one, refuses with
+	// ErrGenesisExists and is left as it was.
+	Create(ctx context.Context, s State) error
+	// Update runs fn and commits what it wrote through tx once it returns
+	// nil; when it returns an error, nothing it wrote is kept and Update
+	// returns that error. Updates run one at a time: fn reads what the
+	// updates before it committed, and its own writes. tx is not to be used
+	// after fn returns.
+	//
+	// How a commit survives a crash is the implementation's: PostgreSQL
+	// commits one transaction; the file store makes each write atomic and
+	// durable in the order fn made them, so a crash mid-commit leaves the
+	// first of them done (FileStore).
+	Update(ctx context.Context, fn func(tx Tx) error) error
+}
+
+// Reader reads the state. Outside an Update each read stands alone.
+type Reader interface {
+	// Secrets are every principal's password and hash, by user; ErrNoGenesis
+	// when the store holds no genesis.
+	Secrets(ctx context.Context) (Secrets, error)
+	// Authority is the mesh's certificate authority; ErrNoGenesis when the
+	// store holds no genesis.
+	Authority(ctx context.Context) (*pki.CA, error)
+	// DeclarationKey is the key every declaration is signed with
+	// (wire.SignDeclaration); ErrNotFound in a state raised before
+	// declarations were signed.
+	DeclarationKey(ctx context.Context) (ed25519.PrivateKey, error)
+	// Credential is the credential document issued to user, byte for byte
+	// as its principal reads it; ErrNotFound when user holds none.
+	Credential(ctx context.Context, user string) ([]byte, error)
+	// Credentials are the users holding a credential document, sorted.
+	Credentials(ctx context.Context) ([]string, error)
+	// Status is the status folded so far (Failing sorted and never nil);
+	// the empty status when none was ever put.
+	Status(ctx context.Context) (Status, error)
+}
+
+// Tx is what one Update reads and writes: its reads see its own writes at
+// once, everyone else sees them once Update has committed. A write to a
+// store that holds no genesis is refused with ErrNoGenesis: everything in
+// a store belongs to the genesis that made it.
+type Tx interface {
+	Reader
+	// PutSecrets replaces the secrets: a user not in s has none after.
+	PutSecrets(ctx context.Context, s Secrets) error
+	// PutDeclarationKey replaces the declaration key.
+	PutDeclarationKey(ctx context.Context, key ed25519.PrivateKey) error
+	// PutCredential replaces user's credential document.
+	PutCredential(ctx context.Context, user string, doc []byte) error
+	// DeleteCredential revokes user's credential document; a user holding
+	// none is no error.
+	DeleteCredential(ctx context.Context, user string) error
+	// PutStatus replaces the status.
+	PutStatus(ctx context.Context, s Status) error
+}
+
+// State is what genesis puts into a store: everything the controller
+// minted but what the nats container reads.
+type State struct {
+	Secrets        Secrets
+	Authority      *pki.CA
+	DeclarationKey ed25519.PrivateKey
+	// Credentials are the credential documents, by user.
+	Credentials map[string][]byte
+}
+
+// Sentinel errors the CLI and callers branch on.
+var (
+	// ErrStoreUnavailable is wrapped by every error of a store that could
+	// not take a call now: the call changed nothing and may succeed later.
+	ErrStoreUnavailable = errors.New("store unavailable")
+	// ErrNotFound is wrapped when the store holds no such record: a
+	// credential of a user, a declaration key.
+	ErrNotFound = errors.New("not in the store")
+	// ErrGenesisExists refuses a second genesis over an existing one.
+	ErrGenesisExists = errors.New("state directory already holds a genesis")
+	// ErrNoGenesis means apply, run or a write found no genesis.
+	ErrNoGenesis = errors.New("state directory holds no genesis")
+)

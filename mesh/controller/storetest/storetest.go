@@ -1,0 +1,396 @@
+// Package storetest is the contract every implementation of
+// controller.Store passes, written once: the file store's tests run it,
+// and the PostgreSQL store's run the same body against a real server. It
+// says what a caller may rely on whichever store it is given; what a
+// store does about a crash mid-commit, and when it is unavailable, its own
+// tests say (docs/controller-store.md).
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/pki"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Backing makes a new, empty backing for the store under test (a
+// directory, a database) and returns how to open it. Each call of open is
+// a new handle on the same backing, as a controller started again would
+// have: what one handle committed, the next reads.
+type Backing func(t *testing.T) (open func() controller.Store)
+
+// Run runs the contract as subtests of t, each on a backing of its own.
+func Run(t *testing.T, backing Backing) {
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, func() controller.Store)
+	}{
+		{"AnEmptyStoreHoldsNoGenesis", emptyStore},
+		{"WhatCreateRecordsIsReadBack", createReadBack},
+		{"ASecondCreateIsRefused", secondCreate},
+		{"WritesNeedAGenesis", writesNeedAGenesis},
+		{"AnUpdateCommitsEveryWrite", updateCommits},
+		{"AFailedUpdateKeepsNothing", failedUpdate},
+		{"AnUpdateReadsItsOwnWrites", readsOwnWrites},
+		{"UpdatesRunOneAtATime", updatesSerialised},
+		{"AnEndedContextCommitsNothing", endedContext},
+		{"TheStatusComesBackExactly", statusExact},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, backing(t)) })
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// update runs fn in one Update of st, failing the test on an error.
+func update(t *testing.T, st controller.Store, fn func(ctx context.Context, tx controller.Tx) error) {
+	t.Helper()
+	ctx := ctxT(t)
+	if err := st.Update(ctx, func(tx controller.Tx) error { return fn(ctx, tx) }); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+}
+
+// sample is a genesis as the controller makes one, with documents and
+// hashes that need no minting.
+func sample(t *testing.T) controller.State {
+	t.Helper()
+	ca, err := pki.NewCA("storetest mesh authority", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := controller.State{Secrets: controller.Secrets{}, Authority: ca, DeclarationKey: key, Credentials: map[string][]byte{}}
+	for _, u := range []string{wire.ControllerUser, wire.ControllerMeshUser, wire.HostUser("node-a"), wire.ModuleUser("node-a", "pg"), wire.EnrolUser("tok-1")} {
+		st.Secrets[u] = controller.Secret{Password: "pw-" + u, Hash: "$2a$04$hash-of-" + u}
+		st.Credentials[u] = []byte(fmt.Sprintf("{\n  \"url\": \"tls://%s:pw-%s@bus:4222\"\n}\n", u, u))
+	}
+	return st
+}
+
+// created is a backing holding the sample genesis.
+func created(t *testing.T, open func() controller.Store) controller.State {
+	t.Helper()
+	s := sample(t)
+	if err := open().Create(ctxT(t), s); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return s
+}
+
+// holds checks that st holds exactly want: secrets, authority, key and
+// credentials.
+func holds(t *testing.T, st controller.Store, want controller.State) {
+	t.Helper()
+	ctx := ctxT(t)
+	sec, err := st.Secrets(ctx)
+	if err != nil || !reflect.DeepEqual(sec, want.Secrets) {
+		t.Fatalf("secrets: expected %v, got %v (%v)", want.Secrets, sec, err)
+	}
+	ca, err := st.Authority(ctx)
+	if err != nil || !bytes.Equal(ca.CertPEM, want.Authority.CertPEM) || !bytes.Equal(ca.KeyPEM, want.Authority.KeyPEM) {
+		t.Fatalf("authority: not the one created (%v)", err)
+	}
+	key, err := st.DeclarationKey(ctx)
+	if err != nil || !key.Equal(want.DeclarationKey) {
+		t.Fatalf("declaration key: not the one put (%v)", err)
+	}
+	users, err := st.Credentials(ctx)
+	wantUsers := slices.Sorted(maps.Keys(want.Credentials))
+	if err != nil || !slices.Equal(users, wantUsers) {
+		t.Fatalf("credentials: expected %v, got %v (%v)", wantUsers, users, err)
+	}
+	for u, doc := range want.Credentials {
+		got, err := st.Credential(ctx, u)
+		if err != nil || !bytes.Equal(got, doc) {
+			t.Fatalf("credential of %s: expected %q, got %q (%v)", u, doc, got, err)
+		}
+	}
+}
+
+func emptyStore(t *testing.T, open func() controller.Store) {
+	st, ctx := open(), ctxT(t)
+	if _, err := st.Secrets(ctx); !errors.Is(err, controller.ErrNoGenesis) {
+		t.Errorf("secrets: expected ErrNoGenesis, got %v", err)
+	}
+	if _, err := st.Authority(ctx); !errors.Is(err, controller.ErrNoGenesis) {
+		t.Errorf("authority: expected ErrNoGenesis, got %v", err)
+	}
+	if _, err := st.DeclarationKey(ctx); !errors.Is(err, controller.ErrNotFound) {
+		t.Errorf("declaration key: expected ErrNotFound, got %v", err)
+	}
+	if _, err := st.Credential(ctx, wire.ControllerUser); !errors.Is(err, controller.ErrNotFound) {
+		t.Errorf("credential: expected ErrNotFound, got %v", err)
+	}
+	if users, err := st.Credentials(ctx); err != nil || len(users) != 0 {
+		t.Errorf("credentials: expected none, got %v (%v)", users, err)
+	}
+	s, err := st.Status(ctx)
+	if err != nil || s.Through != 0 || !s.EventsCreated.IsZero() || s.Failing == nil || len(s.Failing) != 0 {
+		t.Errorf("status: expected the empty status with Failing empty, not nil; got %+v (%v)", s, err)
+	}
+	for _, e := range []error{controller.ErrNoGenesis, controller.ErrNotFound} {
+		if errors.Is(e, controller.ErrStoreUnavailable) {
+			t.Errorf("%v must not read as the store unavailable", e)
+		}
+	}
+}
+
+func createReadBack(t *testing.T, open func() controller.Store) {
+	want := created(t, open)
+	holds(t, open(), want)
+	if _, err := open().Credential(ctxT(t), wire.PersonUser("nobody")); !errors.Is(err, controller.ErrNotFound) {
+		t.Errorf("a credential never issued: expected ErrNotFound, got %v", err)
+	}
+}
+
+func secondCreate(t *testing.T, open func() controller.Store) {
+	want := created(t, open)
+	again := sample(t)
+	if err := open().Create(ctxT(t), again); !errors.Is(err, controller.ErrGenesisExists) {
+		t.Fatalf("a second create: expected ErrGenesisExists, got %v", err)
+	}
+	holds(t, open(), want)
+}
+
+func writesNeedAGenesis(t *testing.T, open func() controller.Store) {
+	st := open()
+	for name, put := range map[string]func(ctx context.Context, tx controller.Tx) error{
+		"status": func(ctx context.Context, tx controller.Tx) error {
+			return tx.PutStatus(ctx, controller.Status{Through: 1})
+		},
+		"secrets": func(ctx context.Context, tx controller.Tx) error { return tx.PutSecrets(ctx, controller.Secrets{}) },
+		"credential": func(ctx context.Context, tx controller.Tx) error {
+			return tx.PutCredential(ctx, "controller", []byte("{}"))
+		},
+		"declaration key": func(ctx context.Context, tx controller.Tx) error {
+			return tx.PutDeclarationKey(ctx, sample(t).DeclarationKey)
+		},
+	} {
+		ctx := ctxT(t)
+		if err := st.Update(ctx, func(tx controller.Tx) error { return put(ctx, tx) }); !errors.Is(err, controller.ErrNoGenesis) {
+			t.Errorf("put %s without a genesis: expected ErrNoGenesis, got %v", name, err)
+		}
+	}
+	if s, err := open().Status(ctxT(t)); err != nil || s.Through != 0 {
+		t.Errorf("a refused write was kept: %+v (%v)", s, err)
+	}
+}
+
+func updateCommits(t *testing.T, open func() controller.Store) {
+	want := created(t, open)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	carol, tok := wire.PersonUser("carol"), wire.EnrolUser("tok-1")
+	want.Secrets = maps.Clone(want.Secrets)
+	delete(want.Secrets, tok)
+	want.Secrets[carol] = controller.Secret{Password: "pw-carol", Hash: "$2a$04$hash-of-carol"}
+	want.Credentials = maps.Clone(want.Credentials)
+	delete(want.Credentials, tok)
+	want.Credentials[carol] = []byte("{\"url\": \"tls://person.carol:pw-carol@bus:4222\"}\n")
+	want.Credentials[wire.ControllerUser] = []byte("{\"url\": \"tls://controller:pw-c@bus2:4222\"}\n")
+	want.DeclarationKey = key
+	status := controller.Status{Through: 12, Failing: []controller.FailingProvision{}}
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		return errors.Join(
+			tx.PutSecrets(ctx, want.Secrets),
+			tx.PutCredential(ctx, carol, want.Credentials[carol]),
+			tx.PutCredential(ctx, wire.ControllerUser, want.Credentials[wire.ControllerUser]),
+			tx.DeleteCredential(ctx, tok),
+			tx.DeleteCredential(ctx, wire.PersonUser("never-issued")),
+			tx.PutDeclarationKey(ctx, key),
+			tx.PutStatus(ctx, status),
+		)
+	})
+	holds(t, open(), want)
+	if _, err := open().Credential(ctxT(t), tok); !errors.Is(err, controller.ErrNotFound) {
+		t.Errorf("a deleted credential: expected ErrNotFound, got %v", err)
+	}
+	if s, err := open().Status(ctxT(t)); err != nil || s.Through != 12 {
+		t.Errorf("status: expected through 12, got %+v (%v)", s, err)
+	}
+}
+
+func failedUpdate(t *testing.T, open func() controller.Store) {
+	want := created(t, open)
+	refused := errors.New("the handler refuses")
+	ctx := ctxT(t)
+	err := open().Update(ctx, func(tx controller.Tx) error {
+		if err := errors.Join(
+			tx.PutSecrets(ctx, controller.Secrets{}),
+			tx.DeleteCredential(ctx, wire.ControllerUser),
+			tx.PutCredential(ctx, wire.PersonUser("carol"), []byte("{}\n")),
+			tx.PutStatus(ctx, controller.Status{Through: 99}),
+		); err != nil {
+			return err
+		}
+		return fmt.Errorf("after four writes: %w", refused)
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("expected the update to return fn's error, got %v", err)
+	}
+	holds(t, open(), want)
+	if s, err := open().Status(ctxT(t)); err != nil || s.Through != 0 {
+		t.Errorf("status of a failed update was kept: %+v (%v)", s, err)
+	}
+}
+
+func readsOwnWrites(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	st, other := open(), open()
+	carol := wire.PersonUser("carol")
+	update(t, st, func(ctx context.Context, tx controller.Tx) error {
+		if err := tx.PutStatus(ctx, controller.Status{Through: 5}); err != nil {
+			return err
+		}
+		if err := tx.PutCredential(ctx, carol, []byte("{}\n")); err != nil {
+			return err
+		}
+		if err := tx.DeleteCredential(ctx, wire.ControllerUser); err != nil {
+			return err
+		}
+		if s, err := tx.Status(ctx); err != nil || s.Through != 5 {
+			return fmt.Errorf("the update's status: expected through 5, got %+v (%v)", s, err)
+		}
+		if doc, err := tx.Credential(ctx, carol); err != nil || string(doc) != "{}\n" {
+			return fmt.Errorf("the update's credential of carol: got %q (%v)", doc, err)
+		}
+		if _, err := tx.Credential(ctx, wire.ControllerUser); !errors.Is(err, controller.ErrNotFound) {
+			return fmt.Errorf("the update's deleted credential: expected ErrNotFound, got %v", err)
+		}
+		users, err := tx.Credentials(ctx)
+		if err != nil || !slices.Contains(users, carol) || slices.Contains(users, wire.ControllerUser) || !slices.IsSorted(users) {
+			return fmt.Errorf("the update's credentials: expected carol in and the controller out, sorted; got %v (%v)", users, err)
+		}
+		// Nobody else sees the writes before the commit.
+		if s, err := other.Status(ctx); err != nil || s.Through != 0 {
+			return fmt.Errorf("another handle saw an uncommitted status: %+v (%v)", s, err)
+		}
+		return nil
+	})
+	if s, err := other.Status(ctxT(t)); err != nil || s.Through != 5 {
+		t.Fatalf("after the commit another handle reads through %d (%v), expected 5", s.Through, err)
+	}
+}
+
+// updatesSerialised: concurrent read-modify-write updates, through one
+// handle and through two, lose none of each other's writes (the status
+// fold and the CONTROL loop update the same store at once).
+func updatesSerialised(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	const each = 10
+	handles := []controller.Store{open(), open()}
+	handles = append(handles, handles[0])
+	var wg sync.WaitGroup
+	errs := make(chan error, len(handles)*each)
+	for _, st := range handles {
+		wg.Go(func() {
+			for range each {
+				ctx := ctxT(t)
+				errs <- st.Update(ctx, func(tx controller.Tx) error {
+					s, err := tx.Status(ctx)
+					if err != nil {
+						return err
+					}
+					s.Through++
+					return tx.PutStatus(ctx, s)
+				})
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("update: %v", err)
+		}
+	}
+	if s, err := open().Status(ctxT(t)); err != nil || s.Through != uint64(len(handles)*each) {
+		t.Fatalf("expected through %d after as many increments, got %d (%v)", len(handles)*each, s.Through, err)
+	}
+}
+
+func endedContext(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := open().Update(ctx, func(tx controller.Tx) error { return tx.PutStatus(ctx, controller.Status{Through: 3}) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("an update under an ended context: expected context.Canceled, got %v", err)
+	}
+	if s, err := open().Status(ctxT(t)); err != nil || s.Through != 0 {
+		t.Fatalf("an update under an ended context was kept: %+v (%v)", s, err)
+	}
+}
+
+// statusExact: the status comes back as put, to the nanosecond (Rebase
+// compares EVENTS's creation time with Equal, and a time rounded would
+// read as another stream), its failing list sorted, never nil.
+func statusExact(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	at := time.Date(2026, 11, 1, 10, 0, 0, 123456789, time.UTC)
+	f := func(provider, node, consumer string) controller.FailingProvision {
+		return controller.FailingProvision{
+			Provider: provider, Consumer: consumer, Node: node, Class: wire.ClassUnreachable,
+			Since: at, Said: at.Add(time.Millisecond), ReportedBy: node, EventID: "evt-" + provider + "-" + consumer,
+		}
+	}
+	want := controller.Status{
+		Failing:       []controller.FailingProvision{f("pg", "node-a", "billing"), f("pg", "node-b", "audit"), f("smtp", "node-a", "billing")},
+		Through:       1<<53 + 1, // beyond what a float64 carries exactly
+		EventsCreated: at.Add(-time.Hour),
+	}
+	put := want
+	put.Failing = []controller.FailingProvision{want.Failing[2], want.Failing[0], want.Failing[1]}
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error { return tx.PutStatus(ctx, put) })
+	got, err := open().Status(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameStatus(got, want) {
+		t.Fatalf("status round trip:\n got %+v\nwant %+v", got, want)
+	}
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		return tx.PutStatus(ctx, controller.Status{Through: 1})
+	})
+	if got, err := open().Status(ctxT(t)); err != nil || got.Failing == nil || len(got.Failing) != 0 || got.Through != 1 {
+		t.Fatalf("a status put with Failing nil: expected it empty, not nil; got %+v (%v)", got, err)
+	}
+}
+
+// sameStatus compares times by instant, as a store may give them back in
+// another location.
+func sameStatus(a, b controller.Status) bool {
+	if a.Through != b.Through || !a.EventsCreated.Equal(b.EventsCreated) || len(a.Failing) != len(b.Failing) {
+		return false
+	}
+	for i, f := range a.Failing {
+		g := b.Failing[i]
+		if !f.Since.Equal(g.Since) || !f.Said.Equal(g.Said) {
+			return false
+		}
+		f.Since, f.Said, g.Since, g.Said = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		if f != g {
+			return false
+		}
+	}
+	return true
+}
