@@ -58,23 +58,9 @@ func TestTerminationsHearTheSDKsRefusal(t *testing.T) {
 	}
 
 	js, _ := jetstream.New(ctl.Conn)
-	for _, name := range []string{wire.StreamEvents, wire.StreamDead} {
-		subject := wire.SubjectModuleEvents
-		if name == wire.StreamDead {
-			subject = wire.DeadLetterAdvisories
-		}
-		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, MaxBytes: 1 << 20}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	eventsAndDead(ctx, t, js, consumer, 5)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TAP", Subjects: []string{wire.TerminatedAdvisories}, MaxBytes: 1 << 20}); err == nil {
 		t.Fatal("expected the mesh account to hold no third stream (max_streams), so no stream can capture the advisories")
-	}
-	if _, err := js.CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{
-		Durable: consumer, FilterSubjects: []string{wire.EventSubject("emitter", "reading")},
-		AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 5,
-	}); err != nil {
-		t.Fatal(err)
 	}
 
 	watch, err := WatchTerminations(ctx, ctl)
@@ -105,23 +91,7 @@ func TestTerminationsHearTheSDKsRefusal(t *testing.T) {
 	}
 	defer emitter.Close()
 	ejs, _ := jetstream.New(emitter.Conn)
-	publish := func(withNode bool) uint64 {
-		t.Helper()
-		msg := nats.NewMsg(wire.EventSubject("emitter", "reading"))
-		msg.Header.Set(wire.HeaderEventID, nuid.Next())
-		msg.Header.Set(wire.HeaderSource, "emitter")
-		if withNode {
-			msg.Header.Set(wire.HeaderNode, "node-a")
-		}
-		msg.Header.Set(wire.HeaderTime, wire.FormatTime(time.Now()))
-		msg.Header.Set(wire.HeaderContentType, wire.ContentTypeJSON)
-		msg.Data = []byte(`{"celsius":18}`)
-		ack, err := ejs.PublishMsg(ctx, msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ack.Sequence
-	}
+	publish := func(withNode bool) uint64 { t.Helper(); return reading(ctx, t, ejs, withNode) }
 	settled := func(seq uint64) *jetstream.ConsumerInfo {
 		t.Helper()
 		for {
@@ -169,4 +139,45 @@ func TestTerminationsHearTheSDKsRefusal(t *testing.T) {
 	if len(watch.Heard()) != 1 || !watch.Live() {
 		t.Fatalf("expected one termination heard on a live watch, heard %+v", watch.Heard())
 	}
+}
+
+// eventsAndDead creates EVENTS and DEAD as the controller does, and the
+// module's consumer on emitter.reading.
+func eventsAndDead(ctx context.Context, t *testing.T, js jetstream.JetStream, consumer string, maxDeliver int) {
+	t.Helper()
+	for _, name := range []string{wire.StreamDead, wire.StreamEvents} {
+		subject := wire.SubjectModuleEvents
+		if name == wire.StreamDead {
+			subject = wire.DeadLetterAdvisories
+		}
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, MaxBytes: 1 << 20}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{
+		Durable: consumer, FilterSubjects: []string{wire.EventSubject("emitter", "reading")},
+		AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: maxDeliver,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reading publishes an emitter's reading through js, with x-node or
+// without it, and returns its stream sequence.
+func reading(ctx context.Context, t *testing.T, js jetstream.JetStream, withNode bool) uint64 {
+	t.Helper()
+	msg := nats.NewMsg(wire.EventSubject("emitter", "reading"))
+	msg.Header.Set(wire.HeaderEventID, nuid.Next())
+	msg.Header.Set(wire.HeaderSource, "emitter")
+	if withNode {
+		msg.Header.Set(wire.HeaderNode, "node-a")
+	}
+	msg.Header.Set(wire.HeaderTime, wire.FormatTime(time.Now()))
+	msg.Header.Set(wire.HeaderContentType, wire.ContentTypeJSON)
+	msg.Data = []byte(`{"celsius":18}`)
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
 }
