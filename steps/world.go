@@ -81,7 +81,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindFaults(sc)
 	s.bindDurability(sc)
 	s.bindConformance(sc)
-	s.bindADR0039(sc)
+	s.bindBothBuses(sc)
 	s.bindTorn(sc)
 }
 
