@@ -79,9 +79,11 @@ Feature: Conformance — design 19, per capability, per implementation
 
   @events
   Scenario Outline: A delivery missing a required header is refused, naming the header
+    The refusal is the server's to tell: the reader terminates the delivery with a reason naming
+    what it refused, and the server's advisory carries it to the one who listens, the controller.
     Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
     When the delivery of "delivery-missing-header.json" is published on the bus
-    Then the driver refused it, naming the header "delivery-missing-header.json" says is missing
+    Then the server advises that "node-b_consumer" terminated it, naming the header "delivery-missing-header.json" says is missing
     And no handler received it
     And nothing is pending on the consumer "node-b_consumer"
 
@@ -96,7 +98,7 @@ Feature: Conformance — design 19, per capability, per implementation
     the server lets it; every reader refuses what it claims beyond that.
     Given the driver of "<implementation>" consumes "emitter.reading" as "consumer" on "node-b"
     When the delivery of "<fixture>" is published on the bus
-    Then the driver refused it, naming what "<fixture>" says is refused
+    Then the server advises that "node-b_consumer" terminated it, naming what "<fixture>" says is refused
     And no handler received it
     And nothing is pending on the consumer "node-b_consumer"
 

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/meshbus/mesh/conformance/driverproto"
 	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -35,7 +35,8 @@ type DriverOptions struct {
 	Fixtures string
 	// Env is set in the driver's environment besides MESH_CREDENTIAL.
 	Env map[string]string
-	// Args are the command and its flags.
+	// Args are the command line: a driver's is a driverproto.Command's
+	// Argv.
 	Args []string
 	// Role names the container's role; default "driver".
 	Role string
@@ -51,25 +52,6 @@ func (o DriverOptions) role() string {
 // Driver is one running command of a conformance driver.
 type Driver struct {
 	c *Container
-}
-
-// DriverLine is one JSON line a driver printed.
-type DriverLine map[string]any
-
-// Kind is the line's kind.
-func (l DriverLine) Kind() string { s, _ := l["kind"].(string); return s }
-
-// String is a field as text ("" when absent).
-func (l DriverLine) String(field string) string {
-	switch v := l[field].(type) {
-	case string:
-		return v
-	case nil:
-		return ""
-	default:
-		b, _ := json.Marshal(v)
-		return string(b)
-	}
 }
 
 // EnsureImage builds spec's image if it is missing or stale.
@@ -129,29 +111,24 @@ func (c *Cluster) StartDriver(ctx context.Context, o DriverOptions) (*Driver, er
 	return &Driver{c: h}, nil
 }
 
-// Lines is what the driver has printed on its standard output so far.
-func (d *Driver) Lines(ctx context.Context) ([]DriverLine, error) {
+// Lines is what the driver has printed on its standard output so far,
+// read as the protocol's lines; a line the protocol does not say is an
+// error (driverproto.ErrProtocol).
+func (d *Driver) Lines(ctx context.Context) ([]driverproto.Line, error) {
 	out, err := d.c.stdout(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var lines []DriverLine
-	for _, text := range strings.Split(out, "\n") {
-		if text = strings.TrimSpace(text); text == "" {
-			continue
-		}
-		var l DriverLine
-		if err := json.Unmarshal([]byte(text), &l); err != nil {
-			return nil, fmt.Errorf("driver printed a line that is not JSON: %q", text)
-		}
-		lines = append(lines, l)
+	lines, err := driverproto.ParseOutput(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.c.role, err)
 	}
 	return lines, nil
 }
 
 // WaitFor polls the driver's output until it prints a line of kind, and
 // returns it; it fails if the driver ends first.
-func (d *Driver) WaitFor(ctx context.Context, kind string, within time.Duration) (DriverLine, error) {
+func (d *Driver) WaitFor(ctx context.Context, kind driverproto.Kind, within time.Duration) (driverproto.Line, error) {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -159,7 +136,7 @@ func (d *Driver) WaitFor(ctx context.Context, kind string, within time.Duration)
 	for {
 		lines, err := d.Lines(ctx)
 		if err != nil {
-			return nil, err
+			return driverproto.Line{}, err
 		}
 		for _, l := range lines {
 			if l.Kind() == kind {
@@ -168,23 +145,23 @@ func (d *Driver) WaitFor(ctx context.Context, kind string, within time.Duration)
 		}
 		st, err := d.c.Inspect(ctx)
 		if err != nil {
-			return nil, err
+			return driverproto.Line{}, err
 		}
 		if !st.Running && !st.StartedAt.IsZero() {
 			logs, _ := d.c.Logs(ctx)
-			return nil, fmt.Errorf("driver ended (exit %d) without printing %q:\n%s", st.ExitCode, kind, tail(logs, tailLines))
+			return driverproto.Line{}, fmt.Errorf("driver ended (exit %d) without printing %q:\n%s", st.ExitCode, kind, tail(logs, tailLines))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("driver printed no %q within %s", kind, within)
+			return driverproto.Line{}, fmt.Errorf("driver printed no %q within %s", kind, within)
 		case <-tick.C:
 		}
 	}
 }
 
-// Wait waits for the command to end and returns its exit status and
-// everything it printed.
-func (d *Driver) Wait(ctx context.Context, within time.Duration) (int, []DriverLine, error) {
+// Wait waits for the command to end and returns its exit status
+// (driverproto.Exit*) and everything it printed.
+func (d *Driver) Wait(ctx context.Context, within time.Duration) (int, []driverproto.Line, error) {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)

@@ -107,17 +107,48 @@ func (c *Client) Try(ctx context.Context, op Op, subject string) error {
 
 // TryAll performs op on every subject and returns the set the server
 // refused. A subscription it accepted is left in place until the
-// connection closes. The batch ends with a sentinel the server always
-// refuses: its violation arrives after every earlier one, so what has not
-// been refused by then was accepted.
+// connection closes.
 func (c *Client) TryAll(ctx context.Context, op Op, subjects []string) (map[string]bool, error) {
+	return c.judged(ctx, op, func() error {
+		for _, s := range subjects {
+			if err := c.do(op, s); err != nil {
+				return fmt.Errorf("%s %q: %w", op, s, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Watch subscribes subject with handler and returns once the server has
+// judged the subscription: ErrRefused if it refused it, and then the
+// subscription is gone.
+func (c *Client) Watch(ctx context.Context, subject string, handler nats.MsgHandler) (*nats.Subscription, error) {
+	var sub *nats.Subscription
+	refused, err := c.judged(ctx, Subscribe, func() error {
+		var err error
+		sub, err = c.Subscribe(subject, handler)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %q: %w", subject, err)
+	}
+	if refused[subject] {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("subscribe %q: %w", subject, ErrRefused)
+	}
+	return sub, nil
+}
+
+// judged runs do, which performs operations op, and returns the subjects
+// the server refused of them. The batch ends with a sentinel the server
+// always refuses: its violation arrives after every earlier one, so what
+// has not been refused by then was accepted.
+func (c *Client) judged(ctx context.Context, op Op, do func() error) (map[string]bool, error) {
 	c.mu.Lock()
 	start := len(c.refused)
 	c.mu.Unlock()
-	for _, s := range subjects {
-		if err := c.do(op, s); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", op, s, err)
-		}
+	if err := do(); err != nil {
+		return nil, err
 	}
 	sentinel := sentinelRoot + nuid.Next()
 	if err := c.do(Publish, sentinel); err != nil {

@@ -46,15 +46,7 @@ type scenario struct {
 	firstLogin  <-chan login
 	revoked     map[string]savedCredential
 
-	drivers   []*harness.Driver
-	lines     []harness.DriverLine // what the last finished driver command printed
-	consumer  *harness.Driver      // the consuming driver of the scenario
-	published []publishedDelivery  // deliveries the bed published
-	servers   []servingDriver      // drivers serving a tool
-	build     buildOutcome
-
-	moduleImage, moduleImageID string
-	moduleRuns                 []moduleRun
+	drv drivers // the conformance drivers run; each domain's own state is in its file
 
 	held       observe.Holding    // the control plane's streams, noted
 	enrolments int                // enrolment requests sent since

@@ -89,7 +89,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindFaults(sc)
 	s.bindDurability(sc)
 	s.bindConformance(sc)
-	s.bindUnrebuiltModule(sc)
+	s.bindBothBuses(sc)
 	s.bindTorn(sc)
 }
 

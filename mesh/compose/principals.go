@@ -90,7 +90,12 @@ func controller() Principal {
 // controllerMesh is the controller in the mesh account: it owns that
 // account's JetStream API (EVENTS, DEAD, the modules' consumers), acks
 // what it reads of EVENTS for its status, and alone may ask the
-// provisioner tools, which retire and delete a consumer (ADR 0230).
+// provisioner tools, which retire and delete a consumer (ADR 0230). It
+// alone may hear the server's advisories of deliveries a module's
+// consumer terminated, each with the reader's reason (docs/events.md):
+// the one account of a refusal outside the module. Only the server
+// publishes there: no grant reaches $JS.EVENT, and the server refuses a
+// reply aimed under $JS.
 func controllerMesh(m *meshdesc.Mesh) Principal {
 	pub := []string{wire.JetStreamAPI, wire.ConsumerAcks(wire.StreamEvents, wire.StatusConsumer)}
 	for _, mod := range m.Modules {
@@ -105,7 +110,7 @@ func controllerMesh(m *meshdesc.Mesh) Principal {
 		User:        wire.ControllerMeshUser,
 		Account:     wire.AccountMesh,
 		Kind:        wire.PrincipalController,
-		Permissions: perms(pub, []string{wire.Under(wire.ControllerInbox)}, false),
+		Permissions: perms(pub, []string{wire.Under(wire.ControllerInbox), wire.TerminatedAdvisories}, false),
 	}
 }
 

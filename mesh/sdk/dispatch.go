@@ -145,36 +145,19 @@ func (m *Module) handle(d link.Delivery) {
 // refuse terminates a delivery that is not an acceptable event, for good
 // (a redelivery would carry the same headers and body), and logs it with
 // what was refused and how many the module has refused so far. Terminated
-// on NATS, the server also publishes its MSG_TERMINATED advisory with the
-// reason, which anyone watching the consumer can count; rejected on AMQP,
-// the queue dead-letters it with the reason "rejected".
+// on NATS with wire.RefusalReason, the server also publishes its
+// MSG_TERMINATED advisory with that reason, which the controller's user
+// may hear: the account of the refusal from outside the module. Rejected
+// on AMQP, the queue dead-letters it with the reason "rejected".
 func (m *Module) refuse(d link.Delivery, key string, err error) {
 	m.refused++
-	attrs := []any{"key", key, "part", refusedPart(err), "refusals", m.refused, "err", err}
+	attrs := []any{"key", key, "part", wire.RefusedPart(err), "refusals", m.refused, "err", err}
 	var he *wire.HeaderError
 	if errors.As(err, &he) {
 		attrs = append(attrs, "header", he.Header)
 	}
 	m.log.Error("envelope refused", attrs...)
-	m.settle(d.Term("envelope refused: "+err.Error()), "term", key)
-}
-
-// refusedPart names what of a delivery was refused: a header's name, or
-// the body, the headers as a whole, the subject, or the whole message for
-// one that is no envelope at all.
-func refusedPart(err error) string {
-	var he *wire.HeaderError
-	switch {
-	case errors.As(err, &he):
-		return he.Header
-	case errors.Is(err, wire.ErrBadBody):
-		return "body"
-	case errors.Is(err, wire.ErrHeadersTooLarge):
-		return "headers"
-	case errors.Is(err, wire.ErrNotEventSubject):
-		return "subject"
-	}
-	return "envelope"
+	m.settle(d.Term(wire.RefusalReason(err)), "term", key)
 }
 
 func (m *Module) settle(err error, how, key string) {

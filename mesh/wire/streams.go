@@ -1,5 +1,7 @@
 package wire
 
+import "strings"
+
 // Stream names (design 25 §3). The controller is their only writer.
 const (
 	StreamControl = "CONTROL"
@@ -63,3 +65,16 @@ func ConsumerAcks(stream, consumer string) string {
 
 // JetStreamAPI is the whole JetStream API, the controller's alone.
 const JetStreamAPI = "$JS.API.>"
+
+// TerminatedAdvisories is the server's advisory for a message of EVENTS
+// that a consumer terminated (a reader refusing it for good, with
+// RefusalReason), one subject per consumer under it. The server sends it
+// only while someone listens, and only the controller's user in the mesh
+// account may.
+const TerminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + StreamEvents + ".*"
+
+// TerminatedAdvisory is the subject of consumer's MSG_TERMINATED
+// advisories on EVENTS.
+func TerminatedAdvisory(consumer string) string {
+	return strings.TrimSuffix(TerminatedAdvisories, "*") + consumer
+}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -228,5 +229,34 @@ func TestRedactURL(t *testing.T) {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A refusal's reason names its part so that it reads back from the
+// server's advisory, whatever the detail says.
+func TestRefusalReasonReadsBack(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		part string
+	}{
+		{&HeaderError{Header: HeaderNode, Err: ErrMissingHeader}, HeaderNode},
+		{&HeaderError{Header: HeaderSource, Err: ErrSourceMismatch, Detail: "x-source: provider"}, HeaderSource},
+		{fmt.Errorf("decode: %w", ErrBadBody), RefusedBody},
+		{ErrHeadersTooLarge, RefusedHeaders},
+		{fmt.Errorf("%w: %q", ErrNotEventSubject, "mesh.seat.broker.event.up"), RefusedSubject},
+		{ErrNotEnvelope, RefusedEnvelope},
+	} {
+		reason := RefusalReason(c.err)
+		if got, ok := ParseRefusalReason(reason); !ok || got != c.part {
+			t.Errorf("%q: expected the part %q, got %q (%v)", reason, c.part, got, ok)
+		}
+	}
+	for _, reason := range []string{"", "the driver was told to fail", "envelope refused: ", "envelope refused: no part"} {
+		if part, ok := ParseRefusalReason(reason); ok {
+			t.Errorf("%q: expected no refusal's part, got %q", reason, part)
+		}
+	}
+	if got := TerminatedAdvisory("node-b_consumer"); got != "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.EVENTS.node-b_consumer" {
+		t.Errorf("unexpected advisory subject %s", got)
 	}
 }

@@ -1,14 +1,12 @@
 // Command driver is the Go SDK's conformance driver (docs/conformance.md):
 // the bed runs it once per command in a container, with a module's
-// credential, and reads what it did as JSON lines. It talks to the bus
-// through mesh/sdk and nothing else.
+// credential, and reads what it did as JSON lines (conformance/driverproto).
+// It talks to the bus through mesh/sdk and nothing else.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,16 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	proto "github.com/meshbus/mesh/conformance/driverproto"
+	"github.com/meshbus/mesh/conformance/fixture"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/sdk/provision"
 	"github.com/meshbus/mesh/mesh/wire"
-)
-
-// Exit statuses of the protocol. Help (help, -h, --help, alone or after a
-// command) prints the usage on stdout and exits exitRan.
-const (
-	exitRan   = 0
-	exitUsage = 2
 )
 
 func main() {
@@ -36,169 +29,105 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `driver COMMAND [FLAGS] — the Go SDK's conformance driver (docs/conformance.md)
-
-Commands:
-  connect
-  emit --fixture FILE
-  consume --pattern P [--pattern P ...] --count N --timeout D [--fail | --fail-for D]
-  serve --tool T --duration D [--fail MESSAGE] [--panic]
-  call --module M --tool T --args JSON --timeout D
-  grant --file FILE
-
-The module's credential is the file $MESH_CREDENTIAL names.
-`
-
+// run runs one command and returns the exit status: ExitRan whatever the
+// bus answered, ExitUsage for bad usage. Help goes to stdout with
+// ExitRan and no line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	out := &printer{w: stdout}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return exitUsage
+	cmd, err := proto.ParseCommand(args)
+	switch {
+	case errors.Is(err, proto.ErrHelp):
+		fmt.Fprint(stdout, proto.Usage("driver"))
+		return proto.ExitRan
+	case err != nil:
+		fmt.Fprintf(stderr, "driver: %v\n\n%s", err, proto.Usage("driver"))
+		return proto.ExitUsage
 	}
-	cmd, flags := args[0], args[1:]
-	if isHelp(cmd) || cmd == "help" {
-		fmt.Fprint(stdout, usage)
-		return exitRan
+	d := &driver{out: proto.NewWriter(stdout), log: slog.New(slog.NewJSONHandler(stderr, nil))}
+	switch c := cmd.(type) {
+	case proto.Connect:
+		err = d.connect(ctx)
+	case proto.Emit:
+		err = d.emit(ctx, c)
+	case proto.Consume:
+		err = d.consume(ctx, c)
+	case proto.Serve:
+		err = d.serve(ctx, c)
+	case proto.Call:
+		err = d.call(ctx, c)
+	case proto.ReadGrant:
+		err = d.grant(c)
+	default:
+		// Every command of the protocol is implemented: the Go SDK claims
+		// every capability.
+		fmt.Fprintf(stderr, "driver: %s (%s) is not implemented\n", cmd.Name(), cmd.Capability())
+		return proto.ExitUnsupported
 	}
-	commands := map[string]func(context.Context, []string, *printer, *slog.Logger) error{
-		"connect": connect,
-		"emit":    emit,
-		"consume": consume,
-		"serve":   serve,
-		"call":    call,
-		"grant":   grant,
+	done := proto.Done{OK: true}
+	if err != nil {
+		done = proto.Failed(class(err), err.Error())
 	}
-	do, ok := commands[cmd]
-	if !ok {
-		fmt.Fprintf(stderr, "driver: unknown command %q\n\n%s", cmd, usage)
-		return exitUsage
+	if err := d.out.Print(done); err != nil {
+		fmt.Fprintf(stderr, "driver: %v\n", err)
 	}
-	err := do(ctx, flags, out, log)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
-		return exitRan
-	}
-	var u usageError
-	if errors.As(err, &u) {
-		fmt.Fprintf(stderr, "driver %s: %v\n\n%s", cmd, err, usage)
-		return exitUsage
-	}
-	out.done(err)
-	return exitRan
+	return proto.ExitRan
 }
 
-// usageError is a command misused.
-type usageError struct{ error }
-
-// misuse is a command's refusal of its flags: flag.ErrHelp when it was
-// asked for help (-h, --help), else a usageError saying what it requires.
-func misuse(err error, required string) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return flag.ErrHelp
-	}
-	return usageError{errors.New(required)}
-}
-
-func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
-
-// printer writes the protocol's JSON lines.
-type printer struct{ w io.Writer }
-
-func (p *printer) line(kind string, fields map[string]any) {
-	obj := map[string]any{"kind": kind}
-	for k, v := range fields {
-		obj[k] = v
-	}
-	b, _ := json.Marshal(obj)
-	fmt.Fprintf(p.w, "%s\n", b)
-}
-
-func (p *printer) done(err error) {
-	if err == nil {
-		p.line("done", map[string]any{"ok": true})
-		return
-	}
-	p.line("done", map[string]any{"ok": false, "class": class(err), "message": err.Error()})
+// driver is one command's run: where it prints and logs.
+type driver struct {
+	out *proto.Writer
+	log *slog.Logger
 }
 
 // class is the protocol's name for what went wrong.
-func class(err error) string {
+func class(err error) proto.Class {
 	var tool *sdk.ToolError
 	switch {
 	case errors.As(err, &tool):
-		return "tool"
+		return proto.ClassTool
 	case errors.Is(err, sdk.ErrFingerprint):
-		return "fingerprint"
+		return proto.ClassFingerprint
 	case errors.Is(err, sdk.ErrBootstrap):
-		return "bootstrap"
+		return proto.ClassBootstrap
 	case errors.Is(err, wire.ErrBadCredential):
-		return "credential"
+		return proto.ClassCredential
 	case errors.Is(err, sdk.ErrNoConsumer):
-		return "no_consumer"
+		return proto.ClassNoConsumer
 	case errors.Is(err, sdk.ErrDenied):
-		return "denied"
+		return proto.ClassDenied
 	case errors.Is(err, sdk.ErrNoResponders):
-		return "no_responders"
+		return proto.ClassNoResponders
 	case errors.Is(err, sdk.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
+		return proto.ClassTimeout
 	}
-	return "other"
+	return proto.ClassOther
 }
 
-func connectModule(ctx context.Context, log *slog.Logger) (*sdk.Module, error) {
+func (d *driver) module(ctx context.Context) (*sdk.Module, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return sdk.Connect(cctx, "", sdk.WithLogger(log))
+	return sdk.Connect(cctx, "", sdk.WithLogger(d.log))
 }
 
-func connect(ctx context.Context, args []string, out *printer, log *slog.Logger) error {
-	if len(args) > 0 {
-		if isHelp(args[0]) {
-			return flag.ErrHelp
-		}
-		return usageError{fmt.Errorf("connect takes no flags")}
-	}
-	m, err := connectModule(ctx, log)
+func (d *driver) connect(ctx context.Context) error {
+	m, err := d.module(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	out.line("identity", map[string]any{
-		"node": m.Node(), "module": m.Name(),
-		"env_node": os.Getenv(wire.EnvNode), "env_module": os.Getenv(wire.EnvModule),
+	return d.out.Print(proto.Identity{
+		Node: m.Node(), Module: m.Name(),
+		EnvNode: os.Getenv(wire.EnvNode), EnvModule: os.Getenv(wire.EnvModule),
 	})
-	return nil
 }
 
-// eventFixture is the part of an event fixture an emitter reads.
-type eventFixture struct {
-	Key       string `json:"key"`
-	ID        string `json:"id"`
-	Time      string `json:"time"`
-	Causation string `json:"causation"`
-	Schema    string `json:"schema"`
-	Body      string `json:"body"`
-}
-
-func emit(ctx context.Context, args []string, out *printer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("emit", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	file := fs.String("fixture", "", "the event fixture")
-	if err := fs.Parse(args); err != nil || *file == "" {
-		return misuse(err, "--fixture FILE is required")
-	}
-	data, err := os.ReadFile(*file)
-	if err != nil {
+func (d *driver) emit(ctx context.Context, c proto.Emit) error {
+	var f fixture.Event
+	if err := fixture.Read(c.Fixture, &f); err != nil {
 		return err
-	}
-	var f eventFixture
-	if err := json.Unmarshal(data, &f); err != nil {
-		return fmt.Errorf("read fixture %s: %w", *file, err)
 	}
 	at, err := wire.ParseTime(f.Time)
 	if err != nil {
-		return fmt.Errorf("read fixture %s: %w", *file, err)
+		return fmt.Errorf("read fixture %s: %w", c.Fixture, err)
 	}
 	opts := []sdk.PublishOption{sdk.WithEventID(f.ID), sdk.WithTime(at)}
 	if f.Causation != "" {
@@ -207,7 +136,7 @@ func emit(ctx context.Context, args []string, out *printer, log *slog.Logger) er
 	if f.Schema != "" {
 		opts = append(opts, sdk.WithSchema(f.Schema))
 	}
-	m, err := connectModule(ctx, log)
+	m, err := d.module(ctx)
 	if err != nil {
 		return err
 	}
@@ -216,48 +145,32 @@ func emit(ctx context.Context, args []string, out *printer, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	out.line("emitted", map[string]any{"id": id})
-	return nil
+	return d.out.Print(proto.Emitted{ID: id})
 }
 
-// patterns is a repeatable flag.
-type patterns []string
-
-func (p *patterns) String() string     { return fmt.Sprint(*p) }
-func (p *patterns) Set(v string) error { *p = append(*p, v); return nil }
-
-func consume(ctx context.Context, args []string, out *printer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var pats patterns
-	fs.Var(&pats, "pattern", "a consumed pattern (repeatable)")
-	count := fs.Int("count", 1, "stop after this many handled events")
-	timeout := fs.Duration("timeout", 10*time.Second, "stop after this long")
-	fail := fs.Bool("fail", false, "every handler fails")
-	failFor := fs.Duration("fail-for", 0, "a handler fails each event for this long after it first received it, then succeeds")
-	if err := fs.Parse(args); err != nil || len(pats) == 0 {
-		return misuse(err, "at least one --pattern is required")
-	}
-	if *fail && *failFor > 0 {
-		return usageError{fmt.Errorf("--fail and --fail-for exclude each other")}
-	}
-	failing := failingFor(*fail, *failFor)
-	// The SDK logs an envelope it refuses; the protocol reports it.
-	log = slog.New(&refusals{Handler: log.Handler(), out: out})
-	m, err := connectModule(ctx, log)
+// consume reports each event its handlers receive. A delivery the SDK
+// refuses is not reported: the SDK says so to nobody but its log and, on
+// NATS, to the server (a termination with its reason), which is where the
+// bed hears it.
+func (d *driver) consume(ctx context.Context, c proto.Consume) error {
+	failing := failingFor(c.Fail, c.FailFor)
+	m, err := d.module(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	handled := make(chan struct{}, 1024)
-	for _, p := range pats {
+	for _, p := range c.Patterns {
 		err := m.Subscribe(p, func(_ context.Context, e sdk.Event) error {
-			out.line("handled", map[string]any{"event": map[string]any{
-				"id": e.ID, "source": e.Source, "node": e.Node, "key": e.Key,
-				"time": wire.FormatTime(e.Time), "causation": e.CausationID, "schema": e.Schema,
-				"body": string(e.Body),
+			_ = d.out.Print(proto.Handled{Event: proto.Event{
+				ID: e.ID, Source: e.Source, Node: e.Node, Key: e.Key,
+				Time: wire.FormatTime(e.Time), Causation: e.CausationID, Schema: e.Schema,
+				Body: string(e.Body),
 			}})
-			handled <- struct{}{}
+			select {
+			case handled <- struct{}{}:
+			default:
+			}
 			if failing(e.ID) {
 				return errors.New("the driver was told to fail")
 			}
@@ -267,9 +180,11 @@ func consume(ctx context.Context, args []string, out *printer, log *slog.Logger)
 			return err
 		}
 	}
-	out.line("ready", nil)
-	deadline := time.After(*timeout)
-	for n := 0; n < *count; n++ {
+	if err := d.out.Print(proto.Ready{}); err != nil {
+		return err
+	}
+	deadline := time.After(c.Timeout)
+	for n := 0; n < c.Count; n++ {
 		select {
 		case <-handled:
 		case <-deadline:
@@ -305,107 +220,59 @@ func failingFor(always bool, d time.Duration) func(id string) bool {
 	}
 }
 
-// refusals reports the SDK's "envelope refused" log records as protocol
-// lines naming what was refused (part) and, for a header, the header.
-type refusals struct {
-	slog.Handler
-	out *printer
-}
-
-func (r *refusals) Handle(ctx context.Context, rec slog.Record) error {
-	if rec.Message == "envelope refused" {
-		fields := map[string]any{}
-		rec.Attrs(func(a slog.Attr) bool {
-			fields[a.Key] = a.Value.String()
-			return true
-		})
-		r.out.line("refused", fields)
-	}
-	return r.Handler.Handle(ctx, rec)
-}
-
-func (r *refusals) WithAttrs(as []slog.Attr) slog.Handler {
-	return &refusals{Handler: r.Handler.WithAttrs(as), out: r.out}
-}
-
-func (r *refusals) WithGroup(name string) slog.Handler {
-	return &refusals{Handler: r.Handler.WithGroup(name), out: r.out}
-}
-
-func serve(ctx context.Context, args []string, out *printer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	tool := fs.String("tool", "", "the tool to serve")
-	duration := fs.Duration("duration", 10*time.Second, "how long to serve")
-	fail := fs.String("fail", "", "fail every call with this message")
-	panicky := fs.Bool("panic", false, "panic in every call")
-	if err := fs.Parse(args); err != nil || *tool == "" {
-		return misuse(err, "--tool T is required")
-	}
-	m, err := connectModule(ctx, log)
+func (d *driver) serve(ctx context.Context, c proto.Serve) error {
+	m, err := d.module(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	err = m.Handle(*tool, func(_ context.Context, a []byte) ([]byte, error) {
-		out.line("served", map[string]any{"tool": *tool, "args": string(a)})
+	err = m.Handle(c.Tool, func(_ context.Context, a []byte) ([]byte, error) {
+		_ = d.out.Print(proto.Served{Tool: c.Tool, Args: string(a)})
 		switch {
-		case *panicky:
+		case c.Panic:
 			panic("the driver was told to panic")
-		case *fail != "":
-			return nil, errors.New(*fail)
+		case c.Fail != "":
+			return nil, errors.New(c.Fail)
 		}
 		return a, nil
 	})
 	if err != nil {
 		return err
 	}
-	out.line("ready", nil)
+	if err := d.out.Print(proto.Ready{}); err != nil {
+		return err
+	}
 	select {
-	case <-time.After(*duration):
+	case <-time.After(c.Duration):
 	case <-ctx.Done():
 	}
 	return nil
 }
 
-func call(ctx context.Context, args []string, out *printer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("call", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	module := fs.String("module", "", "the module serving the tool")
-	tool := fs.String("tool", "", "the tool")
-	callArgs := fs.String("args", "{}", "the call's arguments (JSON)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
-	if err := fs.Parse(args); err != nil || *module == "" || *tool == "" {
-		return misuse(err, "--module M and --tool T are required")
-	}
-	m, err := connectModule(ctx, log)
+func (d *driver) call(ctx context.Context, c proto.Call) error {
+	m, err := d.module(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	cctx, cancel := context.WithTimeout(ctx, *timeout)
+	cctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	body, err := m.Request(cctx, *module, *tool, []byte(*callArgs))
+	body, err := m.Request(cctx, c.Module, c.Tool, []byte(c.Args))
 	if err != nil {
 		return err
 	}
-	out.line("result", map[string]any{"body": string(body)})
-	return nil
+	return d.out.Print(proto.Result{Body: string(body)})
 }
 
-func grant(_ context.Context, args []string, out *printer, _ *slog.Logger) error {
-	fs := flag.NewFlagSet("grant", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	file := fs.String("file", "", "the contributions file")
-	if err := fs.Parse(args); err != nil || *file == "" {
-		return misuse(err, "--file FILE is required")
-	}
-	grants, err := provision.ReadGrants(*file)
+func (d *driver) grant(c proto.ReadGrant) error {
+	grants, err := provision.ReadGrants(c.File)
 	if err != nil {
 		return err
 	}
 	for _, g := range grants {
-		out.line("grant", map[string]any{"module": g.Consumer.Module, "node": g.Consumer.Node})
+		if err := d.out.Print(proto.Grant{Module: g.Consumer.Module, Node: g.Consumer.Node}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
