@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cucumber/godog"
@@ -98,7 +99,9 @@ func (s *scenario) busAnswers(ctx context.Context, fault string) error {
 	if err != nil {
 		return fmt.Errorf("the bus did not answer again after %s was undone: %w", fault, err)
 	}
-	if !s.faultAt.IsZero() {
+	// For a fault that took the bus down, how long it was down: from the
+	// fault taking effect to a client served again.
+	if !s.faultAt.IsZero() && slices.Contains([]string{"kill", "kill-server", "stop", "pause"}, fault) {
 		beds.Measure(ctx, "bus answering again after "+fault, time.Since(s.faultAt))
 	}
 	return nil

@@ -21,7 +21,7 @@ var ErrReplySubject = errors.New("reply subject refused")
 func CheckInboxReply(reply string) error {
 	rest, ok := strings.CutPrefix(reply, inbox+".")
 	if !ok {
-		return fmt.Errorf("%w: %q is not under %s.", ErrReplySubject, reply, inbox)
+		return fmt.Errorf("%w: %q is not under %s", ErrReplySubject, reply, Under(inbox))
 	}
 	toks := strings.Split(rest, ".")
 	if len(toks) < 3 {
@@ -46,7 +46,7 @@ func CheckEnrolReply(token, reply string) error {
 		return err
 	}
 	if !strings.HasPrefix(reply, EnrolInbox(token)+".") {
-		return fmt.Errorf("%w: %q is not under the inbox of token %q (%s.)", ErrReplySubject, reply, token, EnrolInbox(token))
+		return fmt.Errorf("%w: %q is not under the inbox of token %q (%s)", ErrReplySubject, reply, token, Under(EnrolInbox(token)))
 	}
 	return nil
 }
