@@ -63,6 +63,20 @@ func (c *Cluster) EnsureImage(ctx context.Context, spec images.Spec) (string, er
 	return ref, nil
 }
 
+// ModuleImage builds the image of the sample module name (mesh/modules/
+// <name>) from the checkout, when it is missing or stale, and returns its
+// reference.
+func (c *Cluster) ModuleImage(ctx context.Context, name string) (string, error) {
+	return c.EnsureImage(ctx, images.Module(name))
+}
+
+// DriverImage builds the conformance driver of implementation, the Go
+// package pkg of this module (conformance/registry.yaml's recipe), when
+// it is missing or stale, and returns its reference.
+func (c *Cluster) DriverImage(ctx context.Context, implementation, pkg string) (string, error) {
+	return c.EnsureImage(ctx, images.Driver(implementation, pkg))
+}
+
 // StartDriver starts one command of a driver on the private network and
 // returns at once; Lines and Wait read what it printed. It runs any
 // program that is given a credential the same way: a sample module too

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -54,11 +53,12 @@ type Mesh interface {
 	WriteNATSConfig(content []byte) error
 
 	// Modules: a conformance driver or a sample module run as a principal
-	// on the private network; EnsureImage builds a module's image from
-	// the checkout (ImageID says which one ran); RaiseAMQP raises the AMQP
-	// bus of today beside NATS.
+	// on the private network; ModuleImage builds a sample module's image
+	// from the checkout (ImageID says which one ran); RaiseAMQP raises the
+	// AMQP bus of today beside NATS, where the topology has one.
 	StartDriver(ctx context.Context, o DriverOptions) (*Driver, error)
-	EnsureImage(ctx context.Context, spec images.Spec) (string, error)
+	ModuleImage(ctx context.Context, name string) (string, error)
+	DriverImage(ctx context.Context, implementation, pkg string) (string, error)
 	ImageID(ctx context.Context, ref string) (string, error)
 	RaiseAMQP(ctx context.Context) (*AMQPBus, error)
 

@@ -9,7 +9,6 @@ import (
 
 	proto "github.com/meshbus/mesh/conformance/driverproto"
 	"github.com/meshbus/mesh/harness"
-	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -63,7 +62,7 @@ func (b *bothBuses) theModuleIsBuiltOnce(ctx context.Context, name string) error
 	if err != nil {
 		return err
 	}
-	ref, err := r.cluster.EnsureImage(ctx, images.Module(name))
+	ref, err := r.cluster.ModuleImage(ctx, name)
 	if err != nil {
 		return err
 	}

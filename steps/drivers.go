@@ -11,7 +11,6 @@ import (
 	proto "github.com/meshbus/mesh/conformance/driverproto"
 	"github.com/meshbus/mesh/conformance/fixture"
 	"github.com/meshbus/mesh/harness"
-	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -67,7 +66,7 @@ func (s *scenario) driverImage(ctx context.Context, implementation string) (stri
 	if !ok {
 		return "", fmt.Errorf("no implementation %q in the registry", implementation)
 	}
-	return s.r.cluster.EnsureImage(ctx, images.Driver(impl.Name, impl.Driver))
+	return s.r.cluster.DriverImage(ctx, impl.Name, impl.Driver)
 }
 
 // driverRunOptions are the knobs of one driver command beyond the command.

@@ -2,7 +2,6 @@ package steps
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/meshbus/mesh/conformance/fixture"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
 )
 
 // tools are the steps of @tools: drivers serve and call tools. Its state
@@ -113,19 +113,16 @@ func (s *scenario) theAnswerIs(answer string) error {
 
 func (s *scenario) nobodyServes(ctx context.Context, module, tool string) error {
 	subject := wire.ToolSubject(module, tool)
-	res, err := s.r.cluster.Probe(ctx, harness.Private, "http",
-		fmt.Sprintf("http://%s:%d/subsz?subs=1&test=%s", s.r.mesh.Bus.Monitor, s.r.mesh.Bus.MonitorPort, subject))
+	body, err := s.monitor(ctx, observe.SubszURL(s.r.mesh.Bus.Monitor, s.r.mesh.Bus.MonitorPort, subject))
 	if err != nil {
 		return err
 	}
-	var subsz struct {
-		Total int `json:"total"`
+	n, err := observe.Subscribers(body)
+	if err != nil {
+		return err
 	}
-	if err := json.Unmarshal([]byte(res.Body), &subsz); err != nil {
-		return fmt.Errorf("read /subsz: %w (%+v)", err, res)
-	}
-	if subsz.Total != 0 {
-		return fmt.Errorf("expected nobody to serve %s, the server has %d subscription(s)", subject, subsz.Total)
+	if n != 0 {
+		return fmt.Errorf("expected nobody to serve %s, the server has %d subscription(s)", subject, n)
 	}
 	return nil
 }
