@@ -8,14 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/meshbus/mesh/harness/controller"
+	"github.com/meshbus/mesh/harness/controllerctr"
 	meshctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// Container returns the handle of the long-running container playing
+// Handle returns the handle of the long-running container playing
 // role: RoleNATS or RoleController.
-func (c *Cluster) Container(role string) (*Container, error) {
+func (c *Cluster) Handle(role string) (*Handle, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.roles[role]
@@ -75,7 +75,7 @@ func (c *Cluster) StateDir() string { return c.state }
 // MeshFile is the host path of the description the cluster was raised
 // from (bound at /mesh/mesh.yaml).
 func (c *Cluster) MeshFile() string {
-	return filepath.Join(c.meshDir, filepath.Base(controller.MeshFile))
+	return filepath.Join(c.meshDir, filepath.Base(controllerctr.MeshFile))
 }
 
 // NetworkName is the Docker name of the network Private or Outside.

@@ -14,7 +14,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 
-	"github.com/meshbus/mesh/harness/controller"
+	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/harness/nats"
 	"github.com/meshbus/mesh/harness/owner"
 	"github.com/meshbus/mesh/harness/topology"
@@ -69,11 +69,11 @@ type Cluster struct {
 	poll         time.Duration
 	readyTimeout time.Duration
 	networks     map[string]string // Private/Outside -> Docker network name
-	nats         *nats.Container
+	nats         *nats.NATSContainer
 	topology     topology.Topology
 
 	mu      sync.Mutex
-	roles   map[string]*Container
+	roles   map[string]*Handle
 	faults  map[string]injected // by member
 	busAddr string              // as of the last BusAddress, for Describe
 }
@@ -95,7 +95,7 @@ func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Clust
 			Private: "mesh-" + s.id,
 			Outside: "mesh-" + s.id + "-outside",
 		},
-		roles: map[string]*Container{},
+		roles: map[string]*Handle{},
 	}
 	if c.poll == 0 {
 		c.poll = DefaultPoll
@@ -155,7 +155,7 @@ func (c *Cluster) makeDirs(meshFile string) error {
 	if err := os.MkdirAll(c.meshDir, 0o755); err != nil {
 		return fmt.Errorf("prepare work dir: %w", err)
 	}
-	return c.StageFile(meshFile, filepath.Base(controller.MeshFile))
+	return c.StageFile(meshFile, filepath.Base(controllerctr.MeshFile))
 }
 
 // createNetworks creates the private and outside networks, both at once:
@@ -188,13 +188,13 @@ func (c *Cluster) createNetworks(ctx context.Context) error {
 // controllerBinds are the binds every controller container gets.
 func (c *Cluster) controllerBinds() []testcontainers.ContainerCustomizer {
 	return []testcontainers.ContainerCustomizer{
-		controller.WithStateDir(c.state),
-		controller.WithMeshDir(c.meshDir),
+		controllerctr.WithStateDir(c.state),
+		controllerctr.WithMeshDir(c.meshDir),
 	}
 }
 
 func (c *Cluster) genesis(ctx context.Context) error {
-	out, exit, err := c.runController(ctx, "genesis", controller.Args("genesis", filepath.Base(controller.MeshFile)))
+	out, exit, err := c.runController(ctx, "genesis", controllerctr.Args("genesis", filepath.Base(controllerctr.MeshFile)))
 	if err != nil {
 		return err
 	}
@@ -271,14 +271,14 @@ func (c *Cluster) startController(ctx context.Context) error {
 	opts := append(c.s.common(RoleController), c.controllerBinds()...)
 	opts = append(opts,
 		network.WithNetworkName([]string{AliasController}, c.networks[Private]),
-		controller.WithStartupTimeout(c.readyTimeout),
+		controllerctr.WithStartupTimeout(c.readyTimeout),
 	)
-	ctr, runErr := controller.Run(ctx, c.images.controller, opts...)
+	ctr, runErr := controllerctr.Run(ctx, c.images.controller, opts...)
 	var got started
 	if ctr != nil {
 		got = ctr
 	}
-	h, err := c.s.adopt(ctx, RoleController, controller.ReadyLog, c.readyTimeout, got, runErr)
+	h, err := c.s.adopt(ctx, RoleController, controllerctr.ReadyLog, c.readyTimeout, got, runErr)
 	if h != nil {
 		c.setRole(RoleController, h)
 	}
@@ -298,7 +298,7 @@ func (c *Cluster) imageCmd(ctx context.Context, image string) ([]string, error) 
 	return res.Config.Cmd, nil
 }
 
-func (c *Cluster) setRole(role string, h *Container) {
+func (c *Cluster) setRole(role string, h *Handle) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.roles[role] = h

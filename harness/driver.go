@@ -51,7 +51,7 @@ func (o DriverOptions) role() string {
 
 // Driver is one running command of a conformance driver.
 type Driver struct {
-	c *Container
+	c *Handle
 }
 
 // EnsureImage builds spec's image if it is missing or stale.

@@ -10,11 +10,11 @@ type killFault struct{}
 
 func (killFault) Name() string { return "kill" }
 
-func (killFault) Inject(ctx context.Context, m *Container) error {
+func (killFault) Inject(ctx context.Context, m *Handle) error {
 	if err := m.Kill(ctx, "KILL"); err != nil {
 		return err
 	}
 	return waitState(ctx, m, "dead", func(s State) bool { return !s.Running })
 }
 
-func (killFault) Undo(ctx context.Context, m *Container) error { return startStopped(ctx, m) }
+func (killFault) Undo(ctx context.Context, m *Handle) error { return startStopped(ctx, m) }

@@ -19,7 +19,7 @@ type killServerFault struct{}
 
 func (killServerFault) Name() string { return "kill-server" }
 
-func (killServerFault) Inject(ctx context.Context, m *Container) error {
+func (killServerFault) Inject(ctx context.Context, m *Handle) error {
 	code, out, err := m.Exec(ctx, "/mesh-nats", "signal", "KILL")
 	if err != nil {
 		return err
@@ -41,4 +41,4 @@ func (killServerFault) Inject(ctx context.Context, m *Container) error {
 	return nil
 }
 
-func (killServerFault) Undo(ctx context.Context, m *Container) error { return startStopped(ctx, m) }
+func (killServerFault) Undo(ctx context.Context, m *Handle) error { return startStopped(ctx, m) }

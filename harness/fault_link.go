@@ -79,7 +79,7 @@ func (c *Cluster) parseLink(name string) (*linkFault, bool) {
 
 // device is a shell snippet setting $dev to the member's interface on the
 // fault's network, found by the address Docker gave it there.
-func (f *linkFault) device(ctx context.Context, m *Container) (string, error) {
+func (f *linkFault) device(ctx context.Context, m *Handle) (string, error) {
 	res, err := m.docker.ContainerInspect(ctx, m.id, client.ContainerInspectOptions{})
 	if err != nil {
 		return "", infra("inspect "+m.role, err)
@@ -93,7 +93,7 @@ func (f *linkFault) device(ctx context.Context, m *Container) (string, error) {
 		`[ -n "$dev" ] || { echo "no interface holds ` + ip + `" >&2; exit 3; }; `, nil
 }
 
-func (f *linkFault) Inject(ctx context.Context, m *Container) error {
+func (f *linkFault) Inject(ctx context.Context, m *Handle) error {
 	dev, err := f.device(ctx, m)
 	if err != nil {
 		return err
@@ -128,7 +128,7 @@ func (f *linkFault) Inject(ctx context.Context, m *Container) error {
 	return nil
 }
 
-func (f *linkFault) Undo(ctx context.Context, m *Container) error {
+func (f *linkFault) Undo(ctx context.Context, m *Handle) error {
 	dev, err := f.device(ctx, m)
 	if err != nil {
 		return err
@@ -148,7 +148,7 @@ func (f *linkFault) Undo(ctx context.Context, m *Container) error {
 }
 
 // run runs script in mesh-netem, in the member's network namespace.
-func (f *linkFault) run(ctx context.Context, m *Container, script string) (int, string, error) {
+func (f *linkFault) run(ctx context.Context, m *Handle, script string) (int, string, error) {
 	image, err := f.c.s.builder.EnsureDebian(ctx, images.Netem(images.DebianFromEnv(os.Getenv)))
 	if err != nil {
 		return 0, "", infra("ensure the netem helper image", err)

@@ -18,7 +18,7 @@ type partitionFault struct {
 
 func (f *partitionFault) Name() string { return "partition from " + f.network }
 
-func (f *partitionFault) Inject(ctx context.Context, m *Container) error {
+func (f *partitionFault) Inject(ctx context.Context, m *Handle) error {
 	nets, err := m.Networks(ctx)
 	if err != nil {
 		return err
@@ -34,7 +34,7 @@ func (f *partitionFault) Inject(ctx context.Context, m *Container) error {
 	return f.wait(ctx, m, false)
 }
 
-func (f *partitionFault) Undo(ctx context.Context, m *Container) error {
+func (f *partitionFault) Undo(ctx context.Context, m *Handle) error {
 	if err := m.Connect(ctx, f.docker, f.aliases); err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (f *partitionFault) Undo(ctx context.Context, m *Container) error {
 }
 
 // wait polls until the member is (or is not) on the network.
-func (f *partitionFault) wait(ctx context.Context, m *Container, attached bool) error {
+func (f *partitionFault) wait(ctx context.Context, m *Handle, attached bool) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {

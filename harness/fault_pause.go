@@ -9,14 +9,14 @@ type pauseFault struct{}
 
 func (pauseFault) Name() string { return "pause" }
 
-func (pauseFault) Inject(ctx context.Context, m *Container) error {
+func (pauseFault) Inject(ctx context.Context, m *Handle) error {
 	if err := m.Pause(ctx); err != nil {
 		return err
 	}
 	return waitState(ctx, m, "paused", func(s State) bool { return s.Status == "paused" })
 }
 
-func (pauseFault) Undo(ctx context.Context, m *Container) error {
+func (pauseFault) Undo(ctx context.Context, m *Handle) error {
 	if err := m.Unpause(ctx); err != nil {
 		return err
 	}

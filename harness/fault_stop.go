@@ -8,11 +8,11 @@ type stopFault struct{}
 
 func (stopFault) Name() string { return "stop" }
 
-func (stopFault) Inject(ctx context.Context, m *Container) error {
+func (stopFault) Inject(ctx context.Context, m *Handle) error {
 	if err := m.Stop(ctx); err != nil {
 		return err
 	}
 	return waitState(ctx, m, "stopped", func(s State) bool { return !s.Running })
 }
 
-func (stopFault) Undo(ctx context.Context, m *Container) error { return startStopped(ctx, m) }
+func (stopFault) Undo(ctx context.Context, m *Handle) error { return startStopped(ctx, m) }

@@ -22,8 +22,8 @@ type Fault interface {
 	// partition from <network>, loss <n>% on <network>, delay <d> on
 	// <network>.
 	Name() string
-	Inject(ctx context.Context, m *Container) error
-	Undo(ctx context.Context, m *Container) error
+	Inject(ctx context.Context, m *Handle) error
+	Undo(ctx context.Context, m *Handle) error
 }
 
 // Members of the genesis topology by the name a step gives them; a bed's
@@ -79,7 +79,7 @@ var kindRoles = map[string]string{topology.KindNATS: RoleNATS, topology.KindCont
 
 // member is the container of a member, or ErrUnknownMember naming the
 // valid ones.
-func (c *Cluster) member(name string) (*Container, error) {
+func (c *Cluster) member(name string) (*Handle, error) {
 	c.mu.Lock()
 	m, inTopology := c.topology.Named(name)
 	h, ok := c.roles[kindRoles[m.Kind]]
@@ -240,7 +240,7 @@ func (c *Cluster) setFault(member string, f Fault, at time.Time) {
 }
 
 // waitState polls the member's state until ok says it holds.
-func waitState(ctx context.Context, m *Container, what string, ok func(State) bool) error {
+func waitState(ctx context.Context, m *Handle, what string, ok func(State) bool) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -262,7 +262,7 @@ func waitState(ctx context.Context, m *Container, what string, ok func(State) bo
 // container then undoes.
 // One that never landed leaves the member running: after a grace period
 // with the member still up, there is nothing to undo.
-func startStopped(ctx context.Context, m *Container) error {
+func startStopped(ctx context.Context, m *Handle) error {
 	grace, cancel := context.WithTimeout(ctx, landingGrace)
 	err := waitState(grace, m, "stopped", func(s State) bool { return !s.Running })
 	cancel()

@@ -81,7 +81,7 @@ type Member interface {
 
 var (
 	_ Mesh   = (*Cluster)(nil)
-	_ Member = (*Container)(nil)
+	_ Member = (*Handle)(nil)
 )
 
 // Member is the member name is, or ErrUnknownMember naming the valid ones.

@@ -18,7 +18,7 @@ const tailLines = 30
 
 // Logs returns everything the container wrote, stdout and stderr
 // interleaved as they were written.
-func (c *Container) Logs(ctx context.Context) (string, error) {
+func (c *Handle) Logs(ctx context.Context) (string, error) {
 	var b bytes.Buffer
 	if err := c.copyLogs(ctx, &b, &b); err != nil {
 		return "", err
@@ -27,7 +27,7 @@ func (c *Container) Logs(ctx context.Context) (string, error) {
 }
 
 // stdout returns what the container wrote to its standard output alone.
-func (c *Container) stdout(ctx context.Context) (string, error) {
+func (c *Handle) stdout(ctx context.Context) (string, error) {
 	var out, discard bytes.Buffer
 	if err := c.copyLogs(ctx, &out, &discard); err != nil {
 		return "", err
@@ -35,7 +35,7 @@ func (c *Container) stdout(ctx context.Context) (string, error) {
 	return out.String(), nil
 }
 
-func (c *Container) copyLogs(ctx context.Context, stdout, stderr *bytes.Buffer) error {
+func (c *Handle) copyLogs(ctx context.Context, stdout, stderr *bytes.Buffer) error {
 	rc, err := c.docker.ContainerLogs(ctx, c.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return infra("read logs of "+c.role, err)
@@ -72,10 +72,10 @@ func (s *Session) SaveLogs(ctx context.Context, dir string) error {
 }
 
 // tracked is a snapshot of the containers the session has created.
-func (s *Session) tracked() []*Container {
+func (s *Session) tracked() []*Handle {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]*Container(nil), s.containers...)
+	return append([]*Handle(nil), s.containers...)
 }
 
 // tail returns the last n lines of text.

@@ -39,11 +39,11 @@ func TestNATSContainer(t *testing.T) {
 	}
 	nc.Close()
 
-	h, err := c.Container(RoleNATS)
+	h, err := c.Handle(RoleNATS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Container("store"); err == nil {
+	if _, err := c.Handle("store"); err == nil {
 		t.Fatal("expected an unknown role to be refused")
 	}
 	before, err := h.Inspect(ctx)
@@ -131,7 +131,7 @@ func natsAlone(t *testing.T, ctx context.Context) (*Session, *Cluster) {
 		s: s, state: filepath.Join(s.work, "state"), meshDir: filepath.Join(s.work, "mesh"), js: filepath.Join(s.work, "js"),
 		poll: 200 * time.Millisecond, readyTimeout: time.Minute,
 		networks: map[string]string{Private: "mesh-" + s.id, Outside: "mesh-" + s.id + "-outside"},
-		roles:    map[string]*Container{},
+		roles:    map[string]*Handle{},
 	}
 	for _, d := range []string{filepath.Join(c.state, "nats"), c.js} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -159,7 +159,7 @@ func natsAlone(t *testing.T, ctx context.Context) (*Session, *Cluster) {
 }
 
 // natsServer finds the nats-server process in the container.
-func natsServer(t *testing.T, ctx context.Context, h *Container) Process {
+func natsServer(t *testing.T, ctx context.Context, h *Handle) Process {
 	t.Helper()
 	ps, err := h.Processes(ctx)
 	if err != nil {

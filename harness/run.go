@@ -37,8 +37,8 @@ func (s *Session) common(role string) []testcontainers.ContainerCustomizer {
 
 // track records a container the run created. If Close has begun, the
 // container may have been missed by it, so track removes it and fails.
-func (s *Session) track(ctx context.Context, role, id, ready string, readyTimeout time.Duration) (*Container, error) {
-	c := &Container{docker: s.docker, role: role, id: id, name: s.containerName(role), ready: ready, readyTimeout: readyTimeout}
+func (s *Session) track(ctx context.Context, role, id, ready string, readyTimeout time.Duration) (*Handle, error) {
+	c := &Handle{docker: s.docker, role: role, id: id, name: s.containerName(role), ready: ready, readyTimeout: readyTimeout}
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {
@@ -62,8 +62,8 @@ type started interface {
 // run's terms: a container Docker never started is infrastructure; one
 // that started and then did not become ready (or did not finish) is the
 // product's failure, reported with the tail of its output.
-func (s *Session) adopt(ctx context.Context, role, ready string, readyTimeout time.Duration, ctr started, runErr error) (*Container, error) {
-	var c *Container
+func (s *Session) adopt(ctx context.Context, role, ready string, readyTimeout time.Duration, ctr started, runErr error) (*Handle, error) {
+	var c *Handle
 	if ctr != nil && ctr.GetContainerID() != "" {
 		var err error
 		if c, err = s.track(ctx, role, ctr.GetContainerID(), ready, readyTimeout); err != nil {
@@ -90,7 +90,7 @@ func (s *Session) adopt(ctx context.Context, role, ready string, readyTimeout ti
 // runOnce runs a one-shot container of kind base (genesis, apply,
 // probe …) to completion and returns it and its exit code. The container
 // is kept, for SaveLogs, until Close.
-func (s *Session) runOnce(ctx context.Context, base, image string, timeout time.Duration, opts ...testcontainers.ContainerCustomizer) (*Container, int, error) {
+func (s *Session) runOnce(ctx context.Context, base, image string, timeout time.Duration, opts ...testcontainers.ContainerCustomizer) (*Handle, int, error) {
 	if timeout == 0 {
 		timeout = defaultOneShotTimeout
 	}

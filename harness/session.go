@@ -74,7 +74,7 @@ type Session struct {
 
 	mu         sync.Mutex
 	closed     bool
-	containers []*Container
+	containers []*Handle
 	roles      map[string]int
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
-	"github.com/meshbus/mesh/harness/controller"
+	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -209,7 +209,7 @@ func (s *scenario) theControllerApplies(ctx context.Context, file, issued, revok
 	// issued person's login from the moment its credential appears, so
 	// that the first accepted login measures the reload, not this step.
 	s.firstLogin = s.watchFirstLogin(ctx, wire.PersonUser(issued))
-	out, exit, err := r.cluster.RunController(ctx, controller.Args("apply", name)...)
+	out, exit, err := r.cluster.RunController(ctx, controllerctr.Args("apply", name)...)
 	if err != nil {
 		return err
 	}

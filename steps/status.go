@@ -10,7 +10,7 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/meshbus/mesh/harness/controller"
+	"github.com/meshbus/mesh/harness/controllerctr"
 	ctl "github.com/meshbus/mesh/mesh/controller"
 )
 
@@ -30,7 +30,7 @@ func (s *scenario) status(ctx context.Context) (ctl.Status, error) {
 	if err != nil {
 		return ctl.Status{}, err
 	}
-	out, exit, err := r.cluster.RunController(ctx, "status", "--state", controller.StateDir, "--json")
+	out, exit, err := r.cluster.RunController(ctx, "status", "--state", controllerctr.StateDir, "--json")
 	if err != nil {
 		return ctl.Status{}, err
 	}

@@ -39,8 +39,8 @@ const ReadyLog = "Server is ready"
 // DefaultStartupTimeout bounds the wait for ReadyLog.
 const DefaultStartupTimeout = 60 * time.Second
 
-// Container is a running nats container.
-type Container struct {
+// NATSContainer is a running nats container.
+type NATSContainer struct {
 	*testcontainers.DockerContainer
 }
 
@@ -48,7 +48,7 @@ type Container struct {
 // ready. The client port is published on the host's loopback only, on a
 // port Docker chooses. On error the container, if one was created, is
 // returned too, so the caller can read its logs and remove it.
-func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCustomizer) (*Container, error) {
+func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCustomizer) (*NATSContainer, error) {
 	defaults := []testcontainers.ContainerCustomizer{
 		testcontainers.WithExposedPorts(ClientPort),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
@@ -59,9 +59,9 @@ func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCust
 		testcontainers.WithWaitStrategy(wait.ForLog(ReadyLog).WithStartupTimeout(DefaultStartupTimeout)),
 	}
 	ctr, err := testcontainers.Run(ctx, image, append(defaults, opts...)...)
-	var c *Container
+	var c *NATSContainer
 	if ctr != nil {
-		c = &Container{DockerContainer: ctr}
+		c = &NATSContainer{DockerContainer: ctr}
 	}
 	if err != nil {
 		return c, fmt.Errorf("run nats: %w", err)
@@ -127,7 +127,7 @@ func WithStartupTimeout(timeout time.Duration) testcontainers.CustomizeRequestOp
 
 // ClientAddress is host:port where the client port is reached from this
 // host. Ask again after a restart: Docker may choose another port.
-func (c *Container) ClientAddress(ctx context.Context) (string, error) {
+func (c *NATSContainer) ClientAddress(ctx context.Context) (string, error) {
 	p, err := c.MappedPort(ctx, ClientPort)
 	if err != nil {
 		return "", fmt.Errorf("nats client address: %w", err)

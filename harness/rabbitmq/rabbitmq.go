@@ -50,8 +50,8 @@ const ReadyLog = "Server startup complete"
 // starts in about 15 s on two cores; the margin is for a loaded machine.
 const DefaultStartupTimeout = 2 * time.Minute
 
-// Container is a running RabbitMQ container.
-type Container struct {
+// RabbitMQContainer is a running RabbitMQ container.
+type RabbitMQContainer struct {
 	*testcontainers.DockerContainer
 	// AdminUsername and AdminPassword are the administrator's, with every
 	// permission on every virtual host of the definitions.
@@ -68,7 +68,7 @@ type Container struct {
 // (network.WithNetworkName), log consumers. On error the container, if one
 // was created, is returned too, so the caller can read its logs and
 // remove it.
-func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCustomizer) (*Container, error) {
+func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCustomizer) (*RabbitMQContainer, error) {
 	s := defaultSettings()
 	for _, o := range opts {
 		if apply, ok := o.(Option); ok {
@@ -96,9 +96,9 @@ func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCust
 	)
 	all := append(append(defaults, opts...), files)
 	ctr, err := testcontainers.Run(ctx, image, all...)
-	var c *Container
+	var c *RabbitMQContainer
 	if ctr != nil {
-		c = &Container{DockerContainer: ctr, AdminUsername: s.admin.name, AdminPassword: s.admin.password, passwords: s.passwords()}
+		c = &RabbitMQContainer{DockerContainer: ctr, AdminUsername: s.admin.name, AdminPassword: s.admin.password, passwords: s.passwords()}
 	}
 	if err != nil {
 		return c, fmt.Errorf("run rabbitmq: %w", err)
@@ -120,7 +120,7 @@ func waitReady(timeout time.Duration) testcontainers.CustomizeRequestOption {
 
 // Address is host:port where AMQP is reached from this host. Ask again
 // after a restart: Docker may choose another port.
-func (c *Container) Address(ctx context.Context) (string, error) {
+func (c *RabbitMQContainer) Address(ctx context.Context) (string, error) {
 	p, err := c.MappedPort(ctx, AMQPPort)
 	if err != nil {
 		return "", fmt.Errorf("rabbitmq address: %w", err)
@@ -130,13 +130,13 @@ func (c *Container) Address(ctx context.Context) (string, error) {
 
 // AmqpURL is the administrator's URL of the virtual host "/" from this
 // host.
-func (c *Container) AmqpURL(ctx context.Context) (string, error) {
+func (c *RabbitMQContainer) AmqpURL(ctx context.Context) (string, error) {
 	return c.AmqpURLFor(ctx, c.AdminUsername, "/")
 }
 
 // AmqpURLFor is user's URL of vhost from this host, with the password the
 // user was given (WithAdmin or WithUser).
-func (c *Container) AmqpURLFor(ctx context.Context, user, vhost string) (string, error) {
+func (c *RabbitMQContainer) AmqpURLFor(ctx context.Context, user, vhost string) (string, error) {
 	pass, ok := c.passwords[user]
 	if !ok {
 		return "", fmt.Errorf("rabbitmq url: %w: %q", ErrUnknownUser, user)
@@ -162,7 +162,7 @@ func URL(addr, user, password, vhost string) string {
 // Ctl runs rabbitmqctl with args in the container and returns its output,
 // for what the definitions cannot say (closing connections, listing
 // queues). Both our image and the official ones have it.
-func (c *Container) Ctl(ctx context.Context, args ...string) (string, error) {
+func (c *RabbitMQContainer) Ctl(ctx context.Context, args ...string) (string, error) {
 	code, r, err := c.Exec(ctx, append([]string{"rabbitmqctl"}, args...), tcexec.Multiplexed())
 	if err != nil {
 		return "", fmt.Errorf("rabbitmqctl %s: %w", strings.Join(args, " "), err)

@@ -223,7 +223,7 @@ func routeOne(t *testing.T, ctx context.Context, url string) {
 	}
 }
 
-func logContainer(t *testing.T, c *Container) {
+func logContainer(t *testing.T, c *RabbitMQContainer) {
 	t.Helper()
 	r, err := c.Logs(context.Background())
 	if err != nil {

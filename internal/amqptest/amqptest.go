@@ -46,7 +46,7 @@ const (
 // Broker is a running RabbitMQ and every principal's credential.
 type Broker struct {
 	// Container is the broker's container.
-	Container *rabbitmq.Container
+	Container *rabbitmq.RabbitMQContainer
 	// Creds maps each user (amqpdefs.Users) to its credential, pointed at
 	// this broker through the host's loopback.
 	Creds map[string]wire.Credential
@@ -255,7 +255,7 @@ func (b *Broker) Inspect(t testing.TB, conn *amqp.Connection, queue string) amqp
 	return q
 }
 
-func logs(t testing.TB, c *rabbitmq.Container) {
+func logs(t testing.TB, c *rabbitmq.RabbitMQContainer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := c.Logs(ctx)

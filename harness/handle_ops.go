@@ -17,7 +17,7 @@ import (
 
 // Kill sends the container's first process sig (a name: KILL, TERM …).
 // KILL ends the container at once, with no chance to clean up.
-func (c *Container) Kill(ctx context.Context, sig string) error {
+func (c *Handle) Kill(ctx context.Context, sig string) error {
 	if _, err := c.docker.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: sig}); err != nil {
 		return infra("kill "+c.role+" with "+sig, err)
 	}
@@ -26,7 +26,7 @@ func (c *Container) Kill(ctx context.Context, sig string) error {
 
 // Pause freezes every process of the container (the cgroup freezer): it
 // holds its connections open and answers nothing, as a machine that hangs.
-func (c *Container) Pause(ctx context.Context) error {
+func (c *Handle) Pause(ctx context.Context) error {
 	if _, err := c.docker.ContainerPause(ctx, c.id, client.ContainerPauseOptions{}); err != nil {
 		return infra("pause "+c.role, err)
 	}
@@ -34,7 +34,7 @@ func (c *Container) Pause(ctx context.Context) error {
 }
 
 // Unpause thaws a paused container.
-func (c *Container) Unpause(ctx context.Context) error {
+func (c *Handle) Unpause(ctx context.Context) error {
 	if _, err := c.docker.ContainerUnpause(ctx, c.id, client.ContainerUnpauseOptions{}); err != nil {
 		return infra("unpause "+c.role, err)
 	}
@@ -43,7 +43,7 @@ func (c *Container) Unpause(ctx context.Context) error {
 
 // Exec runs cmd in the container and returns its exit status and what it
 // printed (stdout then stderr).
-func (c *Container) Exec(ctx context.Context, cmd ...string) (int, string, error) {
+func (c *Handle) Exec(ctx context.Context, cmd ...string) (int, string, error) {
 	ex, err := c.docker.ExecCreate(ctx, c.id, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return 0, "", infra("exec in "+c.role, err)
@@ -78,7 +78,7 @@ func (c *Container) Exec(ctx context.Context, cmd ...string) (int, string, error
 
 // Networks lists the Docker networks the container is attached to, each
 // with the aliases it is reached by there.
-func (c *Container) Networks(ctx context.Context) (map[string][]string, error) {
+func (c *Handle) Networks(ctx context.Context) (map[string][]string, error) {
 	res, err := c.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
 	if err != nil {
 		return nil, infra("inspect "+c.role, err)
@@ -96,7 +96,7 @@ func (c *Container) Networks(ctx context.Context) (map[string][]string, error) {
 
 // Disconnect takes the container off a Docker network: nothing on it
 // reaches the container any more, nor it them.
-func (c *Container) Disconnect(ctx context.Context, net string) error {
+func (c *Handle) Disconnect(ctx context.Context, net string) error {
 	if _, err := c.docker.NetworkDisconnect(ctx, net, client.NetworkDisconnectOptions{Container: c.id, Force: true}); err != nil {
 		return infra("disconnect "+c.role+" from "+net, err)
 	}
@@ -104,7 +104,7 @@ func (c *Container) Disconnect(ctx context.Context, net string) error {
 }
 
 // Connect attaches the container to a Docker network under aliases.
-func (c *Container) Connect(ctx context.Context, net string, aliases []string) error {
+func (c *Handle) Connect(ctx context.Context, net string, aliases []string) error {
 	if _, err := c.docker.NetworkConnect(ctx, net, client.NetworkConnectOptions{
 		Container: c.id, EndpointConfig: &network.EndpointSettings{Aliases: aliases},
 	}); err != nil {

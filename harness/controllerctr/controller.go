@@ -1,8 +1,8 @@
-// Package controller runs the mesh controller's container (image
+// Package controllerctr runs the mesh controller's container (image
 // mesh-controller) for the harness, shaped like a testcontainers-go
 // module: Run applies this package's defaults first and the caller's
 // options after.
-package controller
+package controllerctr
 
 import (
 	"context"
@@ -33,8 +33,8 @@ const ReadyLog = `"msg":"ready"`
 // DefaultStartupTimeout bounds the wait for ReadyLog.
 const DefaultStartupTimeout = 60 * time.Second
 
-// Container is a running controller container.
-type Container struct {
+// ControllerContainer is a running controller container.
+type ControllerContainer struct {
 	*testcontainers.DockerContainer
 }
 
@@ -47,15 +47,15 @@ func Args(subcommand, file string) []string {
 // Run starts `mesh-controller run` on MeshFile from image and waits until
 // it is ready. On error the container, if one was created, is returned
 // too, so the caller can read its logs and remove it.
-func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCustomizer) (*Container, error) {
+func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCustomizer) (*ControllerContainer, error) {
 	defaults := []testcontainers.ContainerCustomizer{
 		testcontainers.WithCmd(Args("run", path.Base(MeshFile))...),
 		testcontainers.WithWaitStrategy(wait.ForLog(ReadyLog).WithStartupTimeout(DefaultStartupTimeout)),
 	}
 	ctr, err := testcontainers.Run(ctx, image, append(defaults, opts...)...)
-	var c *Container
+	var c *ControllerContainer
 	if ctr != nil {
-		c = &Container{DockerContainer: ctr}
+		c = &ControllerContainer{DockerContainer: ctr}
 	}
 	if err != nil {
 		return c, fmt.Errorf("run controller: %w", err)

@@ -23,9 +23,9 @@ const defaultReadyTimeout = 60 * time.Second
 // exit on SIGTERM before Docker kills it.
 const stopTimeout = 10 * time.Second
 
-// Container is a handle on one container of the run, for observing it
+// Handle is a handle on one container of the run, for observing it
 // from outside and for the faults a bed applies to it.
-type Container struct {
+type Handle struct {
 	docker *client.Client
 	role   string
 	id     string
@@ -59,17 +59,17 @@ type Process struct {
 }
 
 // ID is the container's full id.
-func (c *Container) ID() string { return c.id }
+func (c *Handle) ID() string { return c.id }
 
 // Name is the container's Docker name (mesh-<run>-<role>).
-func (c *Container) Name() string { return c.name }
+func (c *Handle) Name() string { return c.name }
 
 // Role is what the container plays in the run: nats, controller, genesis,
 // probe-2 …
-func (c *Container) Role() string { return c.role }
+func (c *Handle) Role() string { return c.role }
 
 // Inspect returns the container's state.
-func (c *Container) Inspect(ctx context.Context) (State, error) {
+func (c *Handle) Inspect(ctx context.Context) (State, error) {
 	res, err := c.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
 	if err != nil {
 		return State{}, infra("inspect "+c.role, err)
@@ -92,7 +92,7 @@ func (c *Container) Inspect(ctx context.Context) (State, error) {
 // Processes lists the processes running in the container (the engine's
 // "top"), so a step can see, for instance, nats-server as the child of
 // the entrypoint and whether its pid changed.
-func (c *Container) Processes(ctx context.Context) ([]Process, error) {
+func (c *Handle) Processes(ctx context.Context) ([]Process, error) {
 	res, err := c.docker.ContainerTop(ctx, c.id, client.ContainerTopOptions{})
 	if err != nil {
 		return nil, infra("list processes of "+c.role, err)
@@ -134,7 +134,7 @@ func parseTop(titles []string, rows [][]string) ([]Process, error) {
 }
 
 // Stop stops the container (SIGTERM, then SIGKILL after a grace period).
-func (c *Container) Stop(ctx context.Context) error {
+func (c *Handle) Stop(ctx context.Context) error {
 	t := int(stopTimeout / time.Second)
 	if _, err := c.docker.ContainerStop(ctx, c.id, client.ContainerStopOptions{Timeout: &t}); err != nil {
 		return infra("stop "+c.role, err)
@@ -144,7 +144,7 @@ func (c *Container) Stop(ctx context.Context) error {
 
 // Start starts a stopped container and waits until it says it is ready
 // again.
-func (c *Container) Start(ctx context.Context) error {
+func (c *Handle) Start(ctx context.Context) error {
 	return c.untilReadyAgain(ctx, func() error {
 		if _, err := c.docker.ContainerStart(ctx, c.id, client.ContainerStartOptions{}); err != nil {
 			return infra("start "+c.role, err)
@@ -156,7 +156,7 @@ func (c *Container) Start(ctx context.Context) error {
 // Restart restarts the container and waits until it says it is ready
 // again. A restart gives the container a new start time and new
 // processes; a reload must not.
-func (c *Container) Restart(ctx context.Context) error {
+func (c *Handle) Restart(ctx context.Context) error {
 	return c.untilReadyAgain(ctx, func() error {
 		t := int(stopTimeout / time.Second)
 		if _, err := c.docker.ContainerRestart(ctx, c.id, client.ContainerRestartOptions{Timeout: &t}); err != nil {
@@ -168,7 +168,7 @@ func (c *Container) Restart(ctx context.Context) error {
 
 // untilReadyAgain does act, then waits for one more occurrence of the
 // readiness line than there was before it.
-func (c *Container) untilReadyAgain(ctx context.Context, act func() error) error {
+func (c *Handle) untilReadyAgain(ctx context.Context, act func() error) error {
 	if c.ready == "" {
 		return act()
 	}
@@ -185,7 +185,7 @@ func (c *Container) untilReadyAgain(ctx context.Context, act func() error) error
 
 // waitReady polls the logs until the readiness line has appeared n times,
 // failing early if the container stops.
-func (c *Container) waitReady(ctx context.Context, n int) error {
+func (c *Handle) waitReady(ctx context.Context, n int) error {
 	timeout := c.readyTimeout
 	if timeout == 0 {
 		timeout = defaultReadyTimeout
