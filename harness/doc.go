@@ -1,11 +1,15 @@
 // Package harness raises a mesh in real containers for the beds and lets
 // the step definitions observe it from outside.
 //
+// Read harness.go first: Mesh is the harness as the steps see it.
+//
 // A Session is one run: it owns a run id, the labels on everything it
 // creates, a work directory and a log directory. A Cluster is what a
-// Session raises (RaiseGenesis): the private and outside networks, the
-// nats container and the controller container, plus the one-shot
-// containers run against them (genesis, apply, probes).
+// Session raises (RaiseGenesis) from a bed's topology (package topology):
+// the private and outside networks, its members (the nats container, the
+// controller container, the AMQP broker when asked for), plus the one-shot
+// containers run against them (genesis, apply, probes, the netem helper).
+// Faults (faults.go, fault_*.go) break members on purpose and undo it.
 //
 // testcontainers-go is used with its reaper (Ryuk) disabled, because its
 // image cannot be pulled here; the harness owns cleanup instead.
