@@ -110,7 +110,7 @@ func (c *Cluster) FaultNames(member string) []string {
 }
 
 // NetworkNames are the networks of the cluster, as faults name them.
-func (c *Cluster) NetworkNames() []string { return []string{Private, Outside} }
+func (c *Cluster) NetworkNames() []string { return slices.Clone(topology.Networks) }
 
 // newFault builds the fault name describes, for member; an unknown one is
 // refused with the faults that member can take.

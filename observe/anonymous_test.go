@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 
 // TestDialAnonymous: the composed configuration refuses a client without
@@ -20,15 +16,11 @@ import (
 // block (issue 7 §2: no accounts, so no users) lets it in. So a bed that
 // sees the refusal has seen a closed bus.
 func TestDialAnonymous(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "features", "testdata", "mesh.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := natstest.Start(t, m)
+	s := startMesh(t, "mesh.yaml")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 
-	_, err = DialAnonymous(ctx, s.Fingerprint, "localhost", s.Addr())
+	_, err := DialAnonymous(ctx, s.Fingerprint, "localhost", s.Addr())
 	if !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("expected the composed configuration to refuse a client without a user, got %v", err)
 	}

@@ -15,6 +15,16 @@ import (
 // reply subject from outside it may write into.
 var ControlStreams = []string{wire.StreamControl, wire.StreamNodes, wire.StreamBuilds}
 
+// ControlTargets are the subjects a route aimed at the control plane is
+// tried against: node's declaration, its report, every other subject of
+// CONTROL, and the build queue.
+func ControlTargets(node string) []string {
+	return []string{
+		wire.NodeDeclare(node), wire.SubjectEnrol, wire.NodeReport(node),
+		wire.SubjectPush, wire.SubjectBuilt, wire.SubjectBuildRequest,
+	}
+}
+
 // Holding is what streams hold: per stream its message count, and per
 // subject its message count and last sequence.
 type Holding map[string]uint64

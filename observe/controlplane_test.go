@@ -2,15 +2,12 @@ package observe
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -18,19 +15,10 @@ import (
 // new subject, and a replacement under a per-subject limit (same count,
 // later sequence) each show as a change.
 func TestHoldingSeesEveryWrite(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "features", "testdata", "mesh.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := natstest.Start(t, m)
+	s := startMesh(t, "mesh.yaml")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, s.Creds[wire.ControllerUser], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	js, _ := jetstream.New(c.Conn)
+	_, js := dialAs(ctx, t, s, wire.ControllerUser)
 	for _, cfg := range []jetstream.StreamConfig{
 		{Name: wire.StreamControl, Subjects: []string{wire.SubjectReports, wire.SubjectEnrol}, Retention: jetstream.WorkQueuePolicy, MaxBytes: 1 << 20},
 		{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 1, MaxBytes: 1 << 20},

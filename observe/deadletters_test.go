@@ -2,14 +2,11 @@ package observe
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -17,33 +14,14 @@ import (
 // deliveries is in DEAD for its consumer and sequence; one acknowledged
 // at once is not, nor is the first under another consumer's name.
 func TestDeadLetterFindsTheOneGivenUp(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "features", "testdata", "conformance.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := natstest.Start(t, m)
+	s := startMesh(t, "conformance.yaml")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	consumer := wire.ModuleConsumer("node-b", "consumer")
-	ctl, err := Dial(ctx, s.Creds[wire.ControllerMeshUser], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
-	js, _ := jetstream.New(ctl.Conn)
+	_, js := dialAs(ctx, t, s, wire.ControllerMeshUser)
 	eventsAndDead(ctx, t, js, consumer, 2)
-	emitter, err := Dial(ctx, s.Creds[wire.ModuleUser("node-a", "emitter")], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emitter.Close()
-	ejs, _ := jetstream.New(emitter.Conn)
-	mod, err := Dial(ctx, s.Creds[wire.ModuleUser("node-b", "consumer")], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close()
-	mjs, _ := jetstream.New(mod.Conn)
+	_, ejs := dialAs(ctx, t, s, wire.ModuleUser("node-a", "emitter"))
+	_, mjs := dialAs(ctx, t, s, wire.ModuleUser("node-b", "consumer"))
 	cons, err := mjs.Consumer(ctx, wire.StreamEvents, consumer)
 	if err != nil {
 		t.Fatal(err)

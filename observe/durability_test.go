@@ -2,15 +2,12 @@ package observe
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -18,28 +15,14 @@ import (
 // and leaves a gap in nothing acknowledged; an event stored a second time
 // (past the dedup window: another Nats-Msg-Id) is a duplicate.
 func TestSurviveSeesEveryLoss(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "features", "testdata", "mesh.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := natstest.Start(t, m)
+	s := startMesh(t, "mesh.yaml")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	admin, err := Dial(ctx, s.Creds[wire.ControllerMeshUser], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	ajs, _ := jetstream.New(admin.Conn)
+	_, ajs := dialAs(ctx, t, s, wire.ControllerMeshUser)
 	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamEvents, Subjects: []string{wire.SubjectModuleEvents}, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	sensor, err := Dial(ctx, s.Creds[wire.ModuleUser("node-a", "sensor")], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sensor.Close()
-	sjs, _ := jetstream.New(sensor.Conn)
+	_, sjs := dialAs(ctx, t, s, wire.ModuleUser("node-a", "sensor"))
 	acked, err := Emit(ctx, sjs, "node-a", "sensor", "reading", 20)
 	if err != nil || len(acked) != 20 {
 		t.Fatalf("emit: %d acknowledged, %v", len(acked), err)

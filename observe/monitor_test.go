@@ -4,15 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -34,11 +31,7 @@ func get(t *testing.T, u string) []byte {
 // TestTheMonitoringEndpointReadsAsTheServerAnswers: the readings of /varz,
 // /connz and /subsz against the real server, with what a bed compares.
 func TestTheMonitoringEndpointReadsAsTheServerAnswers(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "features", "testdata", "mesh.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := natstest.Start(t, m)
+	s := startMesh(t, "mesh.yaml")
 	mon := s.MonitorAddr()
 	host, port := mon.IP.String(), mon.Port
 

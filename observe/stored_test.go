@@ -2,31 +2,19 @@ package observe
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 func TestStoredAndPendingAsTheServerCounts(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "features", "testdata", "mesh.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := natstest.Start(t, m)
+	s := startMesh(t, "mesh.yaml")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	admin, err := Dial(ctx, s.Creds[wire.ControllerMeshUser], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	js, _ := jetstream.New(admin.Conn)
+	_, js := dialAs(ctx, t, s, wire.ControllerMeshUser)
 	if got, err := StoredOn(ctx, js, wire.EventSubject("sensor", "reading")); err != nil || got.Stream != "" {
 		t.Fatalf("no stream yet: %+v, %v", got, err)
 	}
@@ -38,12 +26,7 @@ func TestStoredAndPendingAsTheServerCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sensor, err := Dial(ctx, s.Creds[wire.ModuleUser("node-a", "sensor")], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sensor.Close()
-	sjs, _ := jetstream.New(sensor.Conn)
+	_, sjs := dialAs(ctx, t, s, wire.ModuleUser("node-a", "sensor"))
 	for range 3 {
 		if _, err := sjs.Publish(ctx, wire.EventSubject("sensor", "reading"), []byte(`{}`)); err != nil {
 			t.Fatal(err)

@@ -2,32 +2,20 @@ package observe
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 func TestStreamsDiffSeesEveryChange(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "features", "testdata", "mesh.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := natstest.Start(t, m)
+	s := startMesh(t, "mesh.yaml")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, s.Creds[wire.ControllerUser], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	js, _ := jetstream.New(c.Conn)
+	_, js := dialAs(ctx, t, s, wire.ControllerUser)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 1, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -30,11 +28,7 @@ import (
 // Nobody else may hear the advisories, and the mesh account has no room
 // for a stream capturing them.
 func TestTerminationsHearTheSDKsRefusal(t *testing.T) {
-	m, err := meshdesc.Load(filepath.Join("..", "features", "testdata", "conformance.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := natstest.Start(t, m)
+	s := startMesh(t, "conformance.yaml")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const node, module = "node-b", "consumer"
@@ -85,12 +79,7 @@ func TestTerminationsHearTheSDKsRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	emitter, err := Dial(ctx, s.Creds[wire.ModuleUser("node-a", "emitter")], "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emitter.Close()
-	ejs, _ := jetstream.New(emitter.Conn)
+	_, ejs := dialAs(ctx, t, s, wire.ModuleUser("node-a", "emitter"))
 	publish := func(withNode bool) uint64 { t.Helper(); return reading(ctx, t, ejs, withNode) }
 	settled := func(seq uint64) *jetstream.ConsumerInfo {
 		t.Helper()

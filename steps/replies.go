@@ -35,10 +35,7 @@ func (s *scenario) bindReplies(sc *godog.ScenarioContext) {
 }
 
 // controlTargets are the subjects every route aims at.
-var controlTargets = []string{
-	wire.NodeDeclare("node-b"), wire.SubjectEnrol, wire.NodeReport("node-b"),
-	wire.SubjectPush, wire.SubjectBuilt, wire.SubjectBuildRequest,
-}
+var controlTargets = observe.ControlTargets("node-b")
 
 func (s *scenario) controlJS(ctx context.Context) (jetstream.JetStream, error) {
 	return s.jetStream(ctx, wire.AccountControl)

@@ -87,7 +87,7 @@ func checkComposition(t *testing.T, m *meshdesc.Mesh) {
 		// The only inbox a principal hears is its own.
 		cred := p.Credential()
 		for _, s := range p.Permissions.Subscribe {
-			if strings.HasPrefix(s, "_INBOX.") && s != wire.Under(cred.Inbox()) {
+			if strings.HasPrefix(s, strings.TrimSuffix(wire.AnyInbox, ">")) && s != wire.Under(cred.Inbox()) {
 				t.Fatalf("%s may subscribe %q, not its own inbox %s", p.User, s, wire.Under(cred.Inbox()))
 			}
 		}
@@ -182,11 +182,14 @@ func checkModule(t *testing.T, m *meshdesc.Mesh, p compose.Principal) {
 // hears only its inbox.
 func checkPerson(t *testing.T, m *meshdesc.Mesh, p compose.Principal) {
 	t.Helper()
+	declared := map[string]bool{}
+	for _, mod := range m.Modules {
+		for _, tool := range mod.Tools {
+			declared[wire.ToolSubject(mod.Name, tool)] = true
+		}
+	}
 	for _, s := range p.Permissions.Publish {
-		rest, ok := strings.CutPrefix(s, "mesh.mod.")
-		module, tool, ok2 := strings.Cut(rest, ".tool.")
-		mod, known := m.Module(module)
-		if !ok || !ok2 || !known || !slices.Contains(mod.Tools, tool) {
+		if !declared[s] {
 			t.Fatalf("%s may publish %q: not a tool a manifest declares (a wildcard, a provisioner tool?)", p.User, s)
 		}
 	}

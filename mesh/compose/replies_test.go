@@ -55,9 +55,8 @@ func controlStreams(t *testing.T, s *natstest.Server) (ctl, mesh jetstream.JetSt
 	return ctl, mesh
 }
 
-// targets are the subjects every route aims at: a node's declaration, the
-// control stream's subjects, the build queue.
-var targets = []string{wire.NodeDeclare("node-b"), wire.SubjectEnrol, wire.NodeReport("node-b"), wire.SubjectPush, wire.SubjectBuildRequest}
+// targets are the subjects every route aims at.
+var targets = observe.ControlTargets("node-b")
 
 // reading is what the control streams hold (observe.Hold).
 func reading(t *testing.T, js jetstream.JetStream) observe.Holding {

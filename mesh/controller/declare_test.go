@@ -118,7 +118,7 @@ func TestASubjectOfNodesThatIsNoNodesIsPurged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer host.Close()
-	stray := "mesh.node.nobody.declare"
+	stray := wire.NodeDeclare("nobody") // a node the mesh does not have
 	if err := host.PublishRequest(wire.NodeReport("node-a"), stray, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}

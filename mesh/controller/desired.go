@@ -82,7 +82,7 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 		ds := byName[name]
 		ds.Config.MaxBytes = p.Bytes[name]
 		ds.Config.MaxMsgSize = p.MsgSize[name]
-		ds.Config.Discard = Discard[name]
+		ds.Config.Discard = p.Discard[name]
 		d.Streams = append(d.Streams, ds)
 	}
 	return d

@@ -31,19 +31,13 @@ type Policy struct {
 	// full stream does is Discard's.
 	Bytes   map[string]int64
 	MsgSize map[string]int32
-}
-
-// Discard is what a full stream does, by stream. CONTROL, NODES, BUILDS
-// and EVENTS refuse the new message: its publisher gets an error and
-// nothing already acknowledged is ever dropped for it (a host retries its
-// report, an emitter its event). DEAD drops its oldest: a dead letter is a
-// record of a message that stays in EVENTS, and the newest matter most.
-var Discard = map[string]jetstream.DiscardPolicy{
-	wire.StreamControl: jetstream.DiscardNew,
-	wire.StreamNodes:   jetstream.DiscardNew,
-	wire.StreamBuilds:  jetstream.DiscardNew,
-	wire.StreamEvents:  jetstream.DiscardNew,
-	wire.StreamDead:    jetstream.DiscardOld,
+	// Discard is what a full stream does, by stream. CONTROL, NODES,
+	// BUILDS and EVENTS refuse the new message: its publisher gets an
+	// error and nothing already acknowledged is ever dropped for it (a
+	// host retries its report, an emitter its event). DEAD drops its
+	// oldest: a dead letter is a record of a message that stays in
+	// EVENTS, and the newest matter most.
+	Discard map[string]jetstream.DiscardPolicy
 }
 
 // DefaultPolicy is the policy the controller runs with.
@@ -60,6 +54,13 @@ func DefaultPolicy() Policy {
 			wire.StreamBuilds:  64 << 20,
 			wire.StreamEvents:  1 << 30,
 			wire.StreamDead:    256 << 20,
+		},
+		Discard: map[string]jetstream.DiscardPolicy{
+			wire.StreamControl: jetstream.DiscardNew,
+			wire.StreamNodes:   jetstream.DiscardNew,
+			wire.StreamBuilds:  jetstream.DiscardNew,
+			wire.StreamEvents:  jetstream.DiscardNew,
+			wire.StreamDead:    jetstream.DiscardOld,
 		},
 		MsgSize: map[string]int32{
 			wire.StreamControl: 256 << 10,

@@ -48,23 +48,16 @@ func startMesh(tb testing.TB, p controller.Policy) *testMesh {
 	}
 	srv := natstest.Start(tb, m)
 	ctx := ctxFor(tb, 20*time.Second)
+	tm := &testMesh{srv: srv}
 	jss := controller.JetStreams{}
 	for _, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
-		nc, err := srv.Dial(ctx, user)
-		if err != nil {
-			tb.Fatalf("dial as %s: %v", user, err)
-		}
-		tb.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		jss[srv.Creds[user].Account()] = js
+		_, jss[srv.Creds[user].Account()] = tm.raw(tb, user)
 	}
 	if _, err := controller.Assert(ctx, jss, controller.DesiredState(m, p), nil); err != nil {
 		tb.Fatalf("assert streams and consumers: %v", err)
 	}
-	return &testMesh{srv: srv, js: jss[wire.AccountMesh]}
+	tm.js = jss[wire.AccountMesh]
+	return tm
 }
 
 // credFile writes user's credential document where a host would.

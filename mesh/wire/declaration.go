@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // HeaderSignature carries the controller's signature of a declaration.
@@ -80,19 +79,6 @@ func VerifyDeclaration(pub ed25519.PublicKey, subject string, body []byte, signa
 		return Declaration{}, fmt.Errorf("%w: it is for node %q, on %s", ErrDeclaration, d.Node, subject)
 	}
 	return d, nil
-}
-
-// NodeOfDeclare is the node whose declaration subject s is, or false.
-func NodeOfDeclare(s string) (string, bool) {
-	rest, ok := strings.CutPrefix(s, "mesh.node.")
-	if !ok {
-		return "", false
-	}
-	node, ok := strings.CutSuffix(rest, ".declare")
-	if !ok || CheckName(node) != nil {
-		return "", false
-	}
-	return node, true
 }
 
 // EncodeDeclarationKey renders the controller's public key as a host's

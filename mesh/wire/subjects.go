@@ -26,8 +26,6 @@ const (
 	SubjectModuleEvents = "mesh.mod.*.event.>"
 	// SubjectSeatEvents matches every seat holder's events.
 	SubjectSeatEvents = "mesh.seat.*.event.>"
-	// SubjectAllTools matches every module's tools (an administrator's grant).
-	SubjectAllTools = "mesh.mod.*.tool.*"
 	// SubjectAskAll is the controller's command api on every node.
 	SubjectAskAll = "mesh.ask.>"
 )
@@ -62,9 +60,6 @@ func SeatEventSubject(seat, verb string) string { return "mesh.seat." + seat + "
 
 // ToolSubject is the subject a module's tool is served on.
 func ToolSubject(module, tool string) string { return "mesh.mod." + module + ".tool." + tool }
-
-// ModuleTools matches every tool of one module.
-func ModuleTools(module string) string { return "mesh.mod." + module + ".tool.*" }
 
 // ToolQueue is the queue group every runtime serving a tool joins, so that
 // several runtimes compete for a call rather than each answering it.
