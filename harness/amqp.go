@@ -3,10 +3,9 @@ package harness
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,13 +14,13 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 
+	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
 	meshctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
-	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -77,23 +76,27 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 	}
 	clock.done("image")
 
-	certPEM, keyPEM, fp, err := c.issue(AliasAMQP)
+	// The controller mints the broker's certificate, the passwords and
+	// the definitions, and every principal's credential, into the state.
+	addr := AliasAMQP + ":" + amqpTLSPort
+	out, exit, err := c.runController(ctx, "amqp", append(controllerctr.Args("amqp", filepath.Base(controllerctr.MeshFile)), "--addr", addr))
 	if err != nil {
 		return nil, err
 	}
-	passwords, hashes := map[string]string{}, map[string]string{}
-	for _, u := range amqpdefs.Users(m) {
-		if passwords[u], err = newPassword(); err != nil {
-			return nil, err
-		}
-		if hashes[u], err = amqpdefs.NewPasswordHash(passwords[u]); err != nil {
-			return nil, err
+	if exit != 0 {
+		return nil, fmt.Errorf("mesh-controller amqp exited %d:\n%s", exit, tail(out, tailLines))
+	}
+	l := meshctl.Layout{Dir: c.state}
+	var certPEM, keyPEM, doc []byte
+	for _, f := range []struct {
+		path string
+		into *[]byte
+	}{{l.AMQPCert(), &certPEM}, {l.AMQPKey(), &keyPEM}, {l.AMQPDefinitions(), &doc}} {
+		if *f.into, err = os.ReadFile(f.path); err != nil {
+			return nil, fmt.Errorf("read what mesh-controller amqp minted: %w", err)
 		}
 	}
-	doc, err := amqpdefs.Render(m, amqpdefs.Inputs{Hashes: hashes})
-	if err != nil {
-		return nil, err
-	}
+	clock.done("mint")
 
 	opts := append(c.s.common(RoleAMQP),
 		rabbitmq.WithConfig(
@@ -139,43 +142,16 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 	c.s.narrate("%s", clock.summary())
 
 	bus := &AMQPBus{creds: map[string]wire.Credential{}}
-	addr := AliasAMQP + ":" + amqpTLSPort
-	for _, pl := range m.Placements() {
-		u := wire.AMQPUser(pl.Node, pl.Module.Name)
-		bus.creds[u] = wire.Credential{URL: wire.AMQPBusURL(u, passwords[u], addr), Fingerprint: fp, Node: pl.Node, Module: pl.Module.Name}
+	for _, u := range amqpdefs.Users(m) {
+		data, err := os.ReadFile(l.AMQPCredential(u))
+		if err != nil {
+			return nil, fmt.Errorf("read %s's AMQP credential: %w", u, err)
+		}
+		if bus.creds[u], err = wire.ParseCredential(data); err != nil {
+			return nil, fmt.Errorf("read %s's AMQP credential: %w", u, err)
+		}
 	}
 	return bus, nil
-}
-
-// issue mints a server certificate for name from the authority genesis
-// wrote into the cluster's state.
-func (c *Cluster) issue(name string) (certPEM, keyPEM []byte, fingerprint string, err error) {
-	caCert, err := os.ReadFile(meshctl.Layout{Dir: c.state}.CACert())
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("read the cluster's authority: %w", err)
-	}
-	caKey, err := os.ReadFile(meshctl.Layout{Dir: c.state}.CAKey())
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("read the cluster's authority: %w", err)
-	}
-	ca, err := pki.LoadCA(caCert, caKey)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	if certPEM, keyPEM, err = ca.IssueServer([]string{name, "localhost", "127.0.0.1"}, time.Now()); err != nil {
-		return nil, nil, "", err
-	}
-	fingerprint, err = pki.Fingerprint(certPEM)
-	return certPEM, keyPEM, fingerprint, err
-}
-
-// newPassword is a random password for a principal of the AMQP bus.
-func newPassword() (string, error) {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("mint password: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // ImageID is the id of the image ref names.

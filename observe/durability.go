@@ -132,11 +132,12 @@ func Survive(ctx context.Context, js jetstream.JetStream, stream string, acked [
 	return out, nil
 }
 
-// Fetched is a delivery a consumer handed out: its stream sequence and how
-// many times it has been delivered.
+// Fetched is a delivery a consumer handed out: its stream sequence, how
+// many times it has been delivered, and the subject its ack goes to.
 type Fetched struct {
 	Seq       uint64
 	Delivered uint64
+	Reply     string
 }
 
 // Fetch pulls up to n deliveries from consumer on stream, waiting at most
@@ -156,7 +157,7 @@ func Fetch(ctx context.Context, js jetstream.JetStream, stream, consumer string,
 		if err != nil {
 			return nil, fmt.Errorf("a delivery of %s without metadata: %w", consumer, err)
 		}
-		out = append(out, Fetched{Seq: meta.Sequence.Stream, Delivered: meta.NumDelivered})
+		out = append(out, Fetched{Seq: meta.Sequence.Stream, Delivered: meta.NumDelivered, Reply: msg.Reply()})
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 		return out, fmt.Errorf("fetch from %s: %w", consumer, err)

@@ -23,6 +23,26 @@ type Varz struct {
 	ConfigDigest   string    `json:"config_digest"`
 }
 
+// Change is what two readings of /varz say happened to the server
+// between them.
+type Change struct {
+	// Restarted: the process is another (its start time moved).
+	Restarted bool
+	// Reloaded: it loaded its configuration again.
+	Reloaded bool
+	// NewConfiguration: what it loaded differs from what it had.
+	NewConfiguration bool
+}
+
+// Since compares v with an earlier reading.
+func (v Varz) Since(before Varz) Change {
+	return Change{
+		Restarted:        !v.Start.Equal(before.Start),
+		Reloaded:         v.ConfigLoadTime.After(before.ConfigLoadTime),
+		NewConfiguration: v.ConfigDigest != before.ConfigDigest,
+	}
+}
+
 // VarzURL is the /varz address of the monitoring endpoint at host:port.
 func VarzURL(host string, port int) string {
 	return "http://" + hostPort(host, port) + "/varz"

@@ -43,8 +43,11 @@ func TestTheMonitoringEndpointReadsAsTheServerAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, err := ParseVarz(get(t, VarzURL(host, port)))
-	if err != nil || !after.ConfigLoadTime.After(v.ConfigLoadTime) || !after.Start.Equal(v.Start) {
-		t.Fatalf("a reload: expected a later load time and the same start, got %+v then %+v (%v)", v, after, err)
+	if err != nil || after.Since(v) != (Change{Reloaded: true}) {
+		t.Fatalf("a reload of the same file: expected a later load time, the same start and digest, got %+v then %+v (%v)", v, after, err)
+	}
+	if again := after.Since(after); again != (Change{}) {
+		t.Fatalf("a reading against itself: %+v", again)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -100,5 +103,24 @@ func TestReadingsRefuseWhatIsNotAnAnswer(t *testing.T) {
 	}
 	if _, ok := ServerPID(map[int]string{1: "/mesh-nats"}); ok {
 		t.Error("a server pid found where there is none")
+	}
+}
+
+func TestChangeSinceAnEarlierReading(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	before := Varz{Start: t0, ConfigLoadTime: t0, ConfigDigest: "a"}
+	for _, c := range []struct {
+		name string
+		now  Varz
+		want Change
+	}{
+		{"nothing", before, Change{}},
+		{"a reload of the same file", Varz{Start: t0, ConfigLoadTime: t0.Add(time.Second), ConfigDigest: "a"}, Change{Reloaded: true}},
+		{"a new configuration", Varz{Start: t0, ConfigLoadTime: t0.Add(time.Second), ConfigDigest: "b"}, Change{Reloaded: true, NewConfiguration: true}},
+		{"a restart", Varz{Start: t0.Add(time.Minute), ConfigLoadTime: t0.Add(time.Minute), ConfigDigest: "a"}, Change{Restarted: true, Reloaded: true}},
+	} {
+		if got := c.now.Since(before); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
 	}
 }

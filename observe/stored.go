@@ -45,13 +45,41 @@ type Pending struct {
 
 // PendingOn reads consumer's pending counts on stream.
 func PendingOn(ctx context.Context, js jetstream.JetStream, stream, consumer string) (Pending, error) {
+	p, err := ProgressOn(ctx, js, stream, consumer)
+	return p.Pending, err
+}
+
+// Progress is how far a consumer has come, as the server keeps it.
+type Progress struct {
+	Pending
+	// AckFloor is the stream sequence below which every message is
+	// acknowledged (or terminated).
+	AckFloor uint64
+	// Redelivered counts the deliveries awaiting an ack that are not their
+	// message's first.
+	Redelivered int
+	// MaxDeliver is the consumer's configured limit of deliveries.
+	MaxDeliver int
+}
+
+// Acknowledged says the consumer is done with stream sequence seq and
+// waits for no ack of anything.
+func (p Progress) Acknowledged(seq uint64) bool { return p.AckFloor >= seq && p.AckPending == 0 }
+
+// ProgressOn reads consumer's progress on stream.
+func ProgressOn(ctx context.Context, js jetstream.JetStream, stream, consumer string) (Progress, error) {
 	c, err := js.Consumer(ctx, stream, consumer)
 	if err != nil {
-		return Pending{}, fmt.Errorf("read consumer %s: %w", consumer, err)
+		return Progress{}, fmt.Errorf("read consumer %s: %w", consumer, err)
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		return Pending{}, fmt.Errorf("read consumer %s: %w", consumer, err)
+		return Progress{}, fmt.Errorf("read consumer %s: %w", consumer, err)
 	}
-	return Pending{AckPending: info.NumAckPending, Pending: info.NumPending}, nil
+	return Progress{
+		Pending:     Pending{AckPending: info.NumAckPending, Pending: info.NumPending},
+		AckFloor:    info.AckFloor.Stream,
+		Redelivered: info.NumRedelivered,
+		MaxDeliver:  info.Config.MaxDeliver,
+	}, nil
 }

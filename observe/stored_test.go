@@ -22,7 +22,12 @@ func TestStoredAndPendingAsTheServerCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	consumer := wire.ModuleConsumer("node-b", "logger")
-	cons, err := js.CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{Durable: consumer, AckPolicy: jetstream.AckExplicitPolicy})
+	if _, err := js.CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{Durable: consumer, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 4}); err != nil {
+		t.Fatal(err)
+	}
+	// The logger fetches and acks: its consumer's acks are its alone.
+	_, ljs := dialAs(ctx, t, s, wire.ModuleUser("node-b", "logger"))
+	cons, err := ljs.Consumer(ctx, wire.StreamEvents, consumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +44,44 @@ func TestStoredAndPendingAsTheServerCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range batch.Messages() {
+	var first jetstream.Msg
+	for m := range batch.Messages() {
+		first = m
 	}
 	if got, err := PendingOn(ctx, js, wire.StreamEvents, consumer); err != nil || got != (Pending{AckPending: 1, Pending: 2}) {
 		t.Fatalf("one delivered unacked, two to come: %+v, %v", got, err)
+	}
+	if got, err := ProgressOn(ctx, js, wire.StreamEvents, consumer); err != nil || got.Acknowledged(1) || got.MaxDeliver != 4 || got.AckFloor != 0 {
+		t.Fatalf("nothing acknowledged yet, max deliver 4: %+v, %v", got, err)
+	}
+	if err := first.Nak(); err != nil {
+		t.Fatal(err)
+	}
+	// The nak reaches the consumer on its own time: the others may be
+	// delivered before the first comes again.
+	for redelivered := false; !redelivered; {
+		again, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range again.Messages() {
+			n++
+			if meta, err := m.Metadata(); err == nil && meta.Sequence.Stream == 1 {
+				first, redelivered = m, true
+			}
+		}
+		if n == 0 {
+			t.Fatal("the nak'd delivery did not come again")
+		}
+	}
+	if got, err := ProgressOn(ctx, js, wire.StreamEvents, consumer); err != nil || got.Redelivered != 1 || got.Acknowledged(1) {
+		t.Fatalf("the first redelivered, unacknowledged: %+v, %v", got, err)
+	}
+	if err := first.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ProgressOn(ctx, js, wire.StreamEvents, consumer); err != nil || got.AckFloor != 1 || got.Acknowledged(2) {
+		t.Fatalf("the first acknowledged, the second not: %+v, %v", got, err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/mesh/compose"
@@ -302,10 +301,11 @@ func (s *scenario) theModuleHasEmitted(ctx context.Context, module, node, key st
 	if err != nil {
 		return err
 	}
-	s.emitted, err = js.Publish(ctx, wire.EventSubject(module, key), []byte(`{"bed":"genesis"}`), jetstream.WithMsgID(nuid.Next()))
+	acked, err := observe.Emit(ctx, js, node, module, key, 1)
 	if err != nil {
 		return fmt.Errorf("emit %s.%s: %w", module, key, err)
 	}
+	s.emitted = &acked[0]
 	return nil
 }
 
@@ -321,29 +321,15 @@ func (s *scenario) theModuleHasFetched(ctx context.Context, module, node string)
 	if err != nil {
 		return err
 	}
-	cons, err := js.Consumer(ctx, wire.StreamEvents, wire.ModuleConsumer(node, module))
-	if err != nil {
-		return fmt.Errorf("bind consumer %s: %w", wire.ModuleConsumer(node, module), err)
-	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	got, err := observe.Fetch(ctx, js, wire.StreamEvents, wire.ModuleConsumer(node, module), 1, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	for msg := range batch.Messages() {
-		s.delivery = msg
-	}
-	if err := batch.Error(); err != nil {
-		return err
-	}
-	if s.delivery == nil {
+	if len(got) == 0 {
 		return fmt.Errorf("expected a delivery on %s, none came", wire.ModuleConsumer(node, module))
 	}
-	meta, err := s.delivery.Metadata()
-	if err != nil {
-		return err
-	}
-	if meta.Sequence.Stream != s.emitted.Sequence {
-		return fmt.Errorf("expected the delivery of stream sequence %d, got %d", s.emitted.Sequence, meta.Sequence.Stream)
+	if s.delivery = &got[0]; s.delivery.Seq != s.emitted.Seq {
+		return fmt.Errorf("expected the delivery of stream sequence %d, got %d", s.emitted.Seq, s.delivery.Seq)
 	}
 	return nil
 }
@@ -358,22 +344,18 @@ func (s *scenario) theModuleAcknowledges(ctx context.Context, module, node strin
 	}
 	s.it = c
 	// An ack is a publish of +ACK to the delivery's reply subject.
-	s.lastOp, s.lastSubject = observe.Publish, s.delivery.Reply()
+	s.lastOp, s.lastSubject = observe.Publish, s.delivery.Reply
 	s.counted = nil
-	s.lastErr = c.Try(ctx, observe.Publish, s.delivery.Reply())
+	s.lastErr = c.Try(ctx, observe.Publish, s.delivery.Reply)
 	return nil
 }
 
-func (s *scenario) consumerInfo(ctx context.Context, consumer string) (*jetstream.ConsumerInfo, error) {
+func (s *scenario) progress(ctx context.Context, consumer string) (observe.Progress, error) {
 	js, err := s.streamJetStream(ctx, wire.StreamEvents)
 	if err != nil {
-		return nil, err
+		return observe.Progress{}, err
 	}
-	c, err := js.Consumer(ctx, wire.StreamEvents, consumer)
-	if err != nil {
-		return nil, err
-	}
-	return c.Info(ctx)
+	return observe.ProgressOn(ctx, js, wire.StreamEvents, consumer)
 }
 
 func (s *scenario) pending(ctx context.Context, consumer string) (observe.Pending, error) {

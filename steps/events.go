@@ -345,13 +345,13 @@ func (e *events) theConsumerAcknowledgesIt(ctx context.Context, consumer string,
 		return err
 	}
 	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
-		info, err := e.s.consumerInfo(ctx, consumer)
+		got, err := e.s.progress(ctx, consumer)
 		if err != nil {
 			return err
 		}
-		if info.AckFloor.Stream < p.seq || info.NumAckPending != 0 {
+		if !got.Acknowledged(p.seq) {
 			return fmt.Errorf("expected %s to have acknowledged stream sequence %d, its ack floor is %d with %d pending (%d redelivered)",
-				consumer, p.seq, info.AckFloor.Stream, info.NumAckPending, info.NumRedelivered)
+				consumer, p.seq, got.AckFloor, got.AckPending, got.Redelivered)
 		}
 		return nil
 	})
@@ -397,7 +397,7 @@ func (e *events) theHandlerReceivedItMaxDeliverTimes(ctx context.Context) error 
 	if err != nil {
 		return err
 	}
-	info, err := e.s.consumerInfo(ctx, wire.ModuleConsumer(consumerNode, consumerModule))
+	progress, err := e.s.progress(ctx, wire.ModuleConsumer(consumerNode, consumerModule))
 	if err != nil {
 		return err
 	}
@@ -405,7 +405,7 @@ func (e *events) theHandlerReceivedItMaxDeliverTimes(ctx context.Context) error 
 	if err != nil {
 		return err
 	}
-	if want := info.Config.MaxDeliver; len(got) != want {
+	if want := progress.MaxDeliver; len(got) != want {
 		return fmt.Errorf("expected the handler to receive %s %d time(s) (max-deliver), got %d", p.id, want, len(got))
 	}
 	return nil

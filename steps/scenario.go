@@ -35,8 +35,8 @@ type scenario struct {
 	lastErr     error
 	counted     []stored // the stream counts of lastSubject before a publish
 
-	emitted  *jetstream.PubAck
-	delivery jetstream.Msg
+	emitted  *observe.Acked
+	delivery *observe.Fetched
 
 	streams     map[string]observe.Stream
 	probe       harness.ProbeResult

@@ -7,6 +7,13 @@
 //	mesh-controller apply   --mesh FILE --state DIR [--bcrypt-cost N]
 //	mesh-controller run     --mesh FILE --state DIR
 //	mesh-controller status  --state DIR [--json]
+//	mesh-controller amqp    --mesh FILE --state DIR --addr HOST:PORT [--name NAME]...
+//
+// amqp mints the AMQP bus the mesh had before NATS (design 25 §1): a
+// broker certificate for each --name (default the host of --addr) from
+// the mesh's authority, a password per principal, the broker's
+// definitions, and every principal's credential for --addr, into the state
+// directory's amqp/. Each run rotates every password.
 //
 // Logs are JSON lines on stderr; genesis and apply print a JSON summary on
 // stdout, status a line per provision its provider keeps failing (or the
@@ -24,8 +31,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,7 +49,9 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--bcrypt-cost N]\n       mesh-controller status --state DIR [--json]"
+	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--bcrypt-cost N]\n" +
+		"       mesh-controller status --state DIR [--json]\n" +
+		"       mesh-controller amqp --mesh FILE --state DIR --addr HOST:PORT [--name NAME]..."
 )
 
 func main() {
@@ -85,8 +96,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cmd == "genesis" || cmd == "apply" {
 		fs.IntVar(&cost, "bcrypt-cost", bcrypt.DefaultCost, "bcrypt cost of the password hashes")
 	}
+	var amqpAddr string
+	var amqpNames names
+	if cmd == "amqp" {
+		fs.StringVar(&amqpAddr, "addr", "", "the broker's address in the credentials (host:port)")
+		fs.Var(&amqpNames, "name", "a name of the broker's certificate (repeat; default the host of --addr)")
+	}
 	switch cmd {
-	case "genesis", "apply", "run":
+	case "genesis", "apply", "run", "amqp":
 	default:
 		fmt.Fprintf(stderr, "unknown command %q\n%s\n", cmd, usageLine)
 		return exitUsage
@@ -97,6 +114,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *meshFile == "" || *stateDir == "" || fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mesh-controller %s: --mesh and --state are required, nothing else\n%s\n", cmd, usageLine)
 		return exitUsage
+	}
+	if cmd == "amqp" {
+		host, _, err := net.SplitHostPort(amqpAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "mesh-controller amqp: --addr %q is not host:port\n%s\n", amqpAddr, usageLine)
+			return exitUsage
+		}
+		if len(amqpNames) == 0 {
+			amqpNames = names{host}
+		}
 	}
 	if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
 		fmt.Fprintf(stderr, "mesh-controller %s: --bcrypt-cost %d is outside %d..%d\n", cmd, cost, bcrypt.MinCost, bcrypt.MaxCost)
@@ -124,6 +151,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return err
 			}
 			return printJSON(stdout, res)
+		case "amqp":
+			b, err := controller.WriteAMQP(ctx, m, st, *stateDir, amqpAddr, controller.AMQPOptions{Names: amqpNames})
+			if err != nil {
+				return err
+			}
+			return printJSON(stdout, struct {
+				Users       []string `json:"users"`
+				Fingerprint string   `json:"fingerprint"`
+			}{b.Users, b.Fingerprint})
 		default:
 			return controller.Run(ctx, m, st, controller.RunOptions{Logger: log})
 		}
@@ -160,6 +196,19 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int,
 	}
 	fs.SetOutput(stderr)
 	return 0, true
+}
+
+// names is a flag that may be given more than once.
+type names []string
+
+func (n *names) String() string { return strings.Join(*n, ",") }
+
+func (n *names) Set(v string) error {
+	if v == "" {
+		return errors.New("empty name")
+	}
+	*n = append(*n, v)
+	return nil
 }
 
 func printJSON(w io.Writer, v any) error {

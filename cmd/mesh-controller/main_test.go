@@ -87,7 +87,7 @@ func TestGenesisRefusesBadDescriptionsWritingNothing(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{nil, {"bogus"}, {"genesis", "--mesh", "x"}, {"run", "--mesh", "x", "--state", "y", "extra"}, {"apply", "--nope"}, {"status"}, {"status", "--state", "x", "extra"}, {"status", "--mesh", "x"}} {
+	for _, args := range [][]string{nil, {"bogus"}, {"genesis", "--mesh", "x"}, {"run", "--mesh", "x", "--state", "y", "extra"}, {"apply", "--nope"}, {"status"}, {"status", "--state", "x", "extra"}, {"status", "--mesh", "x"}, {"amqp", "--mesh", "x", "--state", "y"}, {"amqp", "--mesh", "x", "--state", "y", "--addr", "rabbitmq"}, {"amqp", "--mesh", "x", "--state", "y", "--addr", "r:1", "--name", ""}} {
 		if code, _, stderr := cli(t, context.Background(), args...); code != exitUsage || !strings.Contains(stderr, "usage") && !strings.Contains(stderr, "flag provided but not defined") {
 			t.Errorf("%v: expected exit %d with usage, got %d:\n%s", args, exitUsage, code, stderr)
 		}
@@ -128,6 +128,40 @@ func TestStatus(t *testing.T) {
 	var got controller.Status
 	if code != exitOK || json.Unmarshal([]byte(stdout), &got) != nil || got.Through != 7 || len(got.Failing) != 1 || got.Failing[0] != st.Failing[0] {
 		t.Fatalf("status --json: got %d %q", code, stdout)
+	}
+}
+
+// TestAMQP mints the AMQP bus into the state after a genesis: a
+// credential per principal for the address given, refused before one.
+func TestAMQP(t *testing.T) {
+	root := t.TempDir()
+	meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", "4222", 1))
+	state := filepath.Join(root, "state")
+	ctx := context.Background()
+	args := []string{"amqp", "--mesh", meshFile, "--state", state, "--addr", "rabbitmq:5671"}
+	if code, _, stderr := cli(t, ctx, args...); code != exitFailed || !strings.Contains(stderr, "no genesis") {
+		t.Fatalf("amqp before genesis: expected exit 1 saying there is no genesis, got %d:\n%s", code, stderr)
+	}
+	if code, _, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitOK {
+		t.Fatalf("genesis: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := cli(t, ctx, args...)
+	if code != exitOK {
+		t.Fatalf("amqp: exit %d\n%s", code, stderr)
+	}
+	var got struct{ Users []string }
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got.Users) != 3 {
+		t.Fatalf("amqp printed %q, want the three principals: the controller, em and co", stdout)
+	}
+	for _, u := range got.Users {
+		data, err := os.ReadFile(controller.Layout{Dir: state}.AMQPCredential(u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := wire.ParseCredential(data)
+		if err != nil || c.User() != u || c.Host() != "rabbitmq" {
+			t.Errorf("%s: credential %+v, %v", u, c, err)
+		}
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
+	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/pki"
@@ -96,35 +97,20 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 		t.Fatalf("ensure the rabbitmq image: %v", err)
 	}
 
-	now := time.Now()
-	ca, err := pki.NewCA("amqptest", now)
+	// The controller mints the bus, as it does for a mesh; the authority
+	// is this test's own, since there is no genesis.
+	ca, err := pki.NewCA("amqptest", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, err := ca.IssueServer(append([]string{"localhost", "127.0.0.1", "rabbitmq"}, m.Bus.Names...), now)
+	minted, err := controller.MintAMQP(m, ca, controller.AMQPOptions{
+		Names:      append([]string{"localhost", "127.0.0.1", "rabbitmq"}, m.Bus.Names...),
+		MaxDeliver: s.maxDeliver,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp, err := pki.Fingerprint(certPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	passwords, hashes := map[string]string{}, map[string]string{}
-	for _, u := range amqpdefs.Users(m) {
-		passwords[u] = "pw-" + u
-		if hashes[u], err = amqpdefs.NewPasswordHash(passwords[u]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	in := amqpdefs.Inputs{Hashes: hashes, MaxDeliver: s.maxDeliver}
-	defs, err := amqpdefs.Build(m, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := amqpdefs.Render(m, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	certPEM, keyPEM, doc := minted.CertPEM, minted.KeyPEM, minted.Document
 
 	ctr, err := rabbitmq.Run(ctx, image,
 		rabbitmq.WithConfig(
@@ -160,7 +146,7 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	if err != nil {
 		t.Fatalf("run rabbitmq: %v", err)
 	}
-	br := &Broker{Container: ctr, Fingerprint: fp, Definitions: defs}
+	br := &Broker{Container: ctr, Fingerprint: minted.Fingerprint, Definitions: minted.Definitions}
 	br.importDefinitions(ctx, t)
 	p, err := ctr.MappedPort(ctx, tlsPort)
 	if err != nil {
@@ -168,26 +154,12 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	}
 	br.addr = net.JoinHostPort("127.0.0.1", p.Port())
 	br.Creds = map[string]wire.Credential{}
-	for _, u := range amqpdefs.Users(m) {
-		br.Creds[u] = credential(m, u, wire.AMQPBusURL(u, passwords[u], br.addr), fp)
+	for _, u := range minted.Users {
+		if br.Creds[u], err = minted.Credential(u, br.addr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return br
-}
-
-// credential is user's credential document.
-func credential(m *meshdesc.Mesh, user, url, fp string) wire.Credential {
-	c := wire.Credential{URL: url, Fingerprint: fp, Principal: wire.PrincipalController}
-	for _, pl := range m.Placements() {
-		if wire.AMQPUser(pl.Node, pl.Module.Name) == user {
-			return wire.Credential{URL: url, Fingerprint: fp, Node: pl.Node, Module: pl.Module.Name}
-		}
-	}
-	for _, p := range m.Persons {
-		if wire.PersonUser(p.Name) == user {
-			return wire.Credential{URL: url, Fingerprint: fp, Principal: wire.PrincipalPerson, Name: p.Name}
-		}
-	}
-	return c
 }
 
 // importDefinitions loads the mesh's definitions into the running broker.

@@ -15,15 +15,19 @@ import (
 // controller whichever store it keeps; the rest is the file store's
 // (FileStore).
 const (
-	TLSDir             = "tls"
-	CACertFile         = "ca-cert.pem"
-	CAKeyFile          = "ca-key.pem"
-	DeclarationKeyFile = "declaration-key.pem"
-	SecretsFile        = "secrets.json"
-	StatusFile         = "status.json"
-	NATSDir            = "nats"
-	CredentialsDir     = "credentials"
-	LockFile           = ".lock"
+	TLSDir              = "tls"
+	CACertFile          = "ca-cert.pem"
+	CAKeyFile           = "ca-key.pem"
+	DeclarationKeyFile  = "declaration-key.pem"
+	SecretsFile         = "secrets.json"
+	StatusFile          = "status.json"
+	NATSDir             = "nats"
+	CredentialsDir      = "credentials"
+	AMQPDir             = "amqp"
+	AMQPCertFile        = "cert.pem"
+	AMQPKeyFile         = "key.pem"
+	AMQPDefinitionsFile = "definitions.json"
+	LockFile            = ".lock"
 )
 
 // Layout names the files of a state directory: the one place they are
@@ -70,6 +74,27 @@ func (l Layout) DeclarationKey() string { return filepath.Join(l.TLS(), Declarat
 func (l Layout) Credential(user string) string {
 	return filepath.Join(l.Credentials(), user+credentialExt)
 }
+
+// AMQP is the directory of the AMQP bus the controller minted (WriteAMQP):
+// what its broker reads, and its principals' credentials.
+func (l Layout) AMQP() string { return filepath.Join(l.Dir, AMQPDir) }
+
+// AMQPCert is the broker's certificate.
+func (l Layout) AMQPCert() string { return filepath.Join(l.AMQP(), AMQPCertFile) }
+
+// AMQPKey is the broker's key.
+func (l Layout) AMQPKey() string { return filepath.Join(l.AMQP(), AMQPKeyFile) }
+
+// AMQPDefinitions are the broker's definitions, as it imports them.
+func (l Layout) AMQPDefinitions() string { return filepath.Join(l.AMQP(), AMQPDefinitionsFile) }
+
+// AMQPCredential is user's credential document for the AMQP bus.
+func (l Layout) AMQPCredential(user string) string {
+	return filepath.Join(l.AMQP(), CredentialsDir, user+credentialExt)
+}
+
+// amqpTemp begins the names of the directories WriteAMQP builds in.
+const amqpTemp = ".amqp-"
 
 // genesisTemp begins the names of the temporary directories a genesis
 // builds in before it moves them into place.
