@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -76,15 +75,6 @@ func TestDefinitionsRefuseAMissingHash(t *testing.T) {
 	}
 	if _, err := Build(m, Inputs{Hashes: fakeHashes(m), MaxDeliver: -1}); err == nil {
 		t.Fatal("expected a negative max deliver refused")
-	}
-}
-
-// The defaults are the NATS policy's, so both buses give up alike.
-func TestDefaultsAreTheControllerPolicy(t *testing.T) {
-	p := controller.DefaultPolicy()
-	if DefaultMaxDeliver != p.EventsMaxDeliver || DefaultDeadMaxAge != p.DeadMaxAge {
-		t.Fatalf("expected max deliver %d and dead max age %s, as the controller's policy, got %d and %s",
-			p.EventsMaxDeliver, p.DeadMaxAge, DefaultMaxDeliver, DefaultDeadMaxAge)
 	}
 }
 

@@ -157,3 +157,13 @@ func passwordMatches(t *testing.T, hash, password string) bool {
 	}
 	return amqpdefs.HashPassword(password, [4]byte(raw[:4])) == hash
 }
+
+// The AMQP bus's defaults are the NATS policy's, so both buses give up on
+// an event and keep a dead letter alike.
+func TestAMQPDefaultsAreThePolicy(t *testing.T) {
+	p := DefaultPolicy()
+	if amqpdefs.DefaultMaxDeliver != p.EventsMaxDeliver || amqpdefs.DefaultDeadMaxAge != p.DeadMaxAge {
+		t.Fatalf("expected max deliver %d and dead max age %s, as the controller's policy, got %d and %s",
+			p.EventsMaxDeliver, p.DeadMaxAge, amqpdefs.DefaultMaxDeliver, amqpdefs.DefaultDeadMaxAge)
+	}
+}
