@@ -601,3 +601,82 @@ func (tx *fileTx) commit() error {
 	}
 	return nil
 }
+
+// registry reads the registry; an absent one is empty.
+func (v fileView) registry(ctx context.Context) (registry, error) {
+	if err := ctx.Err(); err != nil {
+		return registry{}, err
+	}
+	path := v.l.Registry()
+	data, err := v.readFile(path)
+	if absent(err) {
+		return registry{}, nil
+	}
+	if err != nil {
+		return registry{}, fmt.Errorf("read registry: %w", err)
+	}
+	return parseRegistry(data, path)
+}
+
+func (v fileView) Tokens(ctx context.Context) ([]Token, error) {
+	r, err := v.registry(ctx)
+	return r.Tokens, err
+}
+
+func (v fileView) Nodes(ctx context.Context) ([]Node, error) {
+	r, err := v.registry(ctx)
+	return r.Nodes, err
+}
+
+func (v fileView) Applied(ctx context.Context, key string) (Applied, error) {
+	r, err := v.registry(ctx)
+	if err != nil {
+		return Applied{}, err
+	}
+	i := slices.IndexFunc(r.Ledger, func(a Applied) bool { return a.Key == key })
+	if i < 0 {
+		return Applied{}, fmt.Errorf("%w: no message %s in the ledger", ErrNotFound, key)
+	}
+	return r.Ledger[i], nil
+}
+
+// putRegistry changes the registry as the update left it so far, and
+// holds the whole document as one write.
+func (tx *fileTx) putRegistry(ctx context.Context, change func(r *registry)) error {
+	r, err := tx.registry(ctx)
+	if err != nil {
+		return err
+	}
+	change(&r)
+	return tx.hold(ctx, fileOp{path: tx.l.Registry(), data: r.marshal(), perm: 0o600})
+}
+
+func (tx *fileTx) PutToken(ctx context.Context, t Token) error {
+	if err := checkToken(t); err != nil {
+		return err
+	}
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Tokens = slices.DeleteFunc(r.Tokens, func(o Token) bool { return o.ID == t.ID })
+		r.Tokens = append(r.Tokens, t)
+	})
+}
+
+func (tx *fileTx) PutNode(ctx context.Context, n Node) error {
+	if err := checkNode(n); err != nil {
+		return err
+	}
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Nodes = slices.DeleteFunc(r.Nodes, func(o Node) bool { return o.Name == n.Name })
+		r.Nodes = append(r.Nodes, n)
+	})
+}
+
+func (tx *fileTx) PutApplied(ctx context.Context, a Applied) error {
+	if a.Key == "" {
+		return errors.New("put applied: no key")
+	}
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Ledger = slices.DeleteFunc(r.Ledger, func(o Applied) bool { return o.Key == a.Key })
+		r.Ledger = append(r.Ledger, a)
+	})
+}

@@ -21,6 +21,7 @@ const (
 	DeclarationKeyFile  = "declaration-key.pem"
 	SecretsFile         = "secrets.json"
 	StatusFile          = "status.json"
+	RegistryFile        = "registry.json"
 	NATSDir             = "nats"
 	CredentialsDir      = "credentials"
 	AMQPDir             = "amqp"
@@ -48,6 +49,9 @@ func (l Layout) Secrets() string { return filepath.Join(l.Dir, SecretsFile) }
 
 // Status is the controller's status.
 func (l Layout) Status() string { return filepath.Join(l.Dir, StatusFile) }
+
+// Registry is the file store's registry: tokens, nodes and the ledger.
+func (l Layout) Registry() string { return filepath.Join(l.Dir, RegistryFile) }
 
 // Lock is the file the file store's updates lock against each other.
 func (l Layout) Lock() string { return filepath.Join(l.Dir, LockFile) }

@@ -61,6 +61,14 @@ type Reader interface {
 	// Status is the status folded so far (Failing sorted and never nil);
 	// the empty status when none was ever put.
 	Status(ctx context.Context) (Status, error)
+
+	// Tokens are the enrolment tokens issued, spent or not, by id.
+	Tokens(ctx context.Context) ([]Token, error)
+	// Nodes are the nodes enrolled, by name.
+	Nodes(ctx context.Context) ([]Node, error)
+	// Applied is the ledger's entry of key (LedgerKey); ErrNotFound when
+	// no message of that key was applied.
+	Applied(ctx context.Context, key string) (Applied, error)
 }
 
 // Tx is what one Update reads and writes: its reads see its own writes at
@@ -80,6 +88,13 @@ type Tx interface {
 	DeleteCredential(ctx context.Context, user string) error
 	// PutStatus replaces the status.
 	PutStatus(ctx context.Context, s Status) error
+	// PutToken records a token, or replaces the one of its id.
+	PutToken(ctx context.Context, t Token) error
+	// PutNode records a node, or replaces the one of its name.
+	PutNode(ctx context.Context, n Node) error
+	// PutApplied enters a message in the ledger. It belongs in the Update
+	// that commits the message's effect: both are kept, or neither.
+	PutApplied(ctx context.Context, a Applied) error
 }
 
 // State is what genesis puts into a store: everything the controller

@@ -47,6 +47,8 @@ func Run(t *testing.T, backing Backing) {
 		{"UpdatesRunOneAtATime", updatesSerialised},
 		{"AnEndedContextCommitsNothing", endedContext},
 		{"TheStatusComesBackExactly", statusExact},
+		{"TheRegistryCommitsWithItsUpdate", registryCommits},
+		{"AFailedUpdateKeepsNoLedgerEntry", registryFailed},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backing(t)) })
 	}
@@ -184,6 +186,15 @@ func writesNeedAGenesis(t *testing.T, open func() controller.Store) {
 		},
 		"declaration key": func(ctx context.Context, tx controller.Tx) error {
 			return tx.PutDeclarationKey(ctx, sample(t).DeclarationKey)
+		},
+		"token": func(ctx context.Context, tx controller.Tx) error {
+			return tx.PutToken(ctx, controller.Token{ID: "t", Node: "n", Expires: time.Now().Add(time.Hour)})
+		},
+		"node": func(ctx context.Context, tx controller.Tx) error {
+			return tx.PutNode(ctx, controller.Node{Name: "n", SealingKey: "k"})
+		},
+		"ledger entry": func(ctx context.Context, tx controller.Tx) error {
+			return tx.PutApplied(ctx, controller.Applied{Key: "seq:1"})
 		},
 	} {
 		ctx := ctxT(t)
@@ -393,4 +404,82 @@ func sameStatus(a, b controller.Status) bool {
 		}
 	}
 	return true
+}
+
+// registryCommits: tokens, nodes and ledger entries are read back as they
+// were put, within the update and after it, one per id, name and key.
+func registryCommits(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	issued := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	tok := controller.Token{ID: "t1", Node: "node-a", Issued: issued, Expires: issued.Add(time.Hour)}
+	spent := tok
+	spent.Spent = issued.Add(time.Minute)
+	node := controller.Node{Name: "node-a", SealingKey: "key-a", Enrolled: spent.Spent, Token: "t1"}
+	entry := controller.Applied{Key: controller.LedgerKey("msg-1", 7), At: spent.Spent, Outcome: []byte(`{"node":"node-a"}`)}
+	ctx := ctxT(t)
+	if _, err := open().Applied(ctx, entry.Key); !errors.Is(err, controller.ErrNotFound) {
+		t.Fatalf("an empty ledger: expected ErrNotFound, got %v", err)
+	}
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		return errors.Join(tx.PutToken(ctx, tok), tx.PutToken(ctx, controller.Token{ID: "t2", Node: "node-b", Issued: issued, Expires: issued.Add(time.Hour)}))
+	})
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		if err := errors.Join(tx.PutToken(ctx, spent), tx.PutNode(ctx, node), tx.PutApplied(ctx, entry)); err != nil {
+			return err
+		}
+		if got, err := tx.Applied(ctx, entry.Key); err != nil || !bytes.Equal(got.Outcome, entry.Outcome) {
+			return fmt.Errorf("the update does not read its own ledger entry: %+v, %v", got, err)
+		}
+		return nil
+	})
+	st := open()
+	toks, err := st.Tokens(ctx)
+	if err != nil || len(toks) != 2 || !sameToken(toks[0], spent) || toks[1].ID != "t2" || !toks[1].Spent.IsZero() {
+		t.Fatalf("tokens: expected t1 spent and t2 unspent, got %+v (%v)", toks, err)
+	}
+	nodes, err := st.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].Name != node.Name || nodes[0].SealingKey != node.SealingKey || !nodes[0].Enrolled.Equal(node.Enrolled) || nodes[0].Token != "t1" {
+		t.Fatalf("nodes: expected %+v, got %+v (%v)", node, nodes, err)
+	}
+	got, err := st.Applied(ctx, entry.Key)
+	if err != nil || got.Key != entry.Key || !got.At.Equal(entry.At) || !bytes.Equal(got.Outcome, entry.Outcome) {
+		t.Fatalf("ledger: expected %+v, got %+v (%v)", entry, got, err)
+	}
+}
+
+// registryFailed: a failed update keeps neither the effect nor its ledger
+// entry, so the message it handled is applied when it comes again.
+func registryFailed(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	key := controller.LedgerKey("", 9)
+	refused := errors.New("the answer could not be composed")
+	ctx := ctxT(t)
+	err := open().Update(ctx, func(tx controller.Tx) error {
+		if err := errors.Join(
+			tx.PutToken(ctx, controller.Token{ID: "t1", Node: "node-a", Issued: now, Expires: now.Add(time.Hour), Spent: now}),
+			tx.PutNode(ctx, controller.Node{Name: "node-a", SealingKey: "k", Enrolled: now}),
+			tx.PutApplied(ctx, controller.Applied{Key: key, At: now}),
+		); err != nil {
+			return err
+		}
+		return refused
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("expected the update to return fn's error, got %v", err)
+	}
+	st := open()
+	if _, err := st.Applied(ctx, key); !errors.Is(err, controller.ErrNotFound) {
+		t.Errorf("a failed update's ledger entry: expected ErrNotFound, got %v", err)
+	}
+	if toks, err := st.Tokens(ctx); err != nil || len(toks) != 0 {
+		t.Errorf("a failed update's token: %+v (%v)", toks, err)
+	}
+	if nodes, err := st.Nodes(ctx); err != nil || len(nodes) != 0 {
+		t.Errorf("a failed update's node: %+v (%v)", nodes, err)
+	}
+}
+
+func sameToken(a, b controller.Token) bool {
+	return a.ID == b.ID && a.Node == b.Node && a.Issued.Equal(b.Issued) && a.Expires.Equal(b.Expires) && a.Spent.Equal(b.Spent)
 }

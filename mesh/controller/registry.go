@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The registry is what the living mesh adds to the store: the enrolment
+// tokens issued, the nodes enrolled, and the ledger of the CONTROL
+// messages applied. docs/controller-store.md says how each store keeps it.
+
+// Token is an enrolment token the controller issued (mesh-controller token
+// issue): one node may enrol with it, once, before it expires. Its secret
+// is the enrolment user's password, kept in Secrets under
+// wire.EnrolUser(ID) while the token is unspent.
+type Token struct {
+	ID      string    `json:"id"`
+	Node    string    `json:"node"`
+	Issued  time.Time `json:"issued"`
+	Expires time.Time `json:"expires"`
+	// Spent is when a node enrolled with it; zero while unspent.
+	Spent time.Time `json:"spent,omitzero"`
+}
+
+// Usable reports whether the token may still be claimed at now.
+func (t Token) Usable(now time.Time) bool { return t.Spent.IsZero() && now.Before(t.Expires) }
+
+// Node is a node that enrolled: the key its credentials are sealed to.
+type Node struct {
+	Name string `json:"name"`
+	// SealingKey is the node's public sealing key (seal.EncodePublic).
+	SealingKey string    `json:"sealing_key"`
+	Enrolled   time.Time `json:"enrolled"`
+	// Token is the token it enrolled with.
+	Token string `json:"token"`
+}
+
+// Applied is one entry of the ledger: a CONTROL message whose effect is
+// committed, by its key (LedgerKey), with what answering it again needs.
+type Applied struct {
+	Key     string    `json:"key"`
+	At      time.Time `json:"at"`
+	Outcome []byte    `json:"outcome,omitempty"`
+}
+
+// LedgerKey is the ledger's key of a CONTROL message: its publisher's
+// message id when it has one (a duplicate publish is the same message),
+// else its stream sequence (a redelivery is the same message).
+func LedgerKey(msgID string, streamSeq uint64) string {
+	if msgID != "" {
+		return "id:" + msgID
+	}
+	return fmt.Sprintf("seq:%d", streamSeq)
+}
+
+// registry is how the file store keeps the registry: one document, so
+// that an update's effect and its ledger entry are one atomic write.
+type registry struct {
+	Tokens []Token   `json:"tokens"`
+	Nodes  []Node    `json:"nodes"`
+	Ledger []Applied `json:"ledger"`
+}
+
+func parseRegistry(data []byte, path string) (registry, error) {
+	var r registry
+	if err := json.Unmarshal(data, &r); err != nil {
+		return registry{}, fmt.Errorf("read registry %s: %w", path, err)
+	}
+	return r, nil
+}
+
+func (r registry) marshal() []byte {
+	slices.SortFunc(r.Tokens, func(a, b Token) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(r.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.Ledger, func(a, b Applied) int { return strings.Compare(a.Key, b.Key) })
+	b, _ := json.MarshalIndent(r, "", "  ")
+	return append(b, '\n')
+}
+
+func checkToken(t Token) error {
+	if t.ID == "" || t.Node == "" || t.Expires.IsZero() {
+		return fmt.Errorf("put token: id, node and expiry are required, got %+v", t)
+	}
+	return nil
+}
+
+func checkNode(n Node) error {
+	if n.Name == "" || n.SealingKey == "" {
+		return fmt.Errorf("put node: name and sealing key are required, got %+v", n)
+	}
+	return nil
+}
