@@ -3,10 +3,15 @@
 // changed, run asserts the bus's streams and consumers and stays up,
 // keeping the status, and status prints it.
 //
-//	mesh-controller genesis --mesh FILE --state DIR [--bcrypt-cost N]
-//	mesh-controller apply   --mesh FILE --state DIR [--bcrypt-cost N]
-//	mesh-controller run     --mesh FILE --state DIR
-//	mesh-controller status  --state DIR [--json]
+//	mesh-controller genesis --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
+//	mesh-controller apply   --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
+//	mesh-controller run     --mesh FILE --state DIR [--store URL]
+//	mesh-controller status  --state DIR | --store URL [--json]
+//
+// The controller's state is kept in the state directory's files, or, with
+// --store postgres://…, in that PostgreSQL database (mesh/controller/pgstore),
+// which must be the controller's alone; the state directory then holds
+// only the nats/ the nats container reads.
 //
 // Logs are JSON lines on stderr; genesis and apply print a JSON summary on
 // stdout, status a line per provision its provider keeps failing (or the
@@ -26,12 +31,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/pgstore"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 
@@ -40,7 +47,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--bcrypt-cost N]\n       mesh-controller status --state DIR [--json]"
+	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--store postgres://…] [--bcrypt-cost N]\n       mesh-controller status --state DIR | --store postgres://… [--json]"
 )
 
 func main() {
@@ -65,16 +72,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("mesh-controller "+cmd, flag.ContinueOnError)
 	stateDir := fs.String("state", "", "the state directory")
+	storeURL := fs.String("store", "", "keep the controller's state in this PostgreSQL database (postgres://…), the controller's alone; default the state directory's files")
 	if cmd == "status" {
 		asJSON := fs.Bool("json", false, "print the whole status as JSON")
 		if code, ok := parse(fs, args[1:], stdout, stderr); !ok {
 			return code
 		}
-		if *stateDir == "" || fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "mesh-controller status: --state is required, nothing else\n%s\n", usageLine)
+		if (*stateDir == "") == (*storeURL == "") || fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "mesh-controller status: --state or --store is required, nothing else\n%s\n", usageLine)
 			return exitUsage
 		}
-		if err := printStatus(ctx, stdout, controller.FileStore(*stateDir), *asJSON); err != nil {
+		if !storeOK(*storeURL) {
+			fmt.Fprintf(stderr, "mesh-controller status: --store must be a postgres:// or postgresql:// URL\n")
+			return exitUsage
+		}
+		err := withStore(ctx, *storeURL, *stateDir, func(st controller.Store) error { return printStatus(ctx, stdout, st, *asJSON) })
+		if err != nil {
 			fmt.Fprintf(stderr, "mesh-controller status: %v\n", err)
 			return exitFailed
 		}
@@ -98,6 +111,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mesh-controller %s: --mesh and --state are required, nothing else\n%s\n", cmd, usageLine)
 		return exitUsage
 	}
+	if !storeOK(*storeURL) {
+		fmt.Fprintf(stderr, "mesh-controller %s: --store must be a postgres:// or postgresql:// URL\n", cmd)
+		return exitUsage
+	}
 	if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
 		fmt.Fprintf(stderr, "mesh-controller %s: --bcrypt-cost %d is outside %d..%d\n", cmd, cost, bcrypt.MinCost, bcrypt.MaxCost)
 		return exitUsage
@@ -110,23 +127,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		opts := controller.Options{BcryptCost: cost, Logger: log}
-		st := controller.FileStore(*stateDir)
-		switch cmd {
-		case "genesis":
-			res, err := controller.Genesis(ctx, m, st, *stateDir, opts)
-			if err != nil {
-				return err
+		return withStore(ctx, *storeURL, *stateDir, func(st controller.Store) error {
+			switch cmd {
+			case "genesis":
+				res, err := controller.Genesis(ctx, m, st, *stateDir, opts)
+				if err != nil {
+					return err
+				}
+				return printJSON(stdout, res)
+			case "apply":
+				res, err := controller.Apply(ctx, m, st, *stateDir, opts)
+				if err != nil {
+					return err
+				}
+				return printJSON(stdout, res)
+			default:
+				return controller.Run(ctx, m, st, controller.RunOptions{Logger: log})
 			}
-			return printJSON(stdout, res)
-		case "apply":
-			res, err := controller.Apply(ctx, m, st, *stateDir, opts)
-			if err != nil {
-				return err
-			}
-			return printJSON(stdout, res)
-		default:
-			return controller.Run(ctx, m, st, controller.RunOptions{Logger: log})
-		}
+		})
 	}()
 	if err != nil {
 		log.Error("failed", "err", err, "drift", errors.Is(err, controller.ErrDrift), "store_unavailable", errors.Is(err, controller.ErrStoreUnavailable))
@@ -136,6 +154,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// storeOK says whether --store names a store this program opens: none
+// (the state directory's files) or a PostgreSQL URL.
+func storeOK(url string) bool {
+	return url == "" || strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+// withStore runs fn with the store --store names, or the state
+// directory's files without it, and closes it after.
+func withStore(ctx context.Context, url, stateDir string, fn func(controller.Store) error) error {
+	if url == "" {
+		return fn(controller.FileStore(stateDir))
+	}
+	st, err := pgstore.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(st)
 }
 
 // parse parses a command's flags. Asked for help (-h, --help), it prints
