@@ -10,7 +10,7 @@ export TESTCONTAINERS_RYUK_DISABLED = true
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-images: ## Build every image the beds use (ours, the drivers, the sample modules, RabbitMQ, the netem helper) if missing or stale.
+images: ## Build every image the beds use (ours, the drivers, the sample modules, RabbitMQ, PostgreSQL, the netem helper) if missing or stale.
 	$(GO) run ./cmd/build-images
 
 test: ## Run every test: unit, integration, and the beds (skipped without Docker).

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/harness/postgres"
 	"github.com/meshbus/mesh/harness/rabbitmq"
 )
 
@@ -31,10 +32,12 @@ func main() {
 	os.Exit(code)
 }
 
-// rabbitmqImage and netemImage are the names the Debian images (the
-// broker, the link faults' helper) are asked for by.
+// rabbitmqImage, postgresImage and netemImage are the names the Debian
+// images (the broker, the controller's store, the link faults' helper)
+// are asked for by.
 const (
 	rabbitmqImage = "mesh-rabbitmq"
+	postgresImage = "mesh-postgres"
 	netemImage    = "mesh-netem"
 )
 
@@ -47,7 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The Debian images are made from Debian's packages, not from our Go
 	// binaries, so they are not Specs; they are built last.
-	names = append(names, rabbitmqImage, netemImage)
+	names = append(names, rabbitmqImage, postgresImage, netemImage)
 
 	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -64,12 +67,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	specs, broker, netem := all, true, true
+	specs, broker, store, netem := all, true, true, true
 	if fs.NArg() > 0 {
-		specs, broker, netem = nil, false, false
+		specs, broker, store, netem = nil, false, false, false
 		for _, name := range fs.Args() {
 			if name == rabbitmqImage {
 				broker = true
+				continue
+			}
+			if name == postgresImage {
+				store = true
 				continue
 			}
 			if name == netemImage {
@@ -109,6 +116,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ref, err := rabbitmq.EnsureImage(ctx, b, os.Getenv(rabbitmq.EnvImage), images.DebianFromEnv(os.Getenv))
 		if err != nil {
 			log.Error("build the rabbitmq image", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
+			return 1
+		}
+		ready = append(ready, ref)
+	}
+	if store {
+		ref, err := postgres.EnsureImage(ctx, b, os.Getenv(postgres.EnvImage), images.DebianFromEnv(os.Getenv))
+		if err != nil {
+			log.Error("build the postgres image", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
 			return 1
 		}
 		ready = append(ready, ref)

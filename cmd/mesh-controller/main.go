@@ -3,11 +3,16 @@
 // changed, run asserts the bus's streams and consumers and stays up,
 // keeping the status, and status prints it.
 //
-//	mesh-controller genesis --mesh FILE --state DIR [--bcrypt-cost N]
-//	mesh-controller apply   --mesh FILE --state DIR [--bcrypt-cost N]
-//	mesh-controller run     --mesh FILE --state DIR
-//	mesh-controller status  --state DIR [--json]
-//	mesh-controller amqp    --mesh FILE --state DIR --addr HOST:PORT [--name NAME]...
+//	mesh-controller genesis --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
+//	mesh-controller apply   --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
+//	mesh-controller run     --mesh FILE --state DIR [--store URL]
+//	mesh-controller status  --state DIR | --store URL [--json]
+//	mesh-controller amqp    --mesh FILE --state DIR [--store URL] --addr HOST:PORT [--name NAME]...
+//
+// The controller's state is kept in the state directory's files, or, with
+// --store postgres://…, in that PostgreSQL database (mesh/controller/pgstore),
+// which must be the controller's alone; the state directory then holds
+// only the nats/ the nats container reads (and amqp/).
 //
 // amqp mints the AMQP bus the mesh had before NATS (design 25 §1): a
 // broker certificate for each --name (default the host of --addr) from
@@ -41,6 +46,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/pgstore"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 
@@ -49,9 +55,9 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--bcrypt-cost N]\n" +
-		"       mesh-controller status --state DIR [--json]\n" +
-		"       mesh-controller amqp --mesh FILE --state DIR --addr HOST:PORT [--name NAME]..."
+	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--store postgres://…] [--bcrypt-cost N]\n" +
+		"       mesh-controller status --state DIR | --store postgres://… [--json]\n" +
+		"       mesh-controller amqp --mesh FILE --state DIR [--store postgres://…] --addr HOST:PORT [--name NAME]..."
 )
 
 func main() {
@@ -76,16 +82,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("mesh-controller "+cmd, flag.ContinueOnError)
 	stateDir := fs.String("state", "", "the state directory")
+	storeURL := fs.String("store", "", "keep the controller's state in this PostgreSQL database (postgres://…), the controller's alone; default the state directory's files")
 	if cmd == "status" {
 		asJSON := fs.Bool("json", false, "print the whole status as JSON")
 		if code, ok := parse(fs, args[1:], stdout, stderr); !ok {
 			return code
 		}
-		if *stateDir == "" || fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "mesh-controller status: --state is required, nothing else\n%s\n", usageLine)
+		if (*stateDir == "") == (*storeURL == "") || fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "mesh-controller status: --state or --store is required, nothing else\n%s\n", usageLine)
 			return exitUsage
 		}
-		if err := printStatus(ctx, stdout, controller.FileStore(*stateDir), *asJSON); err != nil {
+		if !storeOK(*storeURL) {
+			fmt.Fprintf(stderr, "mesh-controller status: --store must be a postgres:// or postgresql:// URL\n")
+			return exitUsage
+		}
+		err := withStore(ctx, *storeURL, *stateDir, func(st controller.Store) error { return printStatus(ctx, stdout, st, *asJSON) })
+		if err != nil {
 			fmt.Fprintf(stderr, "mesh-controller status: %v\n", err)
 			return exitFailed
 		}
@@ -115,6 +127,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mesh-controller %s: --mesh and --state are required, nothing else\n%s\n", cmd, usageLine)
 		return exitUsage
 	}
+	if !storeOK(*storeURL) {
+		fmt.Fprintf(stderr, "mesh-controller %s: --store must be a postgres:// or postgresql:// URL\n", cmd)
+		return exitUsage
+	}
 	if cmd == "amqp" {
 		host, _, err := net.SplitHostPort(amqpAddr)
 		if err != nil {
@@ -137,32 +153,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		opts := controller.Options{BcryptCost: cost, Logger: log}
-		st := controller.FileStore(*stateDir)
-		switch cmd {
-		case "genesis":
-			res, err := controller.Genesis(ctx, m, st, *stateDir, opts)
-			if err != nil {
-				return err
+		return withStore(ctx, *storeURL, *stateDir, func(st controller.Store) error {
+			switch cmd {
+			case "genesis":
+				res, err := controller.Genesis(ctx, m, st, *stateDir, opts)
+				if err != nil {
+					return err
+				}
+				return printJSON(stdout, res)
+			case "apply":
+				res, err := controller.Apply(ctx, m, st, *stateDir, opts)
+				if err != nil {
+					return err
+				}
+				return printJSON(stdout, res)
+			case "amqp":
+				b, err := controller.WriteAMQP(ctx, m, st, *stateDir, amqpAddr, controller.AMQPOptions{Names: amqpNames})
+				if err != nil {
+					return err
+				}
+				return printJSON(stdout, struct {
+					Users       []string `json:"users"`
+					Fingerprint string   `json:"fingerprint"`
+				}{b.Users, b.Fingerprint})
+			default:
+				return controller.Run(ctx, m, st, controller.RunOptions{Logger: log})
 			}
-			return printJSON(stdout, res)
-		case "apply":
-			res, err := controller.Apply(ctx, m, st, *stateDir, opts)
-			if err != nil {
-				return err
-			}
-			return printJSON(stdout, res)
-		case "amqp":
-			b, err := controller.WriteAMQP(ctx, m, st, *stateDir, amqpAddr, controller.AMQPOptions{Names: amqpNames})
-			if err != nil {
-				return err
-			}
-			return printJSON(stdout, struct {
-				Users       []string `json:"users"`
-				Fingerprint string   `json:"fingerprint"`
-			}{b.Users, b.Fingerprint})
-		default:
-			return controller.Run(ctx, m, st, controller.RunOptions{Logger: log})
-		}
+		})
 	}()
 	if err != nil {
 		log.Error("failed", "err", err, "drift", errors.Is(err, controller.ErrDrift), "store_unavailable", errors.Is(err, controller.ErrStoreUnavailable))
@@ -172,6 +189,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// storeOK says whether --store names a store this program opens: none
+// (the state directory's files) or a PostgreSQL URL.
+func storeOK(url string) bool {
+	return url == "" || strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+// withStore runs fn with the store --store names, or the state
+// directory's files without it, and closes it after.
+func withStore(ctx context.Context, url, stateDir string, fn func(controller.Store) error) error {
+	if url == "" {
+		return fn(controller.FileStore(stateDir))
+	}
+	st, err := pgstore.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(st)
 }
 
 // parse parses a command's flags. Asked for help (-h, --help), it prints

@@ -433,11 +433,7 @@ func (v fileView) Status(ctx context.Context) (Status, error) {
 		// fifteen minutes what it keeps failing.
 		return Status{}, fmt.Errorf("read status %s: %w (remove the file to start from an empty status; providers repeat their failing words within fifteen minutes)", path, err)
 	}
-	if s.Failing == nil {
-		s.Failing = []FailingProvision{}
-	}
-	slices.SortFunc(s.Failing, compareFailing)
-	return s, nil
+	return s.Normalised(), nil
 }
 
 // fileTx is one Update: its writes, held until the commit.

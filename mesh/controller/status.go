@@ -242,6 +242,17 @@ func (s *Status) remove(provider string, ref wire.ConsumerRef) bool {
 	return found
 }
 
+// Normalised is s as a store gives it back: Failing sorted by provider,
+// node and consumer, and empty rather than nil. A store that keeps the
+// status as a document calls it on what it reads.
+func (s Status) Normalised() Status {
+	if s.Failing == nil {
+		s.Failing = []FailingProvision{}
+	}
+	slices.SortFunc(s.Failing, compareFailing)
+	return s
+}
+
 func compareFailing(a, b FailingProvision) int {
 	return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Consumer, b.Consumer))
 }

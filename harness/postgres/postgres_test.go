@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/meshbus/mesh/harness/images"
+	"github.com/meshbus/mesh/harness/owner"
+	"github.com/meshbus/mesh/internal/testutil"
+)
+
+// TestPostgres ensures the image (ours, unless MESH_POSTGRES_IMAGE names
+// another), starts a server with a user and database of the test's, and
+// checks what the controller's store relies on: the user connects with
+// its password from this host and owns the database, a wrong password is
+// refused, and a stopped and started container keeps its data.
+func TestPostgres(t *testing.T) {
+	cli := testutil.DockerClient(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+
+	var out bytes.Buffer
+	b := &images.Builder{Out: &out, Tag: images.TagFromEnv(os.Getenv)}
+	defer b.Close()
+	defer func() { t.Logf("builder output:\n%s", out.String()) }()
+	start := time.Now()
+	image, err := EnsureImage(ctx, b, os.Getenv(EnvImage), images.DebianFromEnv(os.Getenv))
+	if err != nil {
+		t.Fatalf("ensure image: %v", err)
+	}
+	t.Logf("image %s ready in %s", image, time.Since(start).Round(100*time.Millisecond))
+
+	labels, err := owner.Claim(ctx, cli.Client, "postgres-test")
+	if err != nil {
+		t.Logf("reap the leftovers of dead test runs: %v", err)
+	}
+	start = time.Now()
+	c, err := Run(ctx, image, WithUsername("ctl"), WithPassword("s3cret pw"), WithDatabase("mesh-state"), testcontainers.WithLabels(labels))
+	if c != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				logContainer(t, c)
+			}
+			if err := c.Terminate(context.Background()); err != nil {
+				t.Errorf("terminate: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	t.Logf("server ready in %s", time.Since(start).Round(100*time.Millisecond))
+	ins, err := c.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins.Config.Labels[owner.LabelRun] != labels[owner.LabelRun] || ins.Config.StopSignal != "SIGINT" {
+		t.Errorf("expected the caller's labels and stop signal SIGINT, got %v, %q", ins.Config.Labels, ins.Config.StopSignal)
+	}
+
+	dsn, err := c.ConnectionString(ctx, "application_name=postgres-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect as ctl: %v", err)
+	}
+	var user, db, method string
+	if err := conn.QueryRow(ctx, `SELECT current_user, current_database(), (SELECT auth_method FROM pg_hba_file_rules WHERE type = 'host' LIMIT 1)`).Scan(&user, &db, &method); err != nil {
+		t.Fatal(err)
+	}
+	if user != "ctl" || db != "mesh-state" || method != "scram-sha-256" {
+		t.Errorf("expected ctl on mesh-state through scram-sha-256, got %s on %s through %s", user, db, method)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before the restart')`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+
+	addr, err := c.Address(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pe *pgconn.PgError
+	if _, err := pgx.Connect(ctx, URL(addr, "ctl", "wrong", "mesh-state")); !errors.As(err, &pe) || pe.Code != "28P01" {
+		t.Errorf("expected a wrong password refused with 28P01 (invalid_password), got %v", err)
+	}
+
+	// Stopped (a fast shutdown: SIGINT) and started, the server comes back
+	// with its data; the port may be another.
+	stop := 20 * time.Second
+	start = time.Now()
+	if err := c.Stop(ctx, &stop); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("expected a fast shutdown, docker stop took %s", d)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("start again: %v", err)
+	}
+	dsn, err = c.ConnectionString(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err = pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect after the restart: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var v string
+	if err := conn.QueryRow(ctx, `SELECT v FROM kept`).Scan(&v); err != nil || v != "before the restart" {
+		t.Fatalf("expected the row written before the restart, got %q (%v)", v, err)
+	}
+}
+
+func logContainer(t *testing.T, c *PostgresContainer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := c.Logs(ctx)
+	if err != nil {
+		t.Logf("postgres logs: %v", err)
+		return
+	}
+	defer r.Close()
+	b, _ := io.ReadAll(r)
+	t.Logf("postgres logs:\n%s", strings.TrimSpace(string(b)))
+}

@@ -1,0 +1,622 @@
+// Package pgstore keeps the controller's state (controller.Store) in
+// PostgreSQL, through a pgx connection pool. The database must be the
+// controller's alone: it holds every principal's password, the mesh's
+// authority and the key declarations are signed with.
+//
+// Open applies the embedded schema migrations (migrations/, recorded in
+// schema_migrations) in one transaction under an advisory lock, so two
+// controllers opening one database at once both succeed. Every Update is
+// one READ COMMITTED transaction that takes a second advisory lock first:
+// updates through any number of handles and processes run one at a time,
+// each seeing what the ones before it committed, and fn's writes commit
+// together or not at all. Create is one transaction too. Reads outside an
+// Update are single statements.
+//
+// A connection refused, lost or timed out, and a server shutting down,
+// starting, in recovery or out of resources give errors wrapping
+// controller.ErrStoreUnavailable (see unavailable); docs/controller-store.md
+// says why the store has this shape and which tests show it.
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/pki"
+)
+
+// Advisory lock keys ("meshmigr", "meshupdt"). Advisory locks are per
+// database, and the database is the controller's alone.
+const (
+	migrateLock int64 = 0x6d6573686d696772
+	updateLock  int64 = 0x6d65736875706474
+)
+
+// DefaultConnectTimeout bounds one connection attempt when the DSN names
+// no connect_timeout: a server whose packets are dropped fails the call
+// as unavailable rather than hanging for the caller's whole deadline.
+const DefaultConnectTimeout = 5 * time.Second
+
+// Store is the controller's state in one PostgreSQL database.
+type Store struct {
+	view
+	pool   *pgxpool.Pool
+	schema Schema
+}
+
+var _ controller.Store = (*Store)(nil)
+
+// Open connects to the database dsn names (a postgres:// URL or
+// key=value pairs, as pgx reads them) and brings its schema up to date.
+// The server down or unreachable is an error wrapping
+// controller.ErrStoreUnavailable; the same call may succeed later. Close
+// the store when done.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's error says what was wrong with the DSN and hides its
+		// password.
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, storeErr(ctx, "open postgres store", err)
+	}
+	ms, err := readMigrations(migrationFiles)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	schema, err := migrate(ctx, pool, ms)
+	if err != nil {
+		pool.Close()
+		return nil, storeErr(ctx, "open postgres store: migrate", err)
+	}
+	return &Store{view: view{q: pool}, pool: pool, schema: schema}, nil
+}
+
+// Close closes the pool, waiting for the connections in use to be
+// returned.
+func (s *Store) Close() { s.pool.Close() }
+
+// Schema is what Open found and did: the schema's version, and the
+// migrations it applied.
+func (s *Store) Schema() Schema { return s.schema }
+
+// Create records the genesis in one transaction: everything, or nothing.
+func (s *Store) Create(ctx context.Context, st controller.State) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := check(st); err != nil {
+		return err
+	}
+	key := slices.Clone([]byte(st.DeclarationKey))
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO genesis (authority_cert, authority_key) VALUES ($1, $2) ON CONFLICT (one) DO NOTHING`,
+			st.Authority.CertPEM, st.Authority.KeyPEM)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: the database holds its secrets; use apply to change an existing mesh", controller.ErrGenesisExists)
+		}
+		if err := putSecrets(ctx, tx, st.Secrets); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO declaration_key (key) VALUES ($1)`, key); err != nil {
+			return err
+		}
+		users, docs := make([]string, 0, len(st.Credentials)), make([][]byte, 0, len(st.Credentials))
+		for u, d := range st.Credentials {
+			users, docs = append(users, u), append(docs, d)
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO credentials (username, document) SELECT * FROM unnest($1::text[], $2::bytea[])`, users, docs)
+		return err
+	})
+	if err != nil {
+		return storeErr(ctx, "create genesis", err)
+	}
+	return nil
+}
+
+// check refuses a state with a part missing.
+func check(st controller.State) error {
+	if st.Authority == nil || len(st.Authority.CertPEM) == 0 || len(st.Authority.KeyPEM) == 0 {
+		return errors.New("genesis: no authority")
+	}
+	if len(st.DeclarationKey) != ed25519.PrivateKeySize {
+		return errors.New("genesis: no declaration key")
+	}
+	for u := range st.Secrets {
+		if err := checkUser(u); err != nil {
+			return fmt.Errorf("genesis: secret: %w", err)
+		}
+	}
+	for u, doc := range st.Credentials {
+		if err := checkUser(u); err != nil {
+			return fmt.Errorf("genesis: %w", err)
+		}
+		if len(doc) == 0 {
+			return fmt.Errorf("genesis: credential of %s: empty document", u)
+		}
+	}
+	return nil
+}
+
+// checkUser refuses what is no user name: empty, or with a byte
+// PostgreSQL's text cannot hold.
+func checkUser(user string) error {
+	if user == "" || strings.ContainsRune(user, 0) {
+		return fmt.Errorf("credential: %q is not a user name", user)
+	}
+	return nil
+}
+
+// inTx runs fn in one READ COMMITTED transaction holding the update lock,
+// and commits when fn returns nil. READ COMMITTED, not REPEATABLE READ:
+// each statement reads what was committed when it began, so the
+// statements after the lock see every update that held it before; a
+// snapshot taken by the lock's own statement would not.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After a commit this does nothing. After a failure it returns the
+		// connection clean, even when ctx has ended (pgx closes a
+		// connection whose rollback fails, and the server rolls back).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", updateLock); err != nil {
+		return fmt.Errorf("take the update lock: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Update runs fn in one transaction, one Update at a time across every
+// handle on the database, and commits its writes when it returns nil.
+// fn's own error is returned as it is. A commit interrupted by the
+// connection failing is unavailable, but may have committed: PostgreSQL
+// alone knows, and the caller's redelivery finds out by reading.
+func (s *Store) Update(ctx context.Context, fn func(controller.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var fnErr error
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		t := &pgTx{view: view{q: tx}}
+		defer t.end()
+		fnErr = fn(t)
+		return fnErr
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return storeErr(ctx, "update", err)
+	}
+	return nil
+}
+
+// querier is what a read needs: the pool, or the transaction of an
+// Update.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// view reads the state through q.
+type view struct{ q querier }
+
+func (v view) Secrets(ctx context.Context) (controller.Secrets, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// One statement: no row without a genesis, one row of NULLs for a
+	// genesis without secrets.
+	rows, err := v.q.Query(ctx, `SELECT s.username, s.password, s.hash FROM genesis g LEFT JOIN secrets s ON true`)
+	if err != nil {
+		return nil, storeErr(ctx, "read secrets", err)
+	}
+	var (
+		found    bool
+		u, p, h  *string
+		out      = controller.Secrets{}
+		scanInto = []any{&u, &p, &h}
+	)
+	_, err = pgx.ForEachRow(rows, scanInto, func() error {
+		found = true
+		if u != nil {
+			out[*u] = controller.Secret{Password: *p, Hash: *h}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, storeErr(ctx, "read secrets", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: the database holds none (run genesis first)", controller.ErrNoGenesis)
+	}
+	return out, nil
+}
+
+func (v view) Authority(ctx context.Context) (*pki.CA, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var cert, key []byte
+	err := v.q.QueryRow(ctx, `SELECT authority_cert, authority_key FROM genesis`).Scan(&cert, &key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: the database holds no authority (run genesis first)", controller.ErrNoGenesis)
+	}
+	if err != nil {
+		return nil, storeErr(ctx, "read authority", err)
+	}
+	ca, err := pki.LoadCA(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("read authority from the database: %w", err)
+	}
+	return ca, nil
+}
+
+func (v view) DeclarationKey(ctx context.Context) (ed25519.PrivateKey, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var raw []byte
+	err := v.q.QueryRow(ctx, `SELECT key FROM declaration_key`).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: no declaration key", controller.ErrNotFound)
+	}
+	if err != nil {
+		return nil, storeErr(ctx, "read declaration key", err)
+	}
+	if len(raw) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("read declaration key: %d bytes, not an ed25519 private key", len(raw))
+	}
+	key := ed25519.PrivateKey(raw)
+	// The public half is derived again from the seed: a key torn or
+	// edited by hand is refused rather than signing declarations nobody
+	// can check.
+	if !bytes.Equal(ed25519.NewKeyFromSeed(key.Seed()), key) {
+		return nil, errors.New("read declaration key: its public half does not match its seed")
+	}
+	return key, nil
+}
+
+func (v view) Credential(ctx context.Context, user string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	var doc []byte
+	err := v.q.QueryRow(ctx, `SELECT document FROM credentials WHERE username = $1`, user).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: no credential of %s", controller.ErrNotFound, user)
+	}
+	if err != nil {
+		return nil, storeErr(ctx, "read credential of "+user, err)
+	}
+	return doc, nil
+}
+
+func (v view) Credentials(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := v.q.Query(ctx, `SELECT username FROM credentials`)
+	if err != nil {
+		return nil, storeErr(ctx, "list credentials", err)
+	}
+	users, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, storeErr(ctx, "list credentials", err)
+	}
+	// Sorted here, as Go compares strings, whatever the database's
+	// collation.
+	slices.Sort(users)
+	if users == nil {
+		users = []string{}
+	}
+	return users, nil
+}
+
+func (v view) Status(ctx context.Context) (controller.Status, error) {
+	if err := ctx.Err(); err != nil {
+		return controller.Status{}, err
+	}
+	var doc []byte
+	err := v.q.QueryRow(ctx, `SELECT document FROM status`).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return controller.Status{Failing: []controller.FailingProvision{}}, nil
+	}
+	if err != nil {
+		return controller.Status{}, storeErr(ctx, "read status", err)
+	}
+	var s controller.Status
+	if err := json.Unmarshal(doc, &s); err != nil {
+		return controller.Status{}, fmt.Errorf("read status from the database: %w", err)
+	}
+	return s.Normalised(), nil
+}
+
+// pgTx is one Update. Its calls take turns (a pgx transaction is one
+// connection, which is not safe for concurrent use), and are refused
+// once fn has returned.
+type pgTx struct {
+	view
+	mu      sync.Mutex
+	ended   bool
+	genesis bool // the genesis row was seen in this transaction
+}
+
+var _ controller.Tx = (*pgTx)(nil)
+
+// errTxEnded refuses a Tx used after its Update's fn returned.
+var errTxEnded = errors.New("pgstore: the transaction was used after its Update's fn returned")
+
+func (t *pgTx) end() {
+	t.mu.Lock()
+	t.ended = true
+	t.mu.Unlock()
+}
+
+// locked runs f as the transaction's one call in progress.
+func locked[T any](t *pgTx, f func() (T, error)) (T, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		var zero T
+		return zero, errTxEnded
+	}
+	return f()
+}
+
+func (t *pgTx) Secrets(ctx context.Context) (controller.Secrets, error) {
+	return locked(t, func() (controller.Secrets, error) { return t.view.Secrets(ctx) })
+}
+
+func (t *pgTx) Authority(ctx context.Context) (*pki.CA, error) {
+	return locked(t, func() (*pki.CA, error) { return t.view.Authority(ctx) })
+}
+
+func (t *pgTx) DeclarationKey(ctx context.Context) (ed25519.PrivateKey, error) {
+	return locked(t, func() (ed25519.PrivateKey, error) { return t.view.DeclarationKey(ctx) })
+}
+
+func (t *pgTx) Credential(ctx context.Context, user string) ([]byte, error) {
+	return locked(t, func() ([]byte, error) { return t.view.Credential(ctx, user) })
+}
+
+func (t *pgTx) Credentials(ctx context.Context) ([]string, error) {
+	return locked(t, func() ([]string, error) { return t.view.Credentials(ctx) })
+}
+
+func (t *pgTx) Status(ctx context.Context) (controller.Status, error) {
+	return locked(t, func() (controller.Status, error) { return t.view.Status(ctx) })
+}
+
+// write runs one statement of the Update, once the database is seen to
+// hold a genesis.
+func (t *pgTx) write(ctx context.Context, what string, sql string, args ...any) error {
+	_, err := locked(t, func() (struct{}, error) {
+		if err := ctx.Err(); err != nil {
+			return struct{}{}, err
+		}
+		if err := t.needGenesis(ctx); err != nil {
+			return struct{}{}, err
+		}
+		if _, err := t.q.Exec(ctx, sql, args...); err != nil {
+			return struct{}{}, storeErr(ctx, what, err)
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+func (t *pgTx) needGenesis(ctx context.Context) error {
+	if t.genesis {
+		return nil
+	}
+	var ok bool
+	if err := t.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM genesis)`).Scan(&ok); err != nil {
+		return storeErr(ctx, "look for the genesis", err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: the database holds none (run genesis first)", controller.ErrNoGenesis)
+	}
+	t.genesis = true
+	return nil
+}
+
+func (t *pgTx) PutSecrets(ctx context.Context, s controller.Secrets) error {
+	for u := range s {
+		if err := checkUser(u); err != nil {
+			return fmt.Errorf("put secrets: %w", err)
+		}
+	}
+	if err := t.write(ctx, "put secrets", `DELETE FROM secrets`); err != nil {
+		return err
+	}
+	_, err := locked(t, func() (struct{}, error) { return struct{}{}, storeErr(ctx, "put secrets", putSecrets(ctx, t.q, s)) })
+	return err
+}
+
+// putSecrets inserts s in one statement.
+func putSecrets(ctx context.Context, q querier, s controller.Secrets) error {
+	users, pws, hashes := make([]string, 0, len(s)), make([]string, 0, len(s)), make([]string, 0, len(s))
+	for u, sec := range s {
+		users, pws, hashes = append(users, u), append(pws, sec.Password), append(hashes, sec.Hash)
+	}
+	_, err := q.Exec(ctx, `INSERT INTO secrets (username, password, hash) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])`, users, pws, hashes)
+	return err
+}
+
+func (t *pgTx) PutDeclarationKey(ctx context.Context, key ed25519.PrivateKey) error {
+	if len(key) != ed25519.PrivateKeySize {
+		return errors.New("put declaration key: not an ed25519 private key")
+	}
+	return t.write(ctx, "put declaration key",
+		`INSERT INTO declaration_key (key) VALUES ($1) ON CONFLICT (one) DO UPDATE SET key = excluded.key`, slices.Clone([]byte(key)))
+}
+
+func (t *pgTx) PutCredential(ctx context.Context, user string, doc []byte) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	if len(doc) == 0 {
+		return fmt.Errorf("put credential of %s: empty document", user)
+	}
+	return t.write(ctx, "put credential of "+user,
+		`INSERT INTO credentials (username, document) VALUES ($1, $2) ON CONFLICT (username) DO UPDATE SET document = excluded.document`, user, doc)
+}
+
+func (t *pgTx) DeleteCredential(ctx context.Context, user string) error {
+	if err := checkUser(user); err != nil {
+		return err
+	}
+	return t.write(ctx, "revoke "+user, `DELETE FROM credentials WHERE username = $1`, user)
+}
+
+func (t *pgTx) PutStatus(ctx context.Context, s controller.Status) error {
+	doc, err := json.Marshal(s.Normalised())
+	if err != nil {
+		return fmt.Errorf("put status: %w", err)
+	}
+	return t.write(ctx, "put status",
+		`INSERT INTO status (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
+}
+
+func (v view) Tokens(ctx context.Context) ([]controller.Token, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := v.q.Query(ctx, `SELECT id, node, issued, expires, spent FROM tokens`)
+	if err != nil {
+		return nil, storeErr(ctx, "read tokens", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (controller.Token, error) {
+		var t controller.Token
+		var spent *time.Time
+		if err := r.Scan(&t.ID, &t.Node, &t.Issued, &t.Expires, &spent); err != nil {
+			return t, err
+		}
+		if spent != nil {
+			t.Spent = *spent
+		}
+		return t, nil
+	})
+	if err != nil {
+		return nil, storeErr(ctx, "read tokens", err)
+	}
+	slices.SortFunc(out, func(a, b controller.Token) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+func (v view) Nodes(ctx context.Context) ([]controller.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := v.q.Query(ctx, `SELECT name, sealing_key, enrolled, token FROM nodes`)
+	if err != nil {
+		return nil, storeErr(ctx, "read nodes", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (controller.Node, error) {
+		var n controller.Node
+		return n, r.Scan(&n.Name, &n.SealingKey, &n.Enrolled, &n.Token)
+	})
+	if err != nil {
+		return nil, storeErr(ctx, "read nodes", err)
+	}
+	slices.SortFunc(out, func(a, b controller.Node) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (v view) Applied(ctx context.Context, key string) (controller.Applied, error) {
+	if err := ctx.Err(); err != nil {
+		return controller.Applied{}, err
+	}
+	a := controller.Applied{Key: key}
+	err := v.q.QueryRow(ctx, `SELECT at, outcome FROM ledger WHERE key = $1`, key).Scan(&a.At, &a.Outcome)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return controller.Applied{}, fmt.Errorf("%w: no message %s in the ledger", controller.ErrNotFound, key)
+	}
+	if err != nil {
+		return controller.Applied{}, storeErr(ctx, "read the ledger", err)
+	}
+	return a, nil
+}
+
+func (t *pgTx) Tokens(ctx context.Context) ([]controller.Token, error) {
+	return locked(t, func() ([]controller.Token, error) { return t.view.Tokens(ctx) })
+}
+
+func (t *pgTx) Nodes(ctx context.Context) ([]controller.Node, error) {
+	return locked(t, func() ([]controller.Node, error) { return t.view.Nodes(ctx) })
+}
+
+func (t *pgTx) Applied(ctx context.Context, key string) (controller.Applied, error) {
+	return locked(t, func() (controller.Applied, error) { return t.view.Applied(ctx, key) })
+}
+
+func (t *pgTx) PutToken(ctx context.Context, tok controller.Token) error {
+	if tok.ID == "" || tok.Node == "" || tok.Expires.IsZero() {
+		return fmt.Errorf("put token: id, node and expiry are required, got %+v", tok)
+	}
+	var spent *time.Time
+	if !tok.Spent.IsZero() {
+		spent = &tok.Spent
+	}
+	return t.write(ctx, "put token "+tok.ID,
+		`INSERT INTO tokens (id, node, issued, expires, spent) VALUES ($1, $2, $3, $4, $5)
+		 ON CONFLICT (id) DO UPDATE SET node = excluded.node, issued = excluded.issued, expires = excluded.expires, spent = excluded.spent`,
+		tok.ID, tok.Node, tok.Issued, tok.Expires, spent)
+}
+
+func (t *pgTx) PutNode(ctx context.Context, n controller.Node) error {
+	if n.Name == "" || n.SealingKey == "" {
+		return fmt.Errorf("put node: name and sealing key are required, got %+v", n)
+	}
+	return t.write(ctx, "put node "+n.Name,
+		`INSERT INTO nodes (name, sealing_key, enrolled, token) VALUES ($1, $2, $3, $4)
+		 ON CONFLICT (name) DO UPDATE SET sealing_key = excluded.sealing_key, enrolled = excluded.enrolled, token = excluded.token`,
+		n.Name, n.SealingKey, n.Enrolled, n.Token)
+}
+
+func (t *pgTx) PutApplied(ctx context.Context, a controller.Applied) error {
+	if a.Key == "" {
+		return errors.New("put applied: no key")
+	}
+	return t.write(ctx, "enter "+a.Key+" in the ledger",
+		`INSERT INTO ledger (key, at, outcome) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET at = excluded.at, outcome = excluded.outcome`,
+		a.Key, a.At, a.Outcome)
+}
