@@ -42,7 +42,9 @@ type ApplyResult struct {
 // removed ones are dropped with their credentials (every credential of a
 // user not composed, whatever the old secrets say), and dir's nats.conf is
 // replaced atomically, only if its content changed, so the nats
-// container's watcher reloads exactly once per real change.
+// container's watcher reloads exactly once per real change. The principals
+// are the description's and the enrolment tokens the store holds that may
+// still be claimed (IssueToken); a token spent or expired loses its user.
 //
 // The store's writes are one Update, made in an order that an interrupted
 // apply is finished by running it again (a file store may be left with
@@ -60,6 +62,12 @@ func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Option
 		if err != nil {
 			return err
 		}
+		// The tokens issued and not yet spent are users too.
+		tokens, err := tx.Tokens(ctx)
+		if err != nil {
+			return err
+		}
+		m := withTokens(m, tokens, o.Now())
 		certPEM, err := os.ReadFile(l.ServerCert())
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrNoGenesis, err)

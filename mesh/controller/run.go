@@ -27,6 +27,13 @@ type RunOptions struct {
 	Dial []link.Option
 	// Logger; default discards.
 	Logger *slog.Logger
+	// Dir is the state directory whose nats/ the CONTROL loop composes
+	// (an enrolment makes the node's user live). Without it, Run does not
+	// consume CONTROL.
+	Dir string
+	// Apply tunes what the CONTROL loop mints and composes (Apply's
+	// options); its Logger defaults to Logger.
+	Apply Options
 }
 
 func (o RunOptions) withDefaults() RunOptions {
@@ -39,15 +46,18 @@ func (o RunOptions) withDefaults() RunOptions {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Apply.Logger == nil {
+		o.Apply.Logger = o.Logger
+	}
 	return o
 }
 
 // Run connects as the controller, asserts the streams and consumers,
 // publishes every node's declaration and guards them (GuardDeclarations),
 // logs "ready", and folds the provisioner events into the status
-// (FollowStatus) until ctx ends, when it returns nil. Drift the server
-// cannot correct is returned (wrapping ErrDrift) before "ready" is ever
-// logged. Its state (the declaration key, its credentials, the status) is
+// (FollowStatus) and handles CONTROL (FollowControl, given a Dir) until
+// ctx ends, when it returns nil. Drift the server cannot correct is
+// returned (wrapping ErrDrift) before "ready" is ever logged. Its state (the declaration key, its credentials, the status) is
 // st's.
 func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 	o = o.withDefaults()
@@ -77,6 +87,13 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return fmt.Errorf("guard declarations: %w", err)
 	}
 	defer stopGuarding()
+	if o.Dir != "" {
+		_, stopControl, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, m, st, o.Dir, o.Apply)
+		if err != nil {
+			return fmt.Errorf("follow CONTROL: %w", err)
+		}
+		defer stopControl()
+	}
 	o.Logger.Info("ready", "created", len(rep.Created), "corrected", len(rep.Corrected), "deleted", len(rep.Deleted))
 	<-ctx.Done()
 	o.Logger.Info("stopping", "why", context.Cause(ctx))

@@ -1,0 +1,177 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// How long a CONTROL message is held before it comes again: controlRetry
+// after a failure of the store's own (it refused the write), and, while
+// the store is unavailable, longer each time up to controlRetryMax (ADR
+// 0083's store window: nothing is dropped, and a store away for long is
+// not asked every second). A message with no handler yet is held
+// unhandledRetry.
+const (
+	controlRetry    = time.Second
+	controlRetryMax = 30 * time.Second
+	unhandledRetry  = 30 * time.Second
+	// handleTimeout bounds one message's handling, the store's and the
+	// bus's parts together.
+	handleTimeout = 30 * time.Second
+)
+
+// ControlCounts are what the CONTROL loop has done since it started.
+type ControlCounts struct {
+	Applied, Replayed, Refused, Terminated, Held int
+}
+
+// ControlLoop is the controller as CONTROL's only consumer
+// (wire.ControlConsumer, explicit ack). It hands each message to its
+// handler; a handler's effect and the message's ledger entry commit in one
+// update, so a redelivery, a duplicate publish or a controller killed
+// between commit and ack applies once. A message that cannot be read is
+// terminated and counted; a store unavailable holds the message with a
+// growing delay (NakWithDelay) and it comes again.
+type ControlLoop struct {
+	m    *meshdesc.Mesh
+	st   Store
+	dir  string
+	o    Options
+	log  *slog.Logger
+	nc   *nats.Conn
+	away time.Duration // the delay of the next hold while the store is away
+
+	mu     sync.Mutex
+	counts ControlCounts
+}
+
+// FollowControl binds the controller's consumer on CONTROL through js (the
+// control account's) and handles its messages one at a time until stop;
+// answers are published through nc, the control account's connection.
+func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m *meshdesc.Mesh, st Store, dir string, o Options) (loop *ControlLoop, stop func(), err error) {
+	o = o.withDefaults()
+	l := &ControlLoop{m: m, st: st, dir: dir, o: o, log: o.Logger.With("loop", "control"), nc: nc}
+	cons, err := js.Consumer(ctx, wire.StreamControl, wire.ControlConsumer)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bind consumer %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
+	}
+	// PullMaxMessages 1: the next message is not pulled while one is in
+	// hand, so a held message waits for the store with nothing behind it
+	// timing out unacknowledged.
+	cc, err := cons.Consume(l.handle, jetstream.PullMaxMessages(1), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		l.log.Warn("control consumer", "err", err)
+	}))
+	if err != nil {
+		return nil, nil, fmt.Errorf("consume %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
+	}
+	return l, func() {
+		cc.Stop()
+		<-cc.Closed()
+	}, nil
+}
+
+// Counts are the loop's counts so far.
+func (l *ControlLoop) Counts() ControlCounts {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.counts
+}
+
+func (l *ControlLoop) count(f func(*ControlCounts)) {
+	l.mu.Lock()
+	f(&l.counts)
+	l.mu.Unlock()
+}
+
+// handle settles one delivery: acked once its effect is committed and its
+// answer sent, held while the store cannot take it, terminated when it
+// cannot be read.
+func (l *ControlLoop) handle(msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		l.log.Error("CONTROL delivery without metadata; terminated", "subject", msg.Subject(), "err", err)
+		l.count(func(c *ControlCounts) { c.Terminated++ })
+		_ = msg.Term()
+		return
+	}
+	key := LedgerKey(msg.Headers().Get(jetstream.MsgIDHeader), meta.Sequence.Stream)
+	log := l.log.With("subject", msg.Subject(), "seq", meta.Sequence.Stream, "delivered", meta.NumDelivered)
+	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
+	defer cancel()
+
+	switch msg.Subject() {
+	case wire.SubjectEnrol:
+		err = l.enrol(ctx, key, msg.Data())
+	default:
+		log.Warn("no handler for this CONTROL subject yet; held", "delay", unhandledRetry)
+		l.count(func(c *ControlCounts) { c.Held++ })
+		_ = msg.NakWithDelay(unhandledRetry)
+		return
+	}
+	switch {
+	case err == nil:
+		l.away = 0
+		ackControl(msg, log)
+	case errors.Is(err, ErrBadControl):
+		log.Warn("CONTROL message refused; terminated", "err", err)
+		l.count(func(c *ControlCounts) { c.Terminated++ })
+		_ = msg.TermWithReason(err.Error())
+	case errors.Is(err, ErrStoreUnavailable):
+		l.away = min(max(2*l.away, controlRetry), controlRetryMax)
+		log.Warn("the store is unavailable; the message is held and comes again", "delay", l.away, "err", err)
+		l.count(func(c *ControlCounts) { c.Held++ })
+		_ = msg.NakWithDelay(l.away)
+	default:
+		log.Error("CONTROL message not applied; it comes again", "delay", controlRetry, "err", err)
+		l.count(func(c *ControlCounts) { c.Held++ })
+		_ = msg.NakWithDelay(controlRetry)
+	}
+}
+
+func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error {
+	e, err := Enrol(ctx, l.m, l.st, l.dir, key, data, l.o, func(e Enrolment) error {
+		// Checked again here, where the answer leaves: it carries a
+		// credential, and goes only under the claimed token's own inbox.
+		if err := wire.CheckEnrolReply(e.Token, e.Reply); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadControl, err)
+		}
+		if err := l.nc.Publish(e.Reply, e.Answer.Marshal()); err != nil {
+			return err
+		}
+		return l.nc.FlushTimeout(ackTimeout)
+	})
+	if err != nil {
+		return err
+	}
+	l.count(func(c *ControlCounts) {
+		switch {
+		case e.Replayed:
+			c.Replayed++
+		case e.Answer.Refused != "":
+			c.Refused++
+		default:
+			c.Applied++
+		}
+	})
+	return nil
+}
+
+// ackControl acknowledges and waits for the server to confirm it: a lost
+// ack is a redelivery, which the ledger recognises, and the log says so.
+func ackControl(msg jetstream.Msg, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+	defer cancel()
+	if err := msg.DoubleAck(ctx); err != nil {
+		log.Warn("CONTROL ack not confirmed; the message may come again and be recognised", "err", err)
+	}
+}

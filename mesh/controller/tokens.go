@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Token lifetimes: DefaultTokenTTL unless the operator says otherwise,
+// never longer than MaxTokenTTL (a token is a password for enrolling).
+const (
+	DefaultTokenTTL = 24 * time.Hour
+	MaxTokenTTL     = 30 * 24 * time.Hour
+)
+
+// tokenIDPrefix begins every token id the controller mints: a valid name
+// (wire.CheckName) with 48 random bits after it.
+const tokenIDPrefix = "tok-"
+
+// IssueToken mints a one-time enrolment token for node, valid for ttl:
+// it records the token, then composes its enrolment user into nats.conf
+// through Apply (live through the watcher; the token's password is minted
+// there, like any principal's) and returns the token and its credential
+// document, which the operator hands to the node. A crash between the two
+// leaves a token nobody holds, which the next apply gives a password and
+// which expires unused.
+func IssueToken(ctx context.Context, m *meshdesc.Mesh, st Store, dir, node string, ttl time.Duration, o Options) (Token, []byte, error) {
+	o = o.withDefaults()
+	if !slices.ContainsFunc(m.Nodes, func(n meshdesc.Node) bool { return n.Name == node }) {
+		return Token{}, nil, fmt.Errorf("issue token: no node %q in the description (its nodes: %v)", node, nodeNames(m))
+	}
+	if ttl <= 0 || ttl > MaxTokenTTL {
+		return Token{}, nil, fmt.Errorf("issue token: lifetime %s is outside (0, %s]", ttl, MaxTokenTTL)
+	}
+	raw := make([]byte, 6)
+	if _, err := rand.Read(raw); err != nil {
+		return Token{}, nil, fmt.Errorf("issue token: %w", err)
+	}
+	now := o.Now()
+	t := Token{ID: tokenIDPrefix + hex.EncodeToString(raw), Node: node, Issued: now, Expires: now.Add(ttl)}
+	if err := st.Update(ctx, func(tx Tx) error { return tx.PutToken(ctx, t) }); err != nil {
+		return Token{}, nil, fmt.Errorf("issue token: %w", err)
+	}
+	if _, err := Apply(ctx, m, st, dir, o); err != nil {
+		return Token{}, nil, fmt.Errorf("issue token %s: compose its user: %w", t.ID, err)
+	}
+	doc, err := st.Credential(ctx, wire.EnrolUser(t.ID))
+	if err != nil {
+		return Token{}, nil, fmt.Errorf("issue token %s: %w", t.ID, err)
+	}
+	o.Logger.Info("token issued", "token", t.ID, "node", node, "expires", t.Expires)
+	return t, doc, nil
+}
+
+// withTokens is m with the tokens the store holds that may still be
+// claimed at now: the description the server's users are composed from.
+// A spent or expired token's user is left out, and so revoked by the
+// apply that composes without it.
+func withTokens(m *meshdesc.Mesh, tokens []Token, now time.Time) *meshdesc.Mesh {
+	out := *m
+	out.Tokens = slices.Clone(m.Tokens)
+	for _, t := range tokens {
+		if t.Usable(now) && !slices.ContainsFunc(out.Tokens, func(d meshdesc.Token) bool { return d.ID == t.ID }) {
+			out.Tokens = append(out.Tokens, meshdesc.Token{ID: t.ID})
+		}
+	}
+	return &out
+}
+
+func nodeNames(m *meshdesc.Mesh) []string {
+	out := make([]string, len(m.Nodes))
+	for i, n := range m.Nodes {
+		out[i] = n.Name
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+// Package host is the mesh's host: what runs on a node, enrols it with a
+// token, takes its declarations from NODES and runs its modules
+// (design 25 §6, §10 step 4).
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/seal"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// ErrRefused is wrapped when the controller refused the enrolment; the
+// error carries its reason. Asking again will not help.
+var ErrRefused = errors.New("enrolment refused")
+
+// enrolRetry is how long a request the bus did not confirm waits before it
+// is published again (with the same message id, so CONTROL keeps one).
+const enrolRetry = 2 * time.Second
+
+// Enrol claims the token (an enrolment credential, as mesh-controller
+// token issue printed it) for the node, with key as the node's sealing
+// key, and returns the node's own credential, opened from the sealed
+// answer. It publishes the request until CONTROL confirms it holds it,
+// then waits on the token's inbox for as long as ctx allows: the
+// controller answers once its store takes the claim, which may be after
+// several of its own retries (design 25 §2: the reply travels in the
+// payload for exactly this).
+func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...link.Option) (wire.Credential, error) {
+	if token.Principal != wire.PrincipalEnrol {
+		return wire.Credential{}, fmt.Errorf("enrol: the credential is %s's, not an enrolment token's", token.User())
+	}
+	nc, err := link.Dial(ctx, token, opts...)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("enrol: connect as %s: %w", token.User(), err)
+	}
+	defer nc.Close()
+	reply := wire.EnrolInbox(token.Name) + "." + nuid.Next()
+	answers, err := nc.SubscribeSync(reply)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("enrol: subscribe %s: %w", reply, err)
+	}
+	req := wire.EnrolRequest{Token: token.Name, Proof: token.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: reply}
+	if err := publishConfirmed(ctx, nc, req.Marshal()); err != nil {
+		return wire.Credential{}, err
+	}
+	msg, err := answers.NextMsgWithContext(ctx)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("enrol: no answer on %s: %w", reply, err)
+	}
+	var a wire.EnrolAnswer
+	if err := json.Unmarshal(msg.Data, &a); err != nil {
+		return wire.Credential{}, fmt.Errorf("enrol: the answer is not one: %w", err)
+	}
+	if a.Refused != "" {
+		return wire.Credential{}, fmt.Errorf("%w: %s", ErrRefused, a.Refused)
+	}
+	doc, err := key.Open(a.Sealed)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("enrol: %w", err)
+	}
+	cred, err := wire.ParseCredential(doc)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("enrol: the sealed credential: %w", err)
+	}
+	if cred.Principal != wire.PrincipalHost || cred.Node != a.Node {
+		return wire.Credential{}, fmt.Errorf("enrol: the sealed credential is %s's, not node %s's host", cred.User(), a.Node)
+	}
+	return cred, nil
+}
+
+// publishConfirmed publishes the request on SubjectEnrol until CONTROL
+// acknowledges holding it. The enrolment account has no JetStream of its
+// own: the request reaches CONTROL through a service import, and the
+// acknowledgement comes back as the answer to a plain request.
+func publishConfirmed(ctx context.Context, nc *nats.Conn, data []byte) error {
+	id := nuid.Next()
+	for {
+		msg := nats.NewMsg(wire.SubjectEnrol)
+		msg.Data = data
+		msg.Header.Set(jetstream.MsgIDHeader, id)
+		rctx, cancel := context.WithTimeout(ctx, enrolRetry)
+		res, err := nc.RequestMsgWithContext(rctx, msg)
+		cancel()
+		if err == nil {
+			var ack struct {
+				Stream string `json:"stream"`
+				Error  *struct {
+					Description string `json:"description"`
+				} `json:"error"`
+			}
+			if jerr := json.Unmarshal(res.Data, &ack); jerr != nil {
+				err = fmt.Errorf("not a JetStream acknowledgement: %q", res.Data)
+			} else if ack.Error != nil {
+				err = errors.New(ack.Error.Description)
+			} else if ack.Stream != wire.StreamControl {
+				err = fmt.Errorf("acknowledged by stream %q, not %s", ack.Stream, wire.StreamControl)
+			} else {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("enrol: the request was not confirmed: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("enrol: the request was not confirmed: %w", err)
+		case <-time.After(enrolRetry / 4):
+		}
+	}
+}
