@@ -8,7 +8,8 @@
 // Session raises (RaiseGenesis) from a bed's topology (package topology):
 // the private and outside networks, its members (the nats container, the
 // controller container, the AMQP broker when asked for), plus the one-shot
-// containers run against them (genesis, apply, probes, the netem helper).
+// containers run against them (genesis, apply, probes, the netem helper,
+// and mesh-delay for a delay on a kernel without netem).
 // Faults (faults.go, fault_*.go) break members on purpose and undo it.
 //
 // testcontainers-go is used with its reaper (Ryuk) disabled, because its

@@ -48,8 +48,9 @@ func connectTime(t *testing.T, ctx context.Context, c *Cluster) time.Duration {
 
 // TestFaults applies every fault the bus can take to a real nats container
 // and checks each from outside: while it is in effect the bus does not
-// answer (or, cut off the outside network, is not reached from there);
-// once undone it answers again. The times are logged.
+// answer (or, cut off the outside network, is not reached from there; or,
+// its link delayed, answers that much later); once undone it answers
+// again, as soon as before. The times are logged.
 func TestFaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -41,7 +41,7 @@ const (
 	nlaTypeMask  = ^uint16(1<<15 | 1<<14)
 	nfnetlinkV0  = 0
 	subsysQueue  = 3
-	msgPacket    = subsysQueue<<8 | 0
+	msgPacket    = subsysQueue << 8 // | NFQNL_MSG_PACKET (0)
 	msgVerdict   = subsysQueue<<8 | 1
 	msgConfig    = subsysQueue<<8 | 2
 	attrPktHdr   = 1
