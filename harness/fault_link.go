@@ -145,11 +145,15 @@ const delayQueue = 7
 // one listens (the delayer died), rather than dropping them.
 var delayRule = "OUTPUT -o $dev -j NFQUEUE --queue-num " + strconv.Itoa(delayQueue) + " --queue-bypass"
 
-// iptablesPick is a shell snippet setting $v4 and $v6 to the iptables of
-// the first backend this kernel takes (nf_tables through its xtables
-// compatibility, or the legacy tables).
-const iptablesPick = `v4=; for b in nft legacy; do if iptables-$b -w -L OUTPUT -n >/dev/null 2>&1; then v4=iptables-$b; v6=ip6tables-$b; break; fi; done; ` +
-	`[ -n "$v4" ] || { echo "neither iptables-nft nor iptables-legacy works here" >&2; exit 5; }; `
+// queueRules is a shell snippet appending delayRule for IPv4 and IPv6
+// with the first iptables backend that takes both (nf_tables through its
+// xtables compatibility, else the legacy tables), and setting $v4 and $v6
+// to it; it exits 5, saying why, when neither does.
+var queueRules = `v4=; errs=; for b in nft legacy; do ` +
+	`if out=$(iptables-$b -w -A ` + delayRule + ` 2>&1); then ` +
+	`if out=$(ip6tables-$b -w -A ` + delayRule + ` 2>&1); then v4=iptables-$b; v6=ip6tables-$b; break; fi; ` +
+	`iptables-$b -w -D ` + delayRule + `; fi; errs="$errs $b: $out;"; done; ` +
+	`[ -n "$v4" ] || { echo "no iptables here queues packets:$errs" >&2; exit 5; }; `
 
 // queueDelay delays the member's egress on the network without netem:
 // mesh-delay binds the queue in a long-lived helper, then a one-shot
@@ -180,8 +184,7 @@ func (f *linkFault) queueDelay(ctx context.Context, m *Handle, dev string) error
 	if err != nil {
 		return err
 	}
-	script := dev + iptablesPick +
-		`$v4 -w -A ` + delayRule + ` && $v6 -w -A ` + delayRule + ` && ` +
+	script := dev + queueRules +
 		`$v4 -w -C ` + delayRule + ` && $v6 -w -C ` + delayRule + ` && ` +
 		`awk '$1 == ` + queue + ` { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue || ` +
 		`{ echo "the kernel lists no listener on queue ` + queue + `" >&2; exit 6; }; echo "$v4 on $dev"`
