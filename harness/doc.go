@@ -9,7 +9,8 @@
 // the private and outside networks, its members (the nats container, the
 // controller container, the AMQP broker when asked for), plus the one-shot
 // containers run against them (genesis, apply, the AMQP mint, probes, the
-// netem helper). The controller mints both buses; the harness mints nothing.
+// netem helper, and mesh-delay for a delay on a kernel without netem). The
+// controller mints both buses; the harness mints nothing.
 // Faults (faults.go, fault_*.go) break members on purpose and undo it.
 //
 // testcontainers-go is used with its reaper (Ryuk) disabled, because its

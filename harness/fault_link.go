@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/meshbus/mesh/harness/images"
 )
@@ -28,11 +29,14 @@ const nftTable = "mesh_fault"
 // NET_ADMIN: the member's own image has nothing to do it with (scratch).
 //   - loss drops that share of the packets in and out (nftables, numgen
 //     random), so connections stall and retransmit;
-//   - delay holds every packet out for that long (tc netem). It needs the
-//     kernel's sch_netem; where it is missing the fault says so
-//     (ErrFaultUnavailable) rather than pretending.
+//   - delay holds every packet the member sends on that network for that
+//     long (egress only, as netem does): with tc netem where the kernel
+//     has sch_netem; else iptables queues them (NFQUEUE, --queue-bypass)
+//     to mesh-delay, run in a long-lived helper for as long as the fault
+//     lasts, which accepts each once its time has passed
+//     (docs/decisions/0002-delay-without-netem.md).
 //
-// Undone by removing the table or the qdisc.
+// Undone by removing the table, the qdisc, or the rules and the helper.
 type linkFault struct {
 	c       *Cluster
 	kind    string // loss or delay
@@ -40,6 +44,8 @@ type linkFault struct {
 	delay   time.Duration
 	network string // Private or Outside
 	docker  string
+	// delayer is the helper running mesh-delay, when delay went that way.
+	delayer *Handle
 }
 
 func (f *linkFault) Name() string {
@@ -121,10 +127,83 @@ func (f *linkFault) Inject(ctx context.Context, m *Handle) error {
 	case err != nil:
 		return err
 	case code == 4:
-		return fmt.Errorf("%w: delay needs the kernel's netem qdisc (sch_netem), which this machine's kernel does not have: %s", ErrFaultUnavailable, strings.TrimSpace(out))
+		f.c.s.narrate("fault: %s on %s: this kernel has no netem qdisc (%s); holding its packets out with mesh-delay (NFQUEUE %d) instead",
+			f.Name(), m.role, strings.TrimSpace(out), delayQueue)
+		return f.queueDelay(ctx, m, dev)
 	case code != 0:
 		return fmt.Errorf("%s on %s: the helper exited %d: %s", f.Name(), m.role, code, strings.TrimSpace(out))
 	}
+	return nil
+}
+
+// delayQueue is the NFQUEUE queue a delay uses. Queues belong to a
+// network namespace, so one number serves every member.
+const delayQueue = 7
+
+// delayRule is the iptables rule spec sending the member's packets out of
+// $dev to mesh-delay: --queue-bypass lets them through undelayed when no
+// one listens (the delayer died), rather than dropping them.
+var delayRule = "OUTPUT -o $dev -j NFQUEUE --queue-num " + strconv.Itoa(delayQueue) + " --queue-bypass"
+
+// queueRules is a shell snippet appending delayRule for IPv4 and IPv6
+// with the first iptables backend that takes both (nf_tables through its
+// xtables compatibility, else the legacy tables), and setting $v4 and $v6
+// to it; it exits 5, saying why, when neither does.
+var queueRules = `v4=; errs=; for b in nft legacy; do ` +
+	`if out=$(iptables-$b -w -A ` + delayRule + ` 2>&1); then ` +
+	`if out=$(ip6tables-$b -w -A ` + delayRule + ` 2>&1); then v4=iptables-$b; v6=ip6tables-$b; break; fi; ` +
+	`iptables-$b -w -D ` + delayRule + `; fi; errs="$errs $b: $out;"; done; ` +
+	`[ -n "$v4" ] || { echo "no iptables here queues packets:$errs" >&2; exit 5; }; `
+
+// queueDelay delays the member's egress on the network without netem:
+// mesh-delay binds the queue in a long-lived helper, then a one-shot
+// sends the packets to it. It has taken effect when the rules are listed
+// and the kernel lists the helper as the queue's listener.
+func (f *linkFault) queueDelay(ctx context.Context, m *Handle, dev string) error {
+	image, err := f.netemImage(ctx)
+	if err != nil {
+		return err
+	}
+	queue := strconv.Itoa(delayQueue)
+	ready := "mesh-delay: queue " + queue + " bound"
+	role := f.c.s.roleName("delayer")
+	opts := append(f.c.s.common(role),
+		testcontainers.WithCmd("mesh-delay", "-queue", queue, "-delay", f.delay.String()),
+		f.helperOf(m),
+		testcontainers.WithWaitStrategyAndDeadline(30*time.Second, wait.ForLog(ready)),
+	)
+	ctr, runErr := testcontainers.Run(ctx, image, opts...)
+	var got started
+	if ctr != nil {
+		got = ctr
+	}
+	h, err := f.c.s.adopt(ctx, role, ready, 30*time.Second, got, runErr)
+	if h != nil {
+		f.delayer = h
+	}
+	if err != nil {
+		return err
+	}
+	script := dev + queueRules +
+		`$v4 -w -C ` + delayRule + ` && $v6 -w -C ` + delayRule + ` && ` +
+		`awk '$1 == ` + queue + ` { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue || ` +
+		`{ echo "the kernel lists no listener on queue ` + queue + `" >&2; exit 6; }; echo "$v4 on $dev"`
+	code, out, err := f.run(ctx, m, script)
+	if err != nil {
+		return err
+	}
+	if code == 5 {
+		// Nothing queues: stop the helper, and say the fault cannot be had.
+		if err := f.stopDelayer(ctx, m); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: delay needs the kernel's netem qdisc (sch_netem) or iptables with NFQUEUE, and this machine has neither: %s", ErrFaultUnavailable, strings.TrimSpace(out))
+	}
+	if code != 0 {
+		return fmt.Errorf("%s on %s: queueing its packets to mesh-delay: the helper exited %d: %s", f.Name(), m.role, code, strings.TrimSpace(out))
+	}
+	v4, on, _ := strings.Cut(strings.TrimSpace(out), " on ")
+	f.c.s.narrate("fault: %s on %s: %s queues its packets out of %s to mesh-delay in %s", f.Name(), m.role, v4, on, h.Name())
 	return nil
 }
 
@@ -137,6 +216,13 @@ func (f *linkFault) Undo(ctx context.Context, m *Handle) error {
 	if f.kind == "delay" {
 		script = dev + `tc qdisc del dev $dev root 2>/dev/null; ! tc qdisc show dev $dev | grep -q netem`
 	}
+	if f.delayer != nil {
+		// Delete every copy of the rule, with either backend, and check
+		// that none is left.
+		script = dev + `for t in iptables-nft ip6tables-nft iptables-legacy ip6tables-legacy; do ` +
+			`if $t -w -L OUTPUT -n >/dev/null 2>&1; then while $t -w -D ` + delayRule + ` 2>/dev/null; do :; done; ` +
+			`! $t -w -C ` + delayRule + ` 2>/dev/null || { echo "$t still queues" >&2; exit 1; }; fi; done`
+	}
 	code, out, err := f.run(ctx, m, script)
 	if err != nil {
 		return err
@@ -144,22 +230,74 @@ func (f *linkFault) Undo(ctx context.Context, m *Handle) error {
 	if code != 0 {
 		return fmt.Errorf("undo %s on %s: the helper exited %d: %s", f.Name(), m.role, code, strings.TrimSpace(out))
 	}
+	if f.delayer != nil {
+		if err := f.stopDelayer(ctx, m); err != nil {
+			return err
+		}
+	}
+	// The member itself came through it.
+	return waitState(ctx, m, "running", func(s State) bool { return s.Running && s.Status == "running" })
+}
+
+// stopDelayer stops mesh-delay, which accepts what it still holds and
+// says what it did, and checks that it exited cleanly.
+func (f *linkFault) stopDelayer(ctx context.Context, m *Handle) error {
+	h := f.delayer
+	if err := h.Stop(ctx); err != nil {
+		return err
+	}
+	if err := waitState(ctx, h, "exited", func(s State) bool { return !s.Running && s.Status == "exited" }); err != nil {
+		return err
+	}
+	st, err := h.Inspect(ctx)
+	if err != nil {
+		return err
+	}
+	logs, err := h.Logs(ctx)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSpace(logs), "\n")
+	last := lines[len(lines)-1]
+	if st.ExitCode != 0 || !strings.Contains(last, "mesh-delay: stopping:") {
+		return fmt.Errorf("undo %s on %s: %s exited %d; last output:\n%s", f.Name(), m.role, h.role, st.ExitCode, tail(logs, tailLines))
+	}
+	f.c.s.narrate("fault: %s on %s: %s", f.Name(), m.role, last)
+	f.delayer = nil
 	return nil
+}
+
+// helperOf runs a helper in the member's network namespace, as root, with
+// NET_ADMIN.
+func (f *linkFault) helperOf(m *Handle) testcontainers.CustomizeRequestOption {
+	return func(req *testcontainers.GenericContainerRequest) error {
+		if err := testcontainers.WithConfigModifier(func(cfg *container.Config) { cfg.User = "0:0" })(req); err != nil {
+			return err
+		}
+		return testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.NetworkMode = container.NetworkMode("container:" + m.id)
+			hc.CapAdd = append(hc.CapAdd, "NET_ADMIN")
+		})(req)
+	}
+}
+
+func (f *linkFault) netemImage(ctx context.Context) (string, error) {
+	image, err := f.c.s.builder.EnsureDebian(ctx, images.Netem(images.DebianFromEnv(os.Getenv)))
+	if err != nil {
+		return "", infra("ensure the netem helper image", err)
+	}
+	return image, nil
 }
 
 // run runs script in mesh-netem, in the member's network namespace.
 func (f *linkFault) run(ctx context.Context, m *Handle, script string) (int, string, error) {
-	image, err := f.c.s.builder.EnsureDebian(ctx, images.Netem(images.DebianFromEnv(os.Getenv)))
+	image, err := f.netemImage(ctx)
 	if err != nil {
-		return 0, "", infra("ensure the netem helper image", err)
+		return 0, "", err
 	}
 	h, code, err := f.c.s.runOnce(ctx, "netem", image, time.Minute,
 		testcontainers.WithCmd("/bin/sh", "-c", script),
-		testcontainers.WithConfigModifier(func(cfg *container.Config) { cfg.User = "0:0" }),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.NetworkMode = container.NetworkMode("container:" + m.id)
-			hc.CapAdd = append(hc.CapAdd, "NET_ADMIN")
-		}),
+		f.helperOf(m),
 	)
 	if err != nil {
 		return 0, "", err

@@ -27,6 +27,9 @@ type ProbeResult struct {
 	Body string `json:"body"`
 	// Error says why the target did not answer.
 	Error string `json:"error"`
+	// ConnectMS is how long a tcp probe's handshake took, in
+	// milliseconds (the name lookup left out); 0 when nothing answered.
+	ConnectMS float64 `json:"connect_ms"`
 }
 
 // Probe runs mesh-probe once on network which (Private or Outside) with

@@ -48,8 +48,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i, s := range all {
 		names[i] = s.Name
 	}
-	// The Debian images are made from Debian's packages, not from our Go
-	// binaries, so they are not Specs; they are built last.
+	// The Debian images are made from Debian's packages (the netem helper
+	// adds a binary of ours), so they are not Specs; they are built last.
 	names = append(names, rabbitmqImage, postgresImage, netemImage)
 
 	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)

@@ -209,15 +209,9 @@ func (b *Builder) build(ctx context.Context, docker engine, root string, s Spec,
 	}
 	defer os.RemoveAll(dir)
 	for _, bin := range s.Binaries {
-		start := time.Now()
-		cmd := exec.CommandContext(ctx, b.goCmd(), "build", "-trimpath", "-ldflags=-s -w",
-			"-o", filepath.Join(dir, bin.Name), bin.Package)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), b.buildEnv(root)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s: %w\n%s", bin.Package, err, strings.TrimSpace(string(out)))
+		if err := b.goBuild(ctx, root, bin, filepath.Join(dir, bin.Name)); err != nil {
+			return "", err
 		}
-		b.printf("  go build %s … %.1fs\n", bin.Name, time.Since(start).Seconds())
 	}
 	start := time.Now()
 	id, err := dockerBuild(ctx, docker, dir, s, ref, map[string]string{LabelInputs: digest, LabelImage: s.Name})
@@ -226,6 +220,20 @@ func (b *Builder) build(ctx context.Context, docker engine, root string, s Spec,
 	}
 	b.printf("  docker build … %.1fs\n", time.Since(start).Seconds())
 	return id, nil
+}
+
+// goBuild builds bin as a static binary at dst, the way its inputs are
+// hashed (buildEnv).
+func (b *Builder) goBuild(ctx context.Context, root string, bin Binary, dst string) error {
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, b.goCmd(), "build", "-trimpath", "-ldflags=-s -w", "-o", dst, bin.Package)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), b.buildEnv(root)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", bin.Package, err, strings.TrimSpace(string(out)))
+	}
+	b.printf("  go build %s … %.1fs\n", bin.Name, time.Since(start).Seconds())
+	return nil
 }
 
 // removeIfDangling removes the image the new build replaced, unless it is

@@ -108,6 +108,10 @@ type DebianSpec struct {
 	// Files are written after the packages are installed, so they win over
 	// the packages' own.
 	Files []RootFile
+	// Binaries are static Go programs built from the checkout as Spec's
+	// are (Builder.Root must be set) and installed root-owned, mode 0755,
+	// as /usr/local/bin/<Name>. Their Go inputs are part of the image's.
+	Binaries []Binary `json:",omitempty"`
 	// Remove are absolute paths removed last: documentation the image
 	// does not need, secrets a package's postinst made at build time.
 	Remove []string
@@ -125,7 +129,11 @@ type DebianSpec struct {
 // check refuses a spec that could not make a usable image, or whose
 // values would not survive docker import's Dockerfile-line syntax.
 func (s DebianSpec) check() error {
-	if err := (Spec{Name: s.Name, Binaries: []Binary{{Package: "-", Name: "-"}}}).check(); err != nil {
+	bins := s.Binaries
+	if len(bins) == 0 {
+		bins = []Binary{{Package: "-", Name: "-"}}
+	}
+	if err := (Spec{Name: s.Name, Binaries: bins}).check(); err != nil {
 		return err
 	}
 	bad := func(what, v string) error { return fmt.Errorf("check spec %s: bad %s %q", s.Name, what, v) }
@@ -137,6 +145,11 @@ func (s DebianSpec) check() error {
 	for _, f := range s.Files {
 		if !absClean(f.Path) {
 			return bad("file path", f.Path)
+		}
+	}
+	for _, b := range s.Binaries {
+		if !absClean(binaryPath(b)) {
+			return bad("binary name", b.Name)
 		}
 	}
 	for _, r := range s.Remove {
@@ -170,12 +183,16 @@ func absClean(p string) bool {
 	return path.IsAbs(p) && path.Clean(p) == p && !strings.ContainsAny(p, " \t\n'\"\\$`*?[")
 }
 
+// binaryPath is where a DebianSpec's binary is installed.
+func binaryPath(b Binary) string { return "/usr/local/bin/" + b.Name }
+
 // debianDigest is the hex sha256 of what the image's content depends on:
-// the recipe, the target architecture and the spec with its mirrors made
-// explicit. Package versions are not in it: a rebuild takes the newest the
-// mirror has, and a stable suite only moves by point and security
-// releases.
-func debianDigest(s DebianSpec, arch string) (string, error) {
+// the recipe, the target architecture, the spec with its mirrors made
+// explicit and, when it has binaries, binaries: the Inputs digest of
+// their Go sources ("" when it has none). Package versions are not in it:
+// a rebuild takes the newest the mirror has, and a stable suite only
+// moves by point and security releases.
+func debianDigest(s DebianSpec, arch, binaries string) (string, error) {
 	s.Debian = s.Debian.withDefaults()
 	spec, err := json.Marshal(s)
 	if err != nil {
@@ -183,6 +200,9 @@ func debianDigest(s DebianSpec, arch string) (string, error) {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "mesh debian image inputs\nrecipe %s\narch %s\nspec %s\n", debianRecipe, arch, spec)
+	if binaries != "" {
+		fmt.Fprintf(h, "binaries %s\n", binaries)
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 

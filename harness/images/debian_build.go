@@ -49,7 +49,22 @@ func (b *Builder) EnsureDebian(ctx context.Context, s DebianSpec) (string, error
 	if err := s.Debian.checkMirrors(); err != nil {
 		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
 	}
-	digest, err := debianDigest(s, runtime.GOARCH)
+	var root, binaries string
+	if len(s.Binaries) > 0 {
+		if b.Root == "" {
+			return "", fmt.Errorf("ensure %s: its binaries are built from the checkout, and the builder has no Root", ref)
+		}
+		var err error
+		if root, err = filepath.Abs(b.Root); err != nil {
+			return "", fmt.Errorf("ensure %s: %w", ref, err)
+		}
+		// The Go inputs are hashed as Ensure hashes them; their Spec
+		// names only the binaries, the rest of the image is s.
+		if binaries, err = b.digest(ctx, root, Spec{Name: s.Name, Binaries: s.Binaries}); err != nil {
+			return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
+		}
+	}
+	digest, err := debianDigest(s, runtime.GOARCH, binaries)
 	if err != nil {
 		return "", fmt.Errorf("ensure %s: %w", ref, err)
 	}
@@ -64,7 +79,7 @@ func (b *Builder) EnsureDebian(ctx context.Context, s DebianSpec) (string, error
 
 	return b.ensureLabelled(ctx, docker, ref, digest, "recipe changed", func(reason string) (string, error) {
 		b.printf("building %s from Debian %s packages (%s) …\n", ref, s.Debian.withDefaults().Suite, reason)
-		return b.buildDebian(ctx, docker, s, ref, digest)
+		return b.buildDebian(ctx, docker, s, root, ref, digest)
 	})
 }
 
@@ -94,7 +109,7 @@ func (b *Builder) mmdebstrap(ctx context.Context) (string, error) {
 // imports it. The tarball goes through a file, not a pipe: a pipe would
 // hand docker import a truncated but well-formed tar when mmdebstrap
 // fails half-way.
-func (b *Builder) buildDebian(ctx context.Context, docker importer, s DebianSpec, ref, digest string) (string, error) {
+func (b *Builder) buildDebian(ctx context.Context, docker importer, s DebianSpec, root, ref, digest string) (string, error) {
 	mm, err := b.mmdebstrap(ctx)
 	if err != nil {
 		return "", err
@@ -110,6 +125,11 @@ func (b *Builder) buildDebian(ctx context.Context, docker importer, s DebianSpec
 	for i, f := range s.Files {
 		if err := os.WriteFile(filepath.Join(dir, "file"+strconv.Itoa(i)), []byte(f.Body), 0o644); err != nil {
 			return "", fmt.Errorf("stage %s: %w", f.Path, err)
+		}
+	}
+	for i, bin := range s.Binaries {
+		if err := b.goBuild(ctx, root, bin, filepath.Join(dir, "bin"+strconv.Itoa(i))); err != nil {
+			return "", err
 		}
 	}
 
@@ -141,7 +161,8 @@ func (b *Builder) buildDebian(ctx context.Context, docker importer, s DebianSpec
 }
 
 // mmdebstrapArgs is the command line building s into target, with the
-// files of s staged in dir as file0, file1 … . With a cache directory the
+// files of s staged in dir as file0, file1 … and its binaries as bin0,
+// bin1 … . With a cache directory the
 // downloaded packages are kept there between builds (only those of the
 // last build, so it does not grow): a rebuild after a change of
 // configuration then downloads nothing but the package lists.
@@ -175,6 +196,11 @@ func mmdebstrapArgs(s DebianSpec, dir, cache, target string) []string {
 			dirs = append(dirs, d)
 		}
 	}
+	for _, bin := range s.Binaries {
+		if d := path.Dir(binaryPath(bin)); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
 	for _, d := range dirs {
 		args = append(args, `--customize-hook=mkdir -p "$1"`+shellQuote(d))
 	}
@@ -182,6 +208,12 @@ func mmdebstrapArgs(s DebianSpec, dir, cache, target string) []string {
 		args = append(args,
 			"--customize-hook=upload "+filepath.Join(dir, "file"+strconv.Itoa(i))+" "+f.Path,
 			`--customize-hook=chmod 0644 "$1"`+shellQuote(f.Path))
+	}
+	for i, bin := range s.Binaries {
+		p := binaryPath(bin)
+		args = append(args,
+			"--customize-hook=upload "+filepath.Join(dir, "bin"+strconv.Itoa(i))+" "+p,
+			`--customize-hook=chmod 0755 "$1"`+shellQuote(p))
 	}
 	if len(s.Remove) > 0 {
 		rm := "rm -rf"

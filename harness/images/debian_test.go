@@ -83,13 +83,13 @@ Components: main
 
 func TestDebianDigest(t *testing.T) {
 	base := RabbitMQ(Debian{})
-	want, err := debianDigest(base, "amd64")
+	want, err := debianDigest(base, "amd64", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	explicit := base
 	explicit.Debian.Suite = DefaultDebianSuite
-	if got, _ := debianDigest(explicit, "amd64"); got != want {
+	if got, _ := debianDigest(explicit, "amd64", ""); got != want {
 		t.Errorf("spelling out the default suite changed the digest")
 	}
 	for name, change := range map[string]func(s *DebianSpec){
@@ -101,15 +101,19 @@ func TestDebianDigest(t *testing.T) {
 		"environment":     func(s *DebianSpec) { s.Env = append(s.Env, "X=1") },
 		"command":         func(s *DebianSpec) { s.Cmd = []string{"/bin/sh"} },
 		"removed paths":   func(s *DebianSpec) { s.Remove = s.Remove[1:] },
+		"binaries":        func(s *DebianSpec) { s.Binaries = []Binary{{Package: module + "/cmd/mesh-delay", Name: "mesh-delay"}} },
 	} {
 		s := RabbitMQ(Debian{})
 		change(&s)
-		if got, _ := debianDigest(s, "amd64"); got == want {
+		if got, _ := debianDigest(s, "amd64", ""); got == want {
 			t.Errorf("%s: expected the digest to change", name)
 		}
 	}
-	if got, _ := debianDigest(base, "arm64"); got == want {
+	if got, _ := debianDigest(base, "arm64", ""); got == want {
 		t.Errorf("architecture: expected the digest to change")
+	}
+	if got, _ := debianDigest(base, "amd64", "abc"); got == want {
+		t.Errorf("binaries' inputs: expected the digest to change")
 	}
 }
 
@@ -128,6 +132,9 @@ func TestDebianSpecCheck(t *testing.T) {
 		"env without =":    func(s *DebianSpec) { s.Env = []string{"HOME"} },
 		"env with a space": func(s *DebianSpec) { s.Env = []string{"A=b c"} },
 		"no command":       func(s *DebianSpec) { s.Cmd = nil },
+		"binary path":      func(s *DebianSpec) { s.Binaries = []Binary{{Package: "p", Name: "../x"}} },
+		"binary twice":     func(s *DebianSpec) { s.Binaries = []Binary{{Package: "p", Name: "x"}, {Package: "q", Name: "x"}} },
+		"binary glob":      func(s *DebianSpec) { s.Binaries = []Binary{{Package: "p", Name: "x*"}} },
 	} {
 		s := RabbitMQ(Debian{})
 		change(&s)
@@ -143,6 +150,7 @@ func TestMmdebstrapArgs(t *testing.T) {
 		Debian:   Debian{Mirror: "http://archive.example/debian", SecurityMirror: "http://archive.example/security"},
 		Packages: []string{"rabbitmq-server", "procps"},
 		Files:    []RootFile{{Path: "/etc/a/one.conf"}, {Path: "/etc/a/two.conf"}},
+		Binaries: []Binary{{Package: module + "/cmd/mesh-delay", Name: "mesh-delay"}},
 		Remove:   []string{"/usr/share/doc", "/var/lib/it's"},
 		Cmd:      []string{"/bin/true"},
 	}
@@ -159,10 +167,13 @@ func TestMmdebstrapArgs(t *testing.T) {
 		`--customize-hook=find '/cache/x' -maxdepth 1 -type f -name '*.deb' -delete`,
 		"--customize-hook=sync-out /var/cache/apt/archives /cache/x",
 		`--customize-hook=mkdir -p "$1"'/etc/a'`,
+		`--customize-hook=mkdir -p "$1"'/usr/local/bin'`,
 		"--customize-hook=upload /tmp/d/file0 /etc/a/one.conf",
 		`--customize-hook=chmod 0644 "$1"'/etc/a/one.conf'`,
 		"--customize-hook=upload /tmp/d/file1 /etc/a/two.conf",
 		`--customize-hook=chmod 0644 "$1"'/etc/a/two.conf'`,
+		"--customize-hook=upload /tmp/d/bin0 /usr/local/bin/mesh-delay",
+		`--customize-hook=chmod 0755 "$1"'/usr/local/bin/mesh-delay'`,
 		`--customize-hook=rm -rf "$1"'/usr/share/doc' "$1"'/var/lib/it'"'"'s'`,
 		"bookworm", "/tmp/d/rootfs.tar",
 		"deb http://archive.example/debian bookworm main",
@@ -227,9 +238,9 @@ func TestMmdebstrapLog(t *testing.T) {
 
 // TestEnsureDebianBuildsOnceAndRebuildsOnChange builds a test-named image
 // of Debian's essential packages alone (the smallest mmdebstrap build):
-// the first EnsureDebian builds it with the file and settings of the
-// spec, the second keeps the very same image, and a changed file builds a
-// new one and removes the old.
+// the first EnsureDebian builds it with the file, the binary and the
+// settings of the spec, the second keeps the very same image, and a
+// changed file builds a new one and removes the old.
 func TestEnsureDebianBuildsOnceAndRebuildsOnChange(t *testing.T) {
 	cli := testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
@@ -238,16 +249,21 @@ func TestEnsureDebianBuildsOnceAndRebuildsOnChange(t *testing.T) {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	spec := DebianSpec{
-		Name:   "mesh-debian-test-" + hex.EncodeToString(suffix),
-		Debian: DebianFromEnv(os.Getenv),
-		Files:  []RootFile{{Path: "/etc/mesh/test.conf", Body: "one\n"}},
-		Remove: []string{"/usr/share/doc"},
-		Env:    []string{"MESH_TEST=1"},
-		User:   "nobody",
-		Cmd:    []string{"/bin/cat", "/etc/mesh/test.conf"},
+		Name:     "mesh-debian-test-" + hex.EncodeToString(suffix),
+		Debian:   DebianFromEnv(os.Getenv),
+		Files:    []RootFile{{Path: "/etc/mesh/test.conf", Body: "one\n"}},
+		Binaries: []Binary{{Package: module + "/cmd/mesh-delay", Name: "mesh-delay"}},
+		Remove:   []string{"/usr/share/doc"},
+		Env:      []string{"MESH_TEST=1"},
+		User:     "nobody",
+		Cmd:      []string{"/bin/cat", "/etc/mesh/test.conf"},
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	b := &Builder{Out: &out}
+	b := &Builder{Root: root, Out: &out}
 	defer b.Close()
 	ref := b.Ref(Spec{Name: spec.Name})
 	t.Cleanup(func() {
@@ -260,7 +276,7 @@ func TestEnsureDebianBuildsOnceAndRebuildsOnChange(t *testing.T) {
 	})
 
 	start := time.Now()
-	if _, err := b.EnsureDebian(ctx, spec); err != nil {
+	if _, err = b.EnsureDebian(ctx, spec); err != nil {
 		if errors.Is(err, ErrInfrastructure) && strings.Contains(err.Error(), "find mmdebstrap") {
 			t.Fatalf("%v\n(install it: apt-get install -y mmdebstrap)", err)
 		}
@@ -271,7 +287,11 @@ func TestEnsureDebianBuildsOnceAndRebuildsOnChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDigest, _ := debianDigest(spec, runtime.GOARCH)
+	binaries, err := b.digest(ctx, root, Spec{Name: spec.Name, Binaries: spec.Binaries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDigest, _ := debianDigest(spec, runtime.GOARCH, binaries)
 	if c := first.Config; c == nil || c.Labels[LabelInputs] != wantDigest || c.Labels[LabelImage] != spec.Name {
 		t.Fatalf("expected labels %s=%s and %s=%s, got %v", LabelInputs, wantDigest, LabelImage, spec.Name, first.Config)
 	}
@@ -280,6 +300,9 @@ func TestEnsureDebianBuildsOnceAndRebuildsOnChange(t *testing.T) {
 	}
 	if got := readImageFile(t, cli, ref, "/etc/mesh/test.conf"); got.body != "one\n" || got.mode != 0o644 || got.uid != 0 {
 		t.Fatalf("expected /etc/mesh/test.conf root-owned 0644 with \"one\\n\", got %+v", got)
+	}
+	if got := readImageFile(t, cli, ref, "/usr/local/bin/mesh-delay"); !strings.HasPrefix(got.body, "\x7fELF") || got.mode != 0o755 || got.uid != 0 {
+		t.Fatalf("expected /usr/local/bin/mesh-delay a root-owned 0755 executable, got mode %o uid %d, %d bytes", got.mode, got.uid, len(got.body))
 	}
 	if got := readImageFile(t, cli, ref, "/usr/share/doc"); got.found {
 		t.Fatalf("expected /usr/share/doc removed, it is there")

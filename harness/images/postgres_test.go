@@ -30,9 +30,9 @@ func TestPostgresSpec(t *testing.T) {
 			t.Errorf("expected the entrypoint to mention %q", want)
 		}
 	}
-	d1, _ := debianDigest(s, "amd64")
+	d1, _ := debianDigest(s, "amd64", "")
 	s.Files[0].Body += "# changed\n"
-	if d2, _ := debianDigest(s, "amd64"); d1 == d2 {
+	if d2, _ := debianDigest(s, "amd64", ""); d1 == d2 {
 		t.Errorf("expected a changed entrypoint to change the image's digest")
 	}
 }

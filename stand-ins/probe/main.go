@@ -1,6 +1,7 @@
 // Command mesh-probe observes the system from the network its container
 // is attached to: one HTTP GET or one TCP connect, one JSON line on stdout
-// ({"ok":bool,"status":int,"body":string,"error":string}), exit 0 whether or
+// ({"ok":bool,"status":int,"body":string,"error":string}, and for tcp
+// "connect_ms": the handshake's time), exit 0 whether or
 // not the target answered. Exit 2 is reserved for bad usage, so a caller can
 // tell "refused from here" (ok false) from "the probe was misused".
 //
@@ -34,7 +35,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
   mesh-probe [flags] tcp HOST:PORT  connect; ok when the connection is accepted
 
 Prints one JSON line {"ok":bool,"status":int,"body":string,"error":string}
-and exits 0 whether or not the target answered; 2 on bad usage.
+(a tcp probe adds "connect_ms", the handshake's time) and exits 0 whether or not the target answered; 2 on bad usage.
 
 Flags:
 `)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // maxBody caps the body kept in the result; the probe reads monitoring
@@ -24,6 +25,10 @@ type Result struct {
 	Body string `json:"body"`
 	// Error says why the target did not answer; empty when OK.
 	Error string `json:"error"`
+	// ConnectMS is how long a tcp probe's connection took to be accepted,
+	// in milliseconds, the name lookup left out: the round trip of the
+	// handshake. Absent for http and when nothing answered.
+	ConnectMS float64 `json:"connect_ms,omitempty"`
 }
 
 // checkTarget refuses what is a misuse of the probe rather than an
@@ -72,13 +77,21 @@ func probeHTTP(ctx context.Context, rawURL string) Result {
 	return res
 }
 
-// probeTCP connects to hostport and closes the connection at once.
+// probeTCP connects to hostport, timing the handshake alone, and closes
+// the connection at once.
 func probeTCP(ctx context.Context, hostport string) Result {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", hostport)
+	host, port, _ := net.SplitHostPort(hostport) // checkTarget checked it
+	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
 	if err != nil {
 		return Result{Error: err.Error()}
 	}
+	var d net.Dialer
+	start := time.Now()
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addrs[0], port))
+	if err != nil {
+		return Result{Error: err.Error()}
+	}
+	took := time.Since(start)
 	_ = conn.Close()
-	return Result{OK: true}
+	return Result{OK: true, ConnectMS: float64(took.Microseconds()) / 1000}
 }

@@ -108,8 +108,8 @@ func TestTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if r := probe(t, "tcp", l.Addr().String()); r != (Result{OK: true}) {
-		t.Fatalf("expected ok for a listening port, got %+v", r)
+	if r := probe(t, "tcp", l.Addr().String()); !r.OK || r.Error != "" || r.ConnectMS <= 0 || r.ConnectMS > 1000 {
+		t.Fatalf("expected ok and the connect's time for a listening port, got %+v", r)
 	}
 	if r := probe(t, "tcp", closedAddr(t)); r.OK || !strings.Contains(r.Error, "refused") {
 		t.Fatalf("expected refused for a closed port, got %+v", r)
