@@ -1,18 +1,25 @@
 // Command mesh-controller is the mesh's controller: genesis raises a
 // mesh's state from nothing, apply recomposes it after the description
 // changed, run asserts the bus's streams and consumers and stays up,
-// keeping the status, and status prints it.
+// keeping the status and handling CONTROL (enrolments), status prints the
+// status, token issue mints an enrolment token, and amqp mints the AMQP
+// bus the mesh is leaving.
 //
-//	mesh-controller genesis --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
-//	mesh-controller apply   --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
-//	mesh-controller run     --mesh FILE --state DIR [--store URL]
-//	mesh-controller status  --state DIR | --store URL [--json]
-//	mesh-controller amqp    --mesh FILE --state DIR [--store URL] --addr HOST:PORT [--name NAME]...
+//	mesh-controller genesis     --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
+//	mesh-controller apply       --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
+//	mesh-controller run         --mesh FILE --state DIR [--store URL]
+//	mesh-controller status      --state DIR | --store URL [--json]
+//	mesh-controller token issue --mesh FILE --state DIR [--store URL] [--ttl D] NODE
+//	mesh-controller amqp        --mesh FILE --state DIR [--store URL] --addr HOST:PORT [--name NAME]...
 //
 // The controller's state is kept in the state directory's files, or, with
 // --store postgres://…, in that PostgreSQL database (mesh/controller/pgstore),
 // which must be the controller's alone; the state directory then holds
 // only the nats/ the nats container reads (and amqp/).
+//
+// token issue prints the token: the enrolment credential (JSON) the node
+// enrols with, once, before it expires (--ttl, default 24h). Its user is
+// composed into nats.conf at once, live through the watcher.
 //
 // amqp mints the AMQP bus the mesh had before NATS (design 25 §1): a
 // broker certificate for each --name (default the host of --addr) from
@@ -20,11 +27,11 @@
 // definitions, and every principal's credential for --addr, into the state
 // directory's amqp/. Each run rotates every password.
 //
-// Logs are JSON lines on stderr; genesis and apply print a JSON summary on
-// stdout, status a line per provision its provider keeps failing (or the
-// whole status as JSON); help, -h or --help (alone or after a command)
-// prints the usage on stdout. Exit status: 0 done (or help), 1 refused or
-// failed, 2 bad usage.
+// Logs are JSON lines on stderr; genesis, apply and amqp print a JSON
+// summary on stdout, status a line per provision its provider keeps
+// failing (or the whole status as JSON); help, -h or --help (alone or
+// after a command) prints the usage on stdout. Exit status: 0 done (or
+// help), 1 refused or failed, 2 bad usage.
 package main
 
 import (
@@ -36,18 +43,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
-	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 
 // Exit statuses.
@@ -57,6 +60,7 @@ const (
 	exitUsage  = 2
 	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--store postgres://…] [--bcrypt-cost N]\n" +
 		"       mesh-controller status --state DIR | --store postgres://… [--json]\n" +
+		"       mesh-controller token issue --mesh FILE --state DIR [--store postgres://…] [--ttl D] NODE\n" +
 		"       mesh-controller amqp --mesh FILE --state DIR [--store postgres://…] --addr HOST:PORT [--name NAME]..."
 )
 
@@ -67,128 +71,127 @@ func main() {
 	os.Exit(code)
 }
 
+// command is one subcommand: its flags beside the common ones, a check of
+// what they say (a usage error), and what it does with the store.
+type command struct {
+	// needsMesh: --mesh and --state are required (status needs only a
+	// store).
+	needsMesh bool
+	// args says how many positional arguments it takes, and their names.
+	args  []string
+	flags func(fs *flag.FlagSet, c *call)
+	check func(c *call) error
+	do    func(ctx context.Context, c *call, st controller.Store) error
+}
+
+// call is one run of a command: what its flags said.
+type call struct {
+	name            string
+	stateDir, store string
+	meshFile        string
+	args            []string
+	stdout          io.Writer
+	log             *slog.Logger
+
+	// The flags some commands have.
+	bcryptCost int
+	asJSON     bool
+	ttl        time.Duration
+	addr       string
+	names      names
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"genesis": genesisCmd(),
+		"apply":   applyCmd(),
+		"run":     runCmd(),
+		"status":  statusCmd(),
+		"token":   tokenCmd(),
+		"amqp":    amqpCmd(),
+	}
+}
+
 // run is the whole program but for the process: testable in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usageLine)
 		return exitUsage
 	}
-	cmd := args[0]
-	switch cmd {
+	name := args[0]
+	switch name {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(stdout, usageLine)
 		return exitOK
 	}
-	fs := flag.NewFlagSet("mesh-controller "+cmd, flag.ContinueOnError)
-	stateDir := fs.String("state", "", "the state directory")
-	storeURL := fs.String("store", "", "keep the controller's state in this PostgreSQL database (postgres://…), the controller's alone; default the state directory's files")
-	if cmd == "status" {
-		asJSON := fs.Bool("json", false, "print the whole status as JSON")
-		if code, ok := parse(fs, args[1:], stdout, stderr); !ok {
-			return code
-		}
-		if (*stateDir == "") == (*storeURL == "") || fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "mesh-controller status: --state or --store is required, nothing else\n%s\n", usageLine)
-			return exitUsage
-		}
-		if !storeOK(*storeURL) {
-			fmt.Fprintf(stderr, "mesh-controller status: --store must be a postgres:// or postgresql:// URL\n")
-			return exitUsage
-		}
-		err := withStore(ctx, *storeURL, *stateDir, func(st controller.Store) error { return printStatus(ctx, stdout, st, *asJSON) })
-		if err != nil {
-			fmt.Fprintf(stderr, "mesh-controller status: %v\n", err)
-			return exitFailed
-		}
-		return exitOK
-	}
-	meshFile := fs.String("mesh", "", "the mesh description (YAML)")
-	cost := bcrypt.DefaultCost
-	if cmd == "genesis" || cmd == "apply" {
-		fs.IntVar(&cost, "bcrypt-cost", bcrypt.DefaultCost, "bcrypt cost of the password hashes")
-	}
-	var amqpAddr string
-	var amqpNames names
-	if cmd == "amqp" {
-		fs.StringVar(&amqpAddr, "addr", "", "the broker's address in the credentials (host:port)")
-		fs.Var(&amqpNames, "name", "a name of the broker's certificate (repeat; default the host of --addr)")
-	}
-	switch cmd {
-	case "genesis", "apply", "run", "amqp":
-	default:
-		fmt.Fprintf(stderr, "unknown command %q\n%s\n", cmd, usageLine)
+	cmd, ok := commands()[name]
+	if !ok {
+		fmt.Fprintf(stderr, "unknown command %q\n%s\n", name, usageLine)
 		return exitUsage
 	}
-	if code, ok := parse(fs, args[1:], stdout, stderr); !ok {
+	rest := args[1:]
+	if name == "token" {
+		// token's one verb.
+		if len(rest) == 0 || rest[0] != "issue" {
+			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
+				fmt.Fprintln(stdout, usageLine)
+				return exitOK
+			}
+			fmt.Fprintf(stderr, "mesh-controller token: the verb is issue\n%s\n", usageLine)
+			return exitUsage
+		}
+		name, rest = "token issue", rest[1:]
+	}
+	c := &call{name: name, stdout: stdout, log: slog.New(slog.NewJSONHandler(stderr, nil)).With("cmd", name)}
+	fs := flag.NewFlagSet("mesh-controller "+name, flag.ContinueOnError)
+	fs.StringVar(&c.stateDir, "state", "", "the state directory")
+	fs.StringVar(&c.store, "store", "", "keep the controller's state in this PostgreSQL database (postgres://…), the controller's alone; default the state directory's files")
+	if cmd.needsMesh {
+		fs.StringVar(&c.meshFile, "mesh", "", "the mesh description (YAML)")
+	}
+	if cmd.flags != nil {
+		cmd.flags(fs, c)
+	}
+	if code, ok := parse(fs, rest, stdout, stderr); !ok {
 		return code
 	}
-	if *meshFile == "" || *stateDir == "" || fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mesh-controller %s: --mesh and --state are required, nothing else\n%s\n", cmd, usageLine)
+	c.args = fs.Args()
+	if err := checkCall(cmd, c); err != nil {
+		fmt.Fprintf(stderr, "mesh-controller %s: %v\n%s\n", name, err, usageLine)
 		return exitUsage
 	}
-	if !storeOK(*storeURL) {
-		fmt.Fprintf(stderr, "mesh-controller %s: --store must be a postgres:// or postgresql:// URL\n", cmd)
-		return exitUsage
-	}
-	if cmd == "amqp" {
-		host, _, err := net.SplitHostPort(amqpAddr)
-		if err != nil {
-			fmt.Fprintf(stderr, "mesh-controller amqp: --addr %q is not host:port\n%s\n", amqpAddr, usageLine)
-			return exitUsage
-		}
-		if len(amqpNames) == 0 {
-			amqpNames = names{host}
-		}
-	}
-	if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
-		fmt.Fprintf(stderr, "mesh-controller %s: --bcrypt-cost %d is outside %d..%d\n", cmd, cost, bcrypt.MinCost, bcrypt.MaxCost)
-		return exitUsage
-	}
-	log = log.With("cmd", cmd)
-
-	err := func() error {
-		m, err := meshdesc.Load(*meshFile)
-		if err != nil {
-			return err
-		}
-		opts := controller.Options{BcryptCost: cost, Logger: log}
-		return withStore(ctx, *storeURL, *stateDir, func(st controller.Store) error {
-			switch cmd {
-			case "genesis":
-				res, err := controller.Genesis(ctx, m, st, *stateDir, opts)
-				if err != nil {
-					return err
-				}
-				return printJSON(stdout, res)
-			case "apply":
-				res, err := controller.Apply(ctx, m, st, *stateDir, opts)
-				if err != nil {
-					return err
-				}
-				return printJSON(stdout, res)
-			case "amqp":
-				b, err := controller.WriteAMQP(ctx, m, st, *stateDir, amqpAddr, controller.AMQPOptions{Names: amqpNames})
-				if err != nil {
-					return err
-				}
-				return printJSON(stdout, struct {
-					Users       []string `json:"users"`
-					Fingerprint string   `json:"fingerprint"`
-				}{b.Users, b.Fingerprint})
-			default:
-				return controller.Run(ctx, m, st, controller.RunOptions{Logger: log})
-			}
-		})
-	}()
+	err := withStore(ctx, c.store, c.stateDir, func(st controller.Store) error { return cmd.do(ctx, c, st) })
 	if err != nil {
-		log.Error("failed", "err", err, "drift", errors.Is(err, controller.ErrDrift), "store_unavailable", errors.Is(err, controller.ErrStoreUnavailable))
+		c.log.Error("failed", "err", err, "drift", errors.Is(err, controller.ErrDrift), "store_unavailable", errors.Is(err, controller.ErrStoreUnavailable))
 		// The plain text as well: a refused description lists its entries
 		// one per line, which a JSON string makes unreadable.
-		fmt.Fprintf(stderr, "mesh-controller %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "mesh-controller %s: %v\n", name, err)
 		return exitFailed
 	}
 	return exitOK
+}
+
+// checkCall refuses what no run of cmd could take.
+func checkCall(cmd command, c *call) error {
+	if len(c.args) != len(cmd.args) {
+		if len(cmd.args) == 0 {
+			return fmt.Errorf("unexpected arguments %q", c.args)
+		}
+		return fmt.Errorf("expected %s, got %d argument(s)", strings.Join(cmd.args, " "), len(c.args))
+	}
+	if cmd.needsMesh && (c.meshFile == "" || c.stateDir == "") {
+		return errors.New("--mesh and --state are required")
+	}
+	if !cmd.needsMesh && (c.stateDir == "") == (c.store == "") {
+		return errors.New("--state or --store is required, not both")
+	}
+	if !storeOK(c.store) {
+		return errors.New("--store must be a postgres:// or postgresql:// URL")
+	}
+	if cmd.check != nil {
+		return cmd.check(c)
+	}
+	return nil
 }
 
 // storeOK says whether --store names a store this program opens: none
@@ -235,19 +238,6 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int,
 	return 0, true
 }
 
-// names is a flag that may be given more than once.
-type names []string
-
-func (n *names) String() string { return strings.Join(*n, ",") }
-
-func (n *names) Set(v string) error {
-	if v == "" {
-		return errors.New("empty name")
-	}
-	*n = append(*n, v)
-	return nil
-}
-
 func printJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -255,32 +245,4 @@ func printJSON(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
-}
-
-// printStatus prints the status held in the store: as JSON, or as a line
-// per provision its provider keeps failing, which is what a person reading
-// it needs first.
-func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSON bool) error {
-	if _, err := store.Secrets(ctx); err != nil {
-		return err // no genesis: say so rather than print an empty status
-	}
-	st, err := store.Status(ctx)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return printJSON(w, st)
-	}
-	if len(st.Failing) == 0 {
-		_, err := fmt.Fprintln(w, "no provision is failing")
-		return err
-	}
-	fmt.Fprintf(w, "%d provision(s) failing:\n", len(st.Failing))
-	for _, f := range st.Failing {
-		if _, err := fmt.Fprintf(w, "  %s fails %s on %s: %s since %s (said %s by %s, event %s)\n",
-			f.Provider, f.Consumer, f.Node, f.Class, f.Since.Format(time.RFC3339), f.Said.Format(time.RFC3339), f.ReportedBy, f.EventID); err != nil {
-			return err
-		}
-	}
-	return nil
 }

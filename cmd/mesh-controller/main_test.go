@@ -165,6 +165,43 @@ func TestAMQP(t *testing.T) {
 	}
 }
 
+// TestTokenIssue prints an enrolment credential for a node of the
+// description, composes its user into nats.conf, and refuses a node the
+// description lacks.
+func TestTokenIssue(t *testing.T) {
+	root := t.TempDir()
+	meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", "4222", 1))
+	state := filepath.Join(root, "state")
+	ctx := context.Background()
+	if code, _, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitOK {
+		t.Fatalf("genesis: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := cli(t, ctx, "token", "issue", "--mesh", meshFile, "--state", state, "--ttl", "10m", "a")
+	if code != exitOK {
+		t.Fatalf("token issue: exit %d\n%s", code, stderr)
+	}
+	c, err := wire.ParseCredential([]byte(stdout))
+	if err != nil || c.Principal != wire.PrincipalEnrol {
+		t.Fatalf("token issue printed %q (%v), want an enrolment credential", stdout, err)
+	}
+	conf, err := os.ReadFile(controller.Layout{Dir: state}.NATSConfig())
+	if err != nil || !strings.Contains(string(conf), wire.EnrolUser(c.Name)) {
+		t.Fatalf("the token's user is not in nats.conf (%v)", err)
+	}
+	if code, _, stderr := cli(t, ctx, "token", "issue", "--mesh", meshFile, "--state", state, "nowhere"); code != exitFailed || !strings.Contains(stderr, `no node "nowhere"`) {
+		t.Errorf("a node not in the description: expected exit 1 naming it, got %d:\n%s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"token"}, {"token", "revoke"}, {"token", "issue", "--mesh", meshFile, "--state", state},
+		{"token", "issue", "--mesh", meshFile, "--state", state, "--ttl", "0s", "a"},
+		{"token", "issue", "--mesh", meshFile, "--state", state, "--ttl", "9999h", "a"},
+	} {
+		if code, _, _ := cli(t, ctx, args...); code != exitUsage {
+			t.Errorf("%q: expected exit %d, got %d", args, exitUsage, code)
+		}
+	}
+}
+
 func TestGenesisApplyAndRun(t *testing.T) {
 	root := t.TempDir()
 	port := testutil.FreePort(t)

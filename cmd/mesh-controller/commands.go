@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+)
+
+func costFlag(fs *flag.FlagSet, c *call) {
+	fs.IntVar(&c.bcryptCost, "bcrypt-cost", bcrypt.DefaultCost, "bcrypt cost of the password hashes")
+}
+
+func checkCost(c *call) error {
+	if c.bcryptCost < bcrypt.MinCost || c.bcryptCost > bcrypt.MaxCost {
+		return fmt.Errorf("--bcrypt-cost %d is outside %d..%d", c.bcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	return nil
+}
+
+// options are Apply's options as the flags set them.
+func (c *call) options() controller.Options {
+	cost := c.bcryptCost
+	if cost == 0 {
+		cost = bcrypt.DefaultCost
+	}
+	return controller.Options{BcryptCost: cost, Logger: c.log}
+}
+
+func (c *call) mesh() (*meshdesc.Mesh, error) { return meshdesc.Load(c.meshFile) }
+
+func genesisCmd() command {
+	return command{needsMesh: true, flags: costFlag, check: checkCost,
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			m, err := c.mesh()
+			if err != nil {
+				return err
+			}
+			res, err := controller.Genesis(ctx, m, st, c.stateDir, c.options())
+			if err != nil {
+				return err
+			}
+			return printJSON(c.stdout, res)
+		}}
+}
+
+func applyCmd() command {
+	return command{needsMesh: true, flags: costFlag, check: checkCost,
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			m, err := c.mesh()
+			if err != nil {
+				return err
+			}
+			res, err := controller.Apply(ctx, m, st, c.stateDir, c.options())
+			if err != nil {
+				return err
+			}
+			return printJSON(c.stdout, res)
+		}}
+}
+
+func runCmd() command {
+	return command{needsMesh: true,
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			m, err := c.mesh()
+			if err != nil {
+				return err
+			}
+			return controller.Run(ctx, m, st, controller.RunOptions{Logger: c.log, Dir: c.stateDir, Apply: c.options()})
+		}}
+}
+
+func statusCmd() command {
+	return command{
+		flags: func(fs *flag.FlagSet, c *call) { fs.BoolVar(&c.asJSON, "json", false, "print the whole status as JSON") },
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			return printStatus(ctx, c.stdout, st, c.asJSON)
+		}}
+}
+
+func tokenCmd() command {
+	return command{needsMesh: true, args: []string{"NODE"},
+		flags: func(fs *flag.FlagSet, c *call) {
+			fs.DurationVar(&c.ttl, "ttl", controller.DefaultTokenTTL, "how long the token may be claimed")
+		},
+		check: func(c *call) error {
+			if c.ttl <= 0 || c.ttl > controller.MaxTokenTTL {
+				return fmt.Errorf("--ttl %s is outside (0, %s]", c.ttl, controller.MaxTokenTTL)
+			}
+			return nil
+		},
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			m, err := c.mesh()
+			if err != nil {
+				return err
+			}
+			_, doc, err := controller.IssueToken(ctx, m, st, c.stateDir, c.args[0], c.ttl, c.options())
+			if err != nil {
+				return err
+			}
+			_, err = c.stdout.Write(doc)
+			return err
+		}}
+}
+
+func amqpCmd() command {
+	return command{needsMesh: true,
+		flags: func(fs *flag.FlagSet, c *call) {
+			fs.StringVar(&c.addr, "addr", "", "the broker's address in the credentials (host:port)")
+			fs.Var(&c.names, "name", "a name of the broker's certificate (repeat; default the host of --addr)")
+		},
+		check: func(c *call) error {
+			host, _, err := net.SplitHostPort(c.addr)
+			if err != nil {
+				return fmt.Errorf("--addr %q is not host:port", c.addr)
+			}
+			if len(c.names) == 0 {
+				c.names = names{host}
+			}
+			return nil
+		},
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			m, err := c.mesh()
+			if err != nil {
+				return err
+			}
+			b, err := controller.WriteAMQP(ctx, m, st, c.stateDir, c.addr, controller.AMQPOptions{Names: c.names})
+			if err != nil {
+				return err
+			}
+			return printJSON(c.stdout, struct {
+				Users       []string `json:"users"`
+				Fingerprint string   `json:"fingerprint"`
+			}{b.Users, b.Fingerprint})
+		}}
+}
+
+// names is a flag that may be given more than once.
+type names []string
+
+func (n *names) String() string { return strings.Join(*n, ",") }
+
+func (n *names) Set(v string) error {
+	if v == "" {
+		return errors.New("empty name")
+	}
+	*n = append(*n, v)
+	return nil
+}
+
+// printStatus prints the status held in the store: as JSON, or as a line
+// per provision its provider keeps failing, which is what a person reading
+// it needs first.
+func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSON bool) error {
+	if _, err := store.Secrets(ctx); err != nil {
+		return err // no genesis: say so rather than print an empty status
+	}
+	st, err := store.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(w, st)
+	}
+	if len(st.Failing) == 0 {
+		_, err := fmt.Fprintln(w, "no provision is failing")
+		return err
+	}
+	fmt.Fprintf(w, "%d provision(s) failing:\n", len(st.Failing))
+	for _, f := range st.Failing {
+		if _, err := fmt.Fprintf(w, "  %s fails %s on %s: %s since %s (said %s by %s, event %s)\n",
+			f.Provider, f.Consumer, f.Node, f.Class, f.Since.Format(time.RFC3339), f.Said.Format(time.RFC3339), f.ReportedBy, f.EventID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
