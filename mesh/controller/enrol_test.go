@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -412,4 +413,71 @@ func TestAHeldEnrolmentStillReachesTheNode(t *testing.T) {
 	// The answer leaves before the loop counts it.
 	eventually(t, 5*time.Second, "one enrolment applied", func() bool { return loop.Counts().Applied == 1 })
 	t.Logf("held %d times before the store came back", loop.Counts().Held)
+}
+
+// TestAHostEnrolsOnceThenRunsAsItself: the host enrols with its token,
+// keeps its key and credential (0600), says it is alive as itself, and,
+// started again without the token, runs on what it kept.
+func TestAHostEnrolsOnceThenRunsAsItself(t *testing.T) {
+	l := newLiving(t)
+	token := l.issue("node-a")
+	tokenFile := filepath.Join(t.TempDir(), "token.json")
+	if err := os.WriteFile(tokenFile, token.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alive, err := l.dial(wire.ControllerUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alive.Close()
+	heard, err := alive.SubscribeSync(wire.NodeAlive("node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := host.State{Dir: filepath.Join(t.TempDir(), "host")}
+	runHost := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- host.Run(ctx, host.Options{State: state, TokenFile: tokenFile, Heartbeat: 50 * time.Millisecond})
+		}()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("host: %v", err)
+			}
+		}
+	}
+	stop := runHost()
+	msg, err := heard.NextMsg(20 * time.Second)
+	if err != nil {
+		t.Fatalf("no heartbeat from node-a: %v", err)
+	}
+	stop()
+	for _, name := range []string{"credential.json", "sealing-key.json"} {
+		info, err := os.Stat(filepath.Join(state.Dir, name))
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, mode %v; want 0600", name, err, info.Mode().Perm())
+		}
+	}
+	if !bytes.Contains(msg.Data, []byte(`"node":"node-a"`)) {
+		t.Errorf("heartbeat %q", msg.Data)
+	}
+	// Started again, without its token: it runs on what it kept.
+	if err := os.Remove(tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := heard.NextMsg(10 * time.Millisecond); err != nil {
+			break // drained
+		}
+	}
+	stop = runHost()
+	defer stop()
+	if _, err := heard.NextMsg(20 * time.Second); err != nil {
+		t.Fatalf("no heartbeat after the restart: %v", err)
+	}
+	if c := l.loop.Counts(); c.Applied != 1 {
+		t.Errorf("expected one enrolment, got %+v", c)
+	}
 }

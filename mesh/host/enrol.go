@@ -23,6 +23,10 @@ import (
 // error carries its reason. Asking again will not help.
 var ErrRefused = errors.New("enrolment refused")
 
+// ErrNotSent is wrapped when the request did not reach CONTROL: the bus
+// was away, or did not let the token's user in yet. Asking again may help.
+var ErrNotSent = errors.New("the enrolment request did not reach the controller")
+
 // enrolRetry is how long a request the bus did not confirm waits before it
 // is published again (with the same message id, so CONTROL keeps one).
 const enrolRetry = 2 * time.Second
@@ -34,14 +38,17 @@ const enrolRetry = 2 * time.Second
 // then waits on the token's inbox for as long as ctx allows: the
 // controller answers once its store takes the claim, which may be after
 // several of its own retries (design 25 §2: the reply travels in the
-// payload for exactly this).
+// payload for exactly this). Before the request is confirmed, an error
+// wraps ErrNotSent, and asking again may help. After, the answer is
+// awaited only here: once it is given the token's user is revoked, so an
+// answer missed (the connection down at that moment) needs a new token.
 func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...link.Option) (wire.Credential, error) {
 	if token.Principal != wire.PrincipalEnrol {
 		return wire.Credential{}, fmt.Errorf("enrol: the credential is %s's, not an enrolment token's", token.User())
 	}
 	nc, err := link.Dial(ctx, token, opts...)
 	if err != nil {
-		return wire.Credential{}, fmt.Errorf("enrol: connect as %s: %w", token.User(), err)
+		return wire.Credential{}, fmt.Errorf("%w: connect as %s: %w", ErrNotSent, token.User(), err)
 	}
 	defer nc.Close()
 	reply := wire.EnrolInbox(token.Name) + "." + nuid.Next()
@@ -51,7 +58,7 @@ func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...lin
 	}
 	req := wire.EnrolRequest{Token: token.Name, Proof: token.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: reply}
 	if err := publishConfirmed(ctx, nc, req.Marshal()); err != nil {
-		return wire.Credential{}, err
+		return wire.Credential{}, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	msg, err := answers.NextMsgWithContext(ctx)
 	if err != nil {

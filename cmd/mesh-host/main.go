@@ -1,0 +1,77 @@
+// Command mesh-host is the mesh's host on a node: it enrols the node with
+// a token (once; its state directory keeps the node's own credential and
+// sealing key, 0600), connects as the node's host, and says it is alive.
+//
+//	mesh-host run --token FILE --state DIR [--heartbeat D]
+//
+// Logs are JSON lines on stderr; "ready" once connected as itself. Exit
+// status: 0 stopped by SIGTERM or SIGINT (or help), 1 refused or failed
+// (a refused enrolment says why), 2 bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/meshbus/mesh/mesh/host"
+)
+
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+	usageLine  = "usage: mesh-host run --token FILE --state DIR [--heartbeat D]"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usageLine)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(stdout, usageLine)
+		return exitOK
+	case "run":
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n%s\n", args[0], usageLine)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("mesh-host run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o host.Options
+	fs.StringVar(&o.TokenFile, "token", "", "the enrolment token (the credential mesh-controller token issue printed); read only until the node is enrolled")
+	fs.StringVar(&o.State.Dir, "state", "", "the host's state directory")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", host.DefaultHeartbeat, "how often the host says it is alive")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if o.State.Dir == "" || fs.NArg() > 0 || o.Heartbeat <= 0 {
+		fmt.Fprintf(stderr, "mesh-host run: --state is required, --heartbeat positive, nothing else\n%s\n", usageLine)
+		return exitUsage
+	}
+	o.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
+	if err := host.Run(ctx, o); err != nil {
+		o.Logger.Error("failed", "err", err, "refused", errors.Is(err, host.ErrRefused))
+		fmt.Fprintf(stderr, "mesh-host: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
+}

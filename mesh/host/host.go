@@ -1,0 +1,172 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Defaults of Options.
+const (
+	DefaultHeartbeat = 5 * time.Second
+	// retryMin and retryMax bound the wait between attempts to enrol or
+	// connect while the bus or the controller is not there yet.
+	retryMin = 200 * time.Millisecond
+	retryMax = 5 * time.Second
+)
+
+// ReadyLog is what the host logs once it is connected as itself.
+const ReadyLog = "ready"
+
+// Options are what Run needs.
+type Options struct {
+	// State is the host's state directory.
+	State State
+	// TokenFile is the enrolment credential, read only while the state
+	// holds no credential of the host's own.
+	TokenFile string
+	// Heartbeat is how often the host says it is alive; DefaultHeartbeat
+	// when zero.
+	Heartbeat time.Duration
+	// Dial are extra bus options (a test dials another address).
+	Dial   []link.Option
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Heartbeat == 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Alive is a heartbeat's payload.
+type Alive struct {
+	Node string    `json:"node"`
+	At   time.Time `json:"at"`
+}
+
+// Run is the host: it enrols with its token unless its state holds its
+// own credential already, connects as itself, logs ReadyLog, and says it
+// is alive every Heartbeat until ctx ends, when it returns nil. A refused
+// enrolment is returned at once (ErrRefused): asking again will not help.
+func Run(ctx context.Context, o Options) error {
+	o = o.withDefaults()
+	log := o.Logger
+	if err := o.State.open(); err != nil {
+		return err
+	}
+	cred, err := o.State.Credential()
+	if errors.Is(err, ErrNoState) {
+		if cred, err = enrolOnce(ctx, o); err != nil {
+			return err
+		}
+		log.Info("enrolled", "node", cred.Node)
+	} else if err != nil {
+		return err
+	}
+	nc, err := dialRetrying(ctx, cred, o)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	log.Info(ReadyLog, "node", cred.Node, "user", cred.User())
+	tick := time.NewTicker(o.Heartbeat)
+	defer tick.Stop()
+	for {
+		alive, _ := json.Marshal(Alive{Node: cred.Node, At: time.Now().UTC()})
+		if err := nc.Publish(wire.NodeAlive(cred.Node), alive); err != nil {
+			log.Warn("heartbeat not sent", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			log.Info("stopping", "why", context.Cause(ctx))
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// enrolOnce claims the token, asking again while the bus does not let the
+// token's user in yet (its user is composed a moment after the token was
+// issued) or is away, and keeps the credential it was given.
+func enrolOnce(ctx context.Context, o Options) (wire.Credential, error) {
+	data, err := os.ReadFile(o.TokenFile)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("read the token: %w", err)
+	}
+	token, err := wire.ParseCredential(data)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("read the token %s: %w", o.TokenFile, err)
+	}
+	key, err := o.State.SealingKey()
+	if err != nil {
+		return wire.Credential{}, err
+	}
+	var cred wire.Credential
+	// No bound on an attempt but ctx: the answer may come after the
+	// controller held the request for as long as its store was away.
+	err = retrying(ctx, o.Logger, "enrol", 0, func(ctx context.Context) (bool, error) {
+		cred, err = Enrol(ctx, token, key, o.Dial...)
+		return errors.Is(err, ErrNotSent), err
+	})
+	if err != nil {
+		return wire.Credential{}, err
+	}
+	return cred, o.State.PutCredential(cred)
+}
+
+// dialRetrying connects as the host, asking again while the server has
+// not yet loaded the host's new user; the connection then reconnects by
+// itself for as long as the host runs.
+func dialRetrying(ctx context.Context, cred wire.Credential, o Options) (*nats.Conn, error) {
+	opts := append([]link.Option{link.WithNATSOptions(
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { o.Logger.Warn("disconnected", "err", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { o.Logger.Info("reconnected") }),
+	)}, o.Dial...)
+	var nc *nats.Conn
+	err := retrying(ctx, o.Logger, "connect", 30*time.Second, func(ctx context.Context) (bool, error) {
+		var err error
+		nc, err = link.Dial(ctx, cred, opts...)
+		return err != nil && !errors.Is(err, link.ErrFingerprint), err
+	})
+	return nc, err
+}
+
+// retrying runs try until it succeeds, says not to go on, or ctx ends,
+// waiting longer between attempts each time up to retryMax; an attempt
+// has at most bound (none when zero).
+func retrying(ctx context.Context, log *slog.Logger, what string, bound time.Duration, try func(ctx context.Context) (again bool, err error)) error {
+	wait := retryMin
+	for {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if bound > 0 {
+			actx, cancel = context.WithTimeout(ctx, bound)
+		}
+		again, err := try(actx)
+		cancel()
+		if err == nil || !again {
+			return err
+		}
+		log.Warn(what+" failed; retrying", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last: %w)", what, context.Cause(ctx), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, retryMax)
+	}
+}
