@@ -81,7 +81,9 @@ func runCmd() command {
 
 func statusCmd() command {
 	return command{
-		flags: func(fs *flag.FlagSet, c *call) { fs.BoolVar(&c.asJSON, "json", false, "print the whole status as JSON") },
+		flags: func(fs *flag.FlagSet, c *call) {
+			fs.BoolVar(&c.asJSON, "json", false, "print the whole status as JSON")
+		},
 		do: func(ctx context.Context, c *call, st controller.Store) error {
 			return printStatus(ctx, c.stdout, st, c.asJSON)
 		}}
@@ -104,6 +106,21 @@ func tokenCmd() command {
 				return err
 			}
 			_, doc, err := controller.IssueToken(ctx, m, st, c.stateDir, c.args[0], c.ttl, c.options())
+			if err != nil {
+				return err
+			}
+			_, err = c.stdout.Write(doc)
+			return err
+		}}
+}
+
+// credentialCmd prints the credential document the store holds for a
+// user, byte for byte: how an operator (or the harness) hands a principal
+// its credential whichever store the controller keeps.
+func credentialCmd() command {
+	return command{args: []string{"USER"},
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			doc, err := st.Credential(ctx, c.args[0])
 			if err != nil {
 				return err
 			}

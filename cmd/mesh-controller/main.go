@@ -10,12 +10,15 @@
 //	mesh-controller run         --mesh FILE --state DIR [--store URL]
 //	mesh-controller status      --state DIR | --store URL [--json]
 //	mesh-controller token issue --mesh FILE --state DIR [--store URL] [--ttl D] NODE
+//	mesh-controller credential  --state DIR | --store URL USER
 //	mesh-controller amqp        --mesh FILE --state DIR [--store URL] --addr HOST:PORT [--name NAME]...
 //
 // The controller's state is kept in the state directory's files, or, with
 // --store postgres://…, in that PostgreSQL database (mesh/controller/pgstore),
 // which must be the controller's alone; the state directory then holds
 // only the nats/ the nats container reads (and amqp/).
+//
+// credential prints the credential document the store holds for USER.
 //
 // token issue prints the token: the enrolment credential (JSON) the node
 // enrols with, once, before it expires (--ttl, default 24h). Its user is
@@ -61,6 +64,7 @@ const (
 	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--store postgres://…] [--bcrypt-cost N]\n" +
 		"       mesh-controller status --state DIR | --store postgres://… [--json]\n" +
 		"       mesh-controller token issue --mesh FILE --state DIR [--store postgres://…] [--ttl D] NODE\n" +
+		"       mesh-controller credential --state DIR | --store postgres://… USER\n" +
 		"       mesh-controller amqp --mesh FILE --state DIR [--store postgres://…] --addr HOST:PORT [--name NAME]..."
 )
 
@@ -103,12 +107,13 @@ type call struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"genesis": genesisCmd(),
-		"apply":   applyCmd(),
-		"run":     runCmd(),
-		"status":  statusCmd(),
-		"token":   tokenCmd(),
-		"amqp":    amqpCmd(),
+		"genesis":    genesisCmd(),
+		"apply":      applyCmd(),
+		"run":        runCmd(),
+		"status":     statusCmd(),
+		"token":      tokenCmd(),
+		"amqp":       amqpCmd(),
+		"credential": credentialCmd(),
 	}
 }
 

@@ -184,6 +184,12 @@ func TestTokenIssue(t *testing.T) {
 	if err != nil || c.Principal != wire.PrincipalEnrol {
 		t.Fatalf("token issue printed %q (%v), want an enrolment credential", stdout, err)
 	}
+	if code, doc, stderr := cli(t, ctx, "credential", "--state", state, wire.EnrolUser(c.Name)); code != exitOK || doc != stdout {
+		t.Errorf("credential of the token's user: exit %d, %q (want what token issue printed)\n%s", code, doc, stderr)
+	}
+	if code, _, stderr := cli(t, ctx, "credential", "--state", state, "nobody"); code != exitFailed || !strings.Contains(stderr, "no credential of nobody") {
+		t.Errorf("credential of nobody: expected exit 1 saying so, got %d:\n%s", code, stderr)
+	}
 	conf, err := os.ReadFile(controller.Layout{Dir: state}.NATSConfig())
 	if err != nil || !strings.Contains(string(conf), wire.EnrolUser(c.Name)) {
 		t.Fatalf("the token's user is not in nats.conf (%v)", err)

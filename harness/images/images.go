@@ -63,6 +63,17 @@ func Controller() Spec {
 	}
 }
 
+// Host is mesh-host: the host a node runs, its state at /var/lib/mesh-host
+// and its token at /etc/mesh-host/token.json.
+func Host() Spec {
+	return Spec{
+		Name:       "mesh-host",
+		Binaries:   []Binary{{Package: module + "/cmd/mesh-host", Name: "mesh-host"}},
+		Entrypoint: []string{"/mesh-host"},
+		Cmd:        []string{"run", "--token=/etc/mesh-host/token.json", "--state=/var/lib/mesh-host"},
+	}
+}
+
 // Probe is mesh-probe, the one-shot observer run on a chosen network.
 func Probe() Spec {
 	return Spec{
@@ -86,7 +97,7 @@ func Module(name string) Spec {
 // of conformance/registry.yaml (a test keeps the two lists equal), and
 // the sample modules the beds run.
 func All() []Spec {
-	return []Spec{NATS(), Controller(), Probe(), Driver("go", module+"/conformance/drivers/go"), Module("echo")}
+	return []Spec{NATS(), Controller(), Host(), Probe(), Driver("go", module+"/conformance/drivers/go"), Module("echo")}
 }
 
 // Driver is the image of an implementation's conformance driver written
