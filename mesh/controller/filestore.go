@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/meshbus/mesh/mesh/pki"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // FileStore is the store kept in the state directory dir as Layout spells
@@ -674,5 +675,59 @@ func (tx *fileTx) PutApplied(ctx context.Context, a Applied) error {
 	return tx.putRegistry(ctx, func(r *registry) {
 		r.Ledger = slices.DeleteFunc(r.Ledger, func(o Applied) bool { return o.Key == a.Key })
 		r.Ledger = append(r.Ledger, a)
+	})
+}
+
+func (v fileView) Declared(ctx context.Context) ([]wire.Declaration, error) {
+	r, err := v.registry(ctx)
+	return r.Declared, err
+}
+
+func (v fileView) Description(ctx context.Context) ([]byte, error) {
+	r, err := v.registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r.Description == nil {
+		return nil, fmt.Errorf("%w: nothing was pushed", ErrNotFound)
+	}
+	return r.Description, nil
+}
+
+func (v fileView) Reports(ctx context.Context) ([]Reported, error) {
+	r, err := v.registry(ctx)
+	return r.Reports, err
+}
+
+func (tx *fileTx) PutDeclared(ctx context.Context, d wire.Declaration) error {
+	if err := checkDeclared(d); err != nil {
+		return err
+	}
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Declared = slices.DeleteFunc(r.Declared, func(o wire.Declaration) bool { return o.Node == d.Node })
+		r.Declared = append(r.Declared, d)
+	})
+}
+
+func (tx *fileTx) DeleteDeclared(ctx context.Context, node string) error {
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Declared = slices.DeleteFunc(r.Declared, func(o wire.Declaration) bool { return o.Node == node })
+	})
+}
+
+func (tx *fileTx) PutDescription(ctx context.Context, yaml []byte) error {
+	if len(yaml) == 0 {
+		return errors.New("put description: empty")
+	}
+	return tx.putRegistry(ctx, func(r *registry) { r.Description = slices.Clone(yaml) })
+}
+
+func (tx *fileTx) PutReport(ctx context.Context, rep Reported) error {
+	if err := checkReported(rep); err != nil {
+		return err
+	}
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Reports = slices.DeleteFunc(r.Reports, func(o Reported) bool { return o.Report.Node == rep.Report.Node })
+		r.Reports = append(r.Reports, rep)
 	})
 }

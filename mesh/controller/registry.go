@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // The registry is what the living mesh adds to the store: the enrolment
@@ -56,12 +58,23 @@ func LedgerKey(msgID string, streamSeq uint64) string {
 	return fmt.Sprintf("seq:%d", streamSeq)
 }
 
+// Reported is the last report the controller took from a node.
+type Reported struct {
+	Report wire.Report `json:"report"`
+	// Seq is its sequence in CONTROL; Received when the controller took it.
+	Seq      uint64    `json:"seq"`
+	Received time.Time `json:"received"`
+}
+
 // registry is how the file store keeps the registry: one document, so
 // that an update's effect and its ledger entry are one atomic write.
 type registry struct {
-	Tokens []Token   `json:"tokens"`
-	Nodes  []Node    `json:"nodes"`
-	Ledger []Applied `json:"ledger"`
+	Tokens      []Token            `json:"tokens"`
+	Nodes       []Node             `json:"nodes"`
+	Ledger      []Applied          `json:"ledger"`
+	Declared    []wire.Declaration `json:"declared"`
+	Description []byte             `json:"description,omitempty"`
+	Reports     []Reported         `json:"reports"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {
@@ -76,6 +89,8 @@ func (r registry) marshal() []byte {
 	slices.SortFunc(r.Tokens, func(a, b Token) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(r.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(r.Ledger, func(a, b Applied) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(r.Declared, func(a, b wire.Declaration) int { return strings.Compare(a.Node, b.Node) })
+	slices.SortFunc(r.Reports, func(a, b Reported) int { return strings.Compare(a.Report.Node, b.Report.Node) })
 	b, _ := json.MarshalIndent(r, "", "  ")
 	return append(b, '\n')
 }
@@ -83,6 +98,20 @@ func (r registry) marshal() []byte {
 func checkToken(t Token) error {
 	if t.ID == "" || t.Node == "" || t.Expires.IsZero() {
 		return fmt.Errorf("put token: id, node and expiry are required, got %+v", t)
+	}
+	return nil
+}
+
+func checkDeclared(d wire.Declaration) error {
+	if err := wire.CheckName(d.Node); err != nil || d.Revision == 0 {
+		return fmt.Errorf("put declaration: a node name and a revision above 0 are required, got %+v", d)
+	}
+	return nil
+}
+
+func checkReported(r Reported) error {
+	if err := wire.CheckName(r.Report.Node); err != nil || r.Report.ID == "" {
+		return fmt.Errorf("put report: a node and an id are required, got %+v", r.Report)
 	}
 	return nil
 }

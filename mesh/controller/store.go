@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/meshbus/mesh/mesh/pki"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // Store is where the controller keeps its own state: every principal's
@@ -69,6 +70,14 @@ type Reader interface {
 	// Applied is the ledger's entry of key (LedgerKey); ErrNotFound when
 	// no message of that key was applied.
 	Applied(ctx context.Context, key string) (Applied, error)
+	// Declared are the declarations the controller made, one per node (the
+	// newest), by node.
+	Declared(ctx context.Context) ([]wire.Declaration, error)
+	// Description is the description last pushed, as it was pushed;
+	// ErrNotFound before the first push.
+	Description(ctx context.Context) ([]byte, error)
+	// Reports are the last report of each node that reported, by node.
+	Reports(ctx context.Context) ([]Reported, error)
 }
 
 // Tx is what one Update reads and writes: its reads see its own writes at
@@ -95,6 +104,15 @@ type Tx interface {
 	// PutApplied enters a message in the ledger. It belongs in the Update
 	// that commits the message's effect: both are kept, or neither.
 	PutApplied(ctx context.Context, a Applied) error
+	// PutDeclared records a node's declaration, replacing its older one.
+	PutDeclared(ctx context.Context, d wire.Declaration) error
+	// DeleteDeclared forgets a node's declaration (a node pushed away); a
+	// node holding none is no error.
+	DeleteDeclared(ctx context.Context, node string) error
+	// PutDescription records the description pushed.
+	PutDescription(ctx context.Context, yaml []byte) error
+	// PutReport records a node's report, replacing its older one.
+	PutReport(ctx context.Context, r Reported) error
 }
 
 // State is what genesis puts into a store: everything the controller

@@ -60,6 +60,8 @@ func TestRefusals(t *testing.T) {
 		{"a second document", base + "---\nname: other\n", `a second YAML document begins at line 9: a mesh description is one document`},
 		{"a second, broken document", base + "---\nname: [\n", `after the first document`},
 		{"empty", "", `empty (no YAML document)`},
+		{"a version that is not one", strings.Replace(base, "name: em,", "name: em, version: '1 2',", 1), `modules[0] "em".version: "1 2" is not a version`},
+		{"a version beginning with a dot", strings.Replace(base, "name: em,", "name: em, version: .1,", 1), `is not a version`},
 		{"tool use of a tool not served", base + "persons:\n  - {name: p, tools: [em.nope]}\n", `persons[0] "p".tools[0] "em.nope": module "em" does not serve tool "nope"`},
 	}
 	for _, c := range cases {
@@ -81,6 +83,10 @@ func TestRefusals(t *testing.T) {
 func TestBaseIsValid(t *testing.T) {
 	if _, err := Parse([]byte(base)); err != nil {
 		t.Fatal(err)
+	}
+	m, err := Parse([]byte(strings.Replace(base, "name: em,", "name: em, version: 1.4.0-rc1+b2,", 1)))
+	if err != nil || m.Modules[0].Version != "1.4.0-rc1+b2" {
+		t.Fatalf("a module with a version: %v", err)
 	}
 }
 

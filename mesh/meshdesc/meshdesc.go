@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -93,6 +94,9 @@ type Module struct {
 	// SDK the module is built on (conformance/registry.yaml). Default
 	// DefaultLanguage.
 	Language string `yaml:"language,omitempty"`
+	// Version is the version of the module the nodes run; a push that
+	// changes it rolls the module out to every node it is assigned to.
+	Version string `yaml:"version,omitempty"`
 }
 
 // DefaultLanguage is a module's language when its manifest names none.
@@ -147,6 +151,9 @@ type Person struct {
 type Token struct {
 	ID string `yaml:"id"`
 }
+
+// versionPattern is what a module's version may be.
+var versionPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
 
 // ErrInvalid is wrapped by every refusal of a description.
 var ErrInvalid = errors.New("invalid mesh description")
@@ -348,6 +355,9 @@ func (m *Mesh) Validate() error {
 			if err := wire.CheckName(mod.Language); err != nil {
 				bad(where+".language", "%v", err)
 			}
+		}
+		if mod.Version != "" && !versionPattern.MatchString(mod.Version) {
+			bad(where+".version", "%q is not a version: letters, digits and . _ + -, at most 64, starting with a letter or digit", mod.Version)
 		}
 	}
 

@@ -17,8 +17,15 @@ const HeaderSignature = "x-signature"
 type Declaration struct {
 	// Node is the node it is for; it must match the subject it is on.
 	Node string `json:"node"`
+	// Revision counts the node's declarations: each push that changes
+	// what the node is to run gives it the next one. A host refuses a
+	// declaration whose revision is not above the one it applied.
+	Revision uint64 `json:"revision"`
 	// Modules are the modules assigned to the node, in description order.
 	Modules []string `json:"modules"`
+	// Versions are the modules' versions, for those the description gives
+	// one.
+	Versions map[string]string `json:"versions,omitempty"`
 }
 
 // ErrDeclaration is wrapped by every refusal of a declaration.

@@ -78,3 +78,10 @@ const TerminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + Str
 func TerminatedAdvisory(consumer string) string {
 	return strings.TrimSuffix(TerminatedAdvisories, "*") + consumer
 }
+
+// DirectGetLast is the JetStream API subject that answers with the last
+// message stream holds on subject (the stream allows direct gets): how a
+// host reads its newest declaration, granted for its own subject alone.
+func DirectGetLast(stream, subject string) string {
+	return "$JS.API.DIRECT.GET." + stream + "." + subject
+}

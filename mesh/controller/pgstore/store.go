@@ -36,6 +36,7 @@ import (
 
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/pki"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // Advisory lock keys ("meshmigr", "meshupdt"). Advisory locks are per
@@ -619,4 +620,102 @@ func (t *pgTx) PutApplied(ctx context.Context, a controller.Applied) error {
 	return t.write(ctx, "enter "+a.Key+" in the ledger",
 		`INSERT INTO ledger (key, at, outcome) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET at = excluded.at, outcome = excluded.outcome`,
 		a.Key, a.At, a.Outcome)
+}
+
+// documents reads one JSON column of every row of query into a T each.
+func documents[T any](ctx context.Context, q querier, what, query string) ([]T, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := q.Query(ctx, query)
+	if err != nil {
+		return nil, storeErr(ctx, what, err)
+	}
+	docs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, storeErr(ctx, what, err)
+	}
+	out := make([]T, 0, len(docs))
+	for _, d := range docs {
+		var v T
+		if err := json.Unmarshal(d, &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (v view) Declared(ctx context.Context) ([]wire.Declaration, error) {
+	return documents[wire.Declaration](ctx, v.q, "read declarations", `SELECT document FROM declarations ORDER BY node COLLATE "C"`)
+}
+
+func (v view) Reports(ctx context.Context) ([]controller.Reported, error) {
+	return documents[controller.Reported](ctx, v.q, "read reports", `SELECT document FROM reports ORDER BY node COLLATE "C"`)
+}
+
+func (v view) Description(ctx context.Context) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var yaml []byte
+	err := v.q.QueryRow(ctx, `SELECT yaml FROM description`).Scan(&yaml)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: nothing was pushed", controller.ErrNotFound)
+	}
+	if err != nil {
+		return nil, storeErr(ctx, "read description", err)
+	}
+	return yaml, nil
+}
+
+func (t *pgTx) Declared(ctx context.Context) ([]wire.Declaration, error) {
+	return locked(t, func() ([]wire.Declaration, error) { return t.view.Declared(ctx) })
+}
+
+func (t *pgTx) Reports(ctx context.Context) ([]controller.Reported, error) {
+	return locked(t, func() ([]controller.Reported, error) { return t.view.Reports(ctx) })
+}
+
+func (t *pgTx) Description(ctx context.Context) ([]byte, error) {
+	return locked(t, func() ([]byte, error) { return t.view.Description(ctx) })
+}
+
+func (t *pgTx) PutDeclared(ctx context.Context, d wire.Declaration) error {
+	if wire.CheckName(d.Node) != nil || d.Revision == 0 {
+		return fmt.Errorf("put declaration: a node name and a revision above 0 are required, got %+v", d)
+	}
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("put declaration: %w", err)
+	}
+	return t.write(ctx, "put declaration of "+d.Node,
+		`INSERT INTO declarations (node, revision, document) VALUES ($1, $2, $3)
+		 ON CONFLICT (node) DO UPDATE SET revision = excluded.revision, document = excluded.document`,
+		d.Node, int64(d.Revision), string(doc))
+}
+
+func (t *pgTx) DeleteDeclared(ctx context.Context, node string) error {
+	return t.write(ctx, "forget the declaration of "+node, `DELETE FROM declarations WHERE node = $1`, node)
+}
+
+func (t *pgTx) PutDescription(ctx context.Context, yaml []byte) error {
+	if len(yaml) == 0 {
+		return errors.New("put description: empty")
+	}
+	return t.write(ctx, "put description",
+		`INSERT INTO description (yaml) VALUES ($1) ON CONFLICT (one) DO UPDATE SET yaml = excluded.yaml`, yaml)
+}
+
+func (t *pgTx) PutReport(ctx context.Context, r controller.Reported) error {
+	if wire.CheckName(r.Report.Node) != nil || r.Report.ID == "" {
+		return fmt.Errorf("put report: a node and an id are required, got %+v", r.Report)
+	}
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("put report: %w", err)
+	}
+	return t.write(ctx, "put report of "+r.Report.Node,
+		`INSERT INTO reports (node, document) VALUES ($1, $2) ON CONFLICT (node) DO UPDATE SET document = excluded.document`,
+		r.Report.Node, string(doc))
 }

@@ -49,6 +49,7 @@ func Run(t *testing.T, backing Backing) {
 		{"TheStatusComesBackExactly", statusExact},
 		{"TheRegistryCommitsWithItsUpdate", registryCommits},
 		{"AFailedUpdateKeepsNoLedgerEntry", registryFailed},
+		{"DeclarationsReportsAndTheDescription", declaredAndReported},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backing(t)) })
 	}
@@ -460,6 +461,8 @@ func registryFailed(t *testing.T, open func() controller.Store) {
 			tx.PutToken(ctx, controller.Token{ID: "t1", Node: "node-a", Issued: now, Expires: now.Add(time.Hour), Spent: now}),
 			tx.PutNode(ctx, controller.Node{Name: "node-a", SealingKey: "k", Enrolled: now}),
 			tx.PutApplied(ctx, controller.Applied{Key: key, At: now}),
+			tx.PutDeclared(ctx, wire.Declaration{Node: "node-a", Revision: 1, Modules: []string{"pg"}}),
+			tx.PutDescription(ctx, []byte("name: m\n")),
 		); err != nil {
 			return err
 		}
@@ -477,6 +480,48 @@ func registryFailed(t *testing.T, open func() controller.Store) {
 	}
 	if nodes, err := st.Nodes(ctx); err != nil || len(nodes) != 0 {
 		t.Errorf("a failed update's node: %+v (%v)", nodes, err)
+	}
+	if d, err := st.Declared(ctx); err != nil || len(d) != 0 {
+		t.Errorf("a failed update's declaration: %+v (%v)", d, err)
+	}
+	if _, err := st.Description(ctx); !errors.Is(err, controller.ErrNotFound) {
+		t.Errorf("a failed update's description: expected ErrNotFound, got %v", err)
+	}
+}
+
+// declaredAndReported: one declaration and one report per node, the
+// newest; a declaration forgotten; the description as pushed.
+func declaredAndReported(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	ctx := ctxT(t)
+	if _, err := open().Description(ctx); !errors.Is(err, controller.ErrNotFound) {
+		t.Fatalf("the description before a push: expected ErrNotFound, got %v", err)
+	}
+	at := time.Date(2026, 12, 1, 9, 0, 0, 123456789, time.UTC)
+	a1 := wire.Declaration{Node: "node-a", Revision: 1, Modules: []string{"pg"}}
+	a2 := wire.Declaration{Node: "node-a", Revision: 2, Modules: []string{"pg"}, Versions: map[string]string{"pg": "2.0"}}
+	b1 := wire.Declaration{Node: "node-b", Revision: 1, Modules: []string{}}
+	c1 := wire.Declaration{Node: "node-c", Revision: 3, Modules: []string{"x"}}
+	rep := controller.Reported{Report: wire.Report{Kind: wire.KindReport, Node: "node-a", ID: "r1", At: at, Applied: 1}, Seq: 4, Received: at}
+	rep2 := rep
+	rep2.Report.ID, rep2.Report.Applied, rep2.Report.Running, rep2.Seq = "r2", 2, map[string]string{"pg": "2.0"}, 9
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		return errors.Join(tx.PutDeclared(ctx, a1), tx.PutDeclared(ctx, b1), tx.PutDeclared(ctx, c1), tx.PutReport(ctx, rep), tx.PutDescription(ctx, []byte("name: one\n")))
+	})
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		return errors.Join(tx.PutDeclared(ctx, a2), tx.DeleteDeclared(ctx, "node-c"), tx.DeleteDeclared(ctx, "never"), tx.PutReport(ctx, rep2), tx.PutDescription(ctx, []byte("name: two\n")))
+	})
+	st := open()
+	got, err := st.Declared(ctx)
+	if err != nil || !reflect.DeepEqual(got, []wire.Declaration{a2, b1}) {
+		t.Fatalf("declared: expected %+v, got %+v (%v)", []wire.Declaration{a2, b1}, got, err)
+	}
+	reps, err := st.Reports(ctx)
+	if err != nil || len(reps) != 1 || reps[0].Seq != 9 || reps[0].Report.ID != "r2" || !reps[0].Report.At.Equal(at) || reps[0].Report.Running["pg"] != "2.0" {
+		t.Fatalf("reports: expected r2 alone, got %+v (%v)", reps, err)
+	}
+	if d, err := st.Description(ctx); err != nil || string(d) != "name: two\n" {
+		t.Fatalf("description: %q (%v)", d, err)
 	}
 }
 
