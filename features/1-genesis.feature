@@ -131,15 +131,20 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     a responder's answer (allow_responses), the JetStream API's statuses and a stream's PubAck all
     go wherever the sender's reply says. So the control plane's streams are in an account of
     their own, where no module, person or enrolment token is a user (docs/decisions/0001-accounts.md),
-    and every responder the mesh runs answers only a caller's inbox.
+    and every responder the mesh runs answers only a caller's inbox. The controller, CONTROL's
+    consumer, is paused while the streams are compared, so that what it takes does not hide what
+    came in; resumed, it settles every request it cannot read.
 
     Given the driver of "go" serves "calibrate" as "sensor" on "node-a"
+    And the controller is paused
     And I note what the control plane's streams hold
     When the person "alice" calls "sensor.calibrate" with its reply aimed at each of the control plane's subjects
     And the module "logger" on "node-b" pulls from its consumer with its replies aimed at each of the control plane's subjects
     And the module "sensor" on "node-a" emits "reading" with its PubAck aimed at each of the control plane's subjects
     And the enrolment token "tok-node-c" asks to enrol with its PubAck aimed at each of the control plane's subjects
     Then the control plane's streams hold what they held, but for the enrolment requests themselves
+    When the controller is resumed
+    Then within 10 seconds the controller has settled every message CONTROL held, and CONTROL holds none
     When the person "alice" calls "sensor.calibrate" with its reply aimed at "mesh.mod.catalog.event.provisioner.failing"
     Then the mesh's streams hold nothing on "mesh.mod.catalog.event.provisioner.failing"
 

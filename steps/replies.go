@@ -28,6 +28,7 @@ func (s *scenario) bindReplies(sc *godog.ScenarioContext) {
 	sc.Step(`^the enrolment token "([^"]+)" asks to enrol with its PubAck aimed at each of the control plane's subjects$`, s.tokenEnrolsAimedAtControl)
 	sc.Step(`^the control plane's streams hold what they held, but for the enrolment requests themselves$`, s.theControlPlaneIsUnchanged)
 	sc.Step(`^the mesh's streams hold nothing on "([^"]+)"$`, s.theMeshHoldsNothingOn)
+	sc.Step(`^within (\d+) seconds the controller has settled every message CONTROL held, and CONTROL holds none$`, s.theControllerSettledControl)
 	sc.Step(`^the declaration NODES holds for "([^"]+)" is the controller's, as the node's own credential checks it$`, s.theDeclarationIsTheControllers)
 	sc.Step(`^the host of "([^"]+)" reports with its PubAck aimed at the declaration subject of "([^"]+)"$`, s.theHostReportsAimedAt)
 	sc.Step(`^what landed there is refused as a declaration by the key in the credential of "([^"]+)"$`, s.whatLandedIsRefused)
@@ -297,4 +298,33 @@ func (s *scenario) whatLandedIsRefused(ctx context.Context, node string) error {
 
 func (s *scenario) nodesHoldsItAgain(ctx context.Context, seconds int, node string) error {
 	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error { return s.verifyLast(ctx, node) })
+}
+
+// theControllerSettledControl: the controller, CONTROL's only consumer,
+// has acknowledged or terminated everything CONTROL took (its ack floor is
+// the stream's last sequence), and the work queue holds nothing.
+func (s *scenario) theControllerSettledControl(ctx context.Context, seconds int) error {
+	js, err := s.streamJetStream(ctx, wire.StreamControl)
+	if err != nil {
+		return err
+	}
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		stream, err := js.Stream(ctx, wire.StreamControl)
+		if err != nil {
+			return err
+		}
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return err
+		}
+		p, err := observe.ProgressOn(ctx, js, wire.StreamControl, wire.ControlConsumer)
+		if err != nil {
+			return err
+		}
+		if !p.Acknowledged(info.State.LastSeq) || info.State.Msgs != 0 {
+			return fmt.Errorf("expected CONTROL settled through sequence %d and empty, the controller's ack floor is %d with %d pending, CONTROL holds %d",
+				info.State.LastSeq, p.AckFloor, p.AckPending, info.State.Msgs)
+		}
+		return nil
+	})
 }
