@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -111,6 +112,26 @@ func tokenCmd() command {
 			}
 			_, err = c.stdout.Write(doc)
 			return err
+		}}
+}
+
+// pushCmd sends the description as a push: the running controller
+// validates it whole and applies it in one transaction, or changes
+// nothing.
+func pushCmd() command {
+	return command{needsMesh: true,
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			yaml, err := os.ReadFile(c.meshFile)
+			if err != nil {
+				return err
+			}
+			seq, err := controller.SendPush(ctx, st, yaml)
+			if err != nil {
+				return err
+			}
+			return printJSON(c.stdout, struct {
+				Seq uint64 `json:"seq"`
+			}{seq})
 		}}
 }
 

@@ -11,12 +11,18 @@
 //	mesh-controller status      --state DIR | --store URL [--json]
 //	mesh-controller token issue --mesh FILE --state DIR [--store URL] [--ttl D] NODE
 //	mesh-controller credential  --state DIR | --store URL USER
+//	mesh-controller push        --mesh FILE --state DIR [--store URL]
 //	mesh-controller amqp        --mesh FILE --state DIR [--store URL] --addr HOST:PORT [--name NAME]...
 //
 // The controller's state is kept in the state directory's files, or, with
 // --store postgres://…, in that PostgreSQL database (mesh/controller/pgstore),
 // which must be the controller's alone; the state directory then holds
 // only the nats/ the nats container reads (and amqp/).
+//
+// push sends the description (--mesh) to the running controller, which
+// validates it whole and applies it in one transaction (its users, the
+// nodes' declarations at their next revision), or changes nothing; it
+// prints CONTROL's sequence of the push.
 //
 // credential prints the credential document the store holds for USER.
 //
@@ -65,6 +71,7 @@ const (
 		"       mesh-controller status --state DIR | --store postgres://… [--json]\n" +
 		"       mesh-controller token issue --mesh FILE --state DIR [--store postgres://…] [--ttl D] NODE\n" +
 		"       mesh-controller credential --state DIR | --store postgres://… USER\n" +
+		"       mesh-controller push --mesh FILE --state DIR [--store postgres://…]\n" +
 		"       mesh-controller amqp --mesh FILE --state DIR [--store postgres://…] --addr HOST:PORT [--name NAME]..."
 )
 
@@ -114,6 +121,7 @@ func commands() map[string]command {
 		"token":      tokenCmd(),
 		"amqp":       amqpCmd(),
 		"credential": credentialCmd(),
+		"push":       pushCmd(),
 	}
 }
 

@@ -127,7 +127,9 @@ func host(node string) Principal {
 		Kind:    wire.PrincipalHost,
 		Node:    node,
 		Permissions: perms(
-			[]string{wire.NodeControl(node)},
+			// Its reports and heartbeats, and the one JetStream API subject
+			// that answers with its own newest declaration.
+			[]string{wire.NodeControl(node), wire.DirectGetLast(wire.StreamNodes, wire.NodeDeclare(node))},
 			[]string{wire.Under(wire.HostInbox(node)), wire.NodeAsk(node)},
 			true,
 		),

@@ -53,11 +53,32 @@ type ApplyResult struct {
 // revocations; then nats.conf, last, since it makes the change live.
 func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Options) (ApplyResult, error) {
 	o = o.withDefaults()
-	l := Layout{dir}
-	res := ApplyResult{Added: []string{}, Removed: []string{}, CredentialsWritten: []string{}}
-	var conf []byte
-	minted := false
+	var a applied
 	err := st.Update(ctx, func(tx Tx) error {
+		var err error
+		a, err = applyIn(ctx, tx, m, dir, o)
+		return err
+	})
+	if err != nil {
+		return a.res, err
+	}
+	return a.finish(dir, o)
+}
+
+// applied is what applyIn did inside its update, and what is left to do
+// once it is committed: nats.conf, which makes the change live.
+type applied struct {
+	res    ApplyResult
+	conf   []byte
+	minted bool
+}
+
+// applyIn is Apply's update, for an update that does more (a push).
+func applyIn(ctx context.Context, tx Tx, m *meshdesc.Mesh, dir string, o Options) (applied, error) {
+	l := Layout{dir}
+	a := applied{res: ApplyResult{Added: []string{}, Removed: []string{}, CredentialsWritten: []string{}}}
+	res := &a.res
+	err := func() error {
 		old, err := tx.Secrets(ctx)
 		if err != nil {
 			return err
@@ -84,7 +105,7 @@ func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Option
 			// A state raised before declarations were signed.
 			if declKey, err = newDeclarationKey(); err == nil {
 				err = tx.PutDeclarationKey(ctx, declKey)
-				minted = err == nil
+				a.minted = err == nil
 			}
 		}
 		if err != nil {
@@ -124,10 +145,10 @@ func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Option
 			}
 		}
 		slices.Sort(res.Removed)
-		if conf, err = composeConfig(m, secrets, o); err != nil {
+		if a.conf, err = composeConfig(m, secrets, o); err != nil {
 			return err
 		}
-		if err := checkReloadable(l.NATSConfig(), conf); err != nil {
+		if err := checkReloadable(l.NATSConfig(), a.conf); err != nil {
 			return err
 		}
 		docs := map[string][]byte{}
@@ -162,14 +183,19 @@ func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Option
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return res, err
-	}
-	if minted {
+	}()
+	return a, err
+}
+
+// finish writes nats.conf once the update is committed.
+func (a applied) finish(dir string, o Options) (ApplyResult, error) {
+	l := Layout{dir}
+	res := a.res
+	var err error
+	if a.minted {
 		o.Logger.Info("declaration key minted")
 	}
-	if res.ConfigChanged, err = writeAtomicSync(l.NATSConfig(), conf, 0o644, o.syncDir); err != nil {
+	if res.ConfigChanged, err = writeAtomicSync(l.NATSConfig(), a.conf, 0o644, o.syncDir); err != nil {
 		return res, err
 	}
 	for _, u := range res.Added {

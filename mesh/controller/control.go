@@ -32,7 +32,14 @@ const (
 
 // ControlCounts are what the CONTROL loop has done since it started.
 type ControlCounts struct {
-	Applied, Replayed, Refused, Terminated, Held int
+	// Enrolled, Pushed and Reported count the messages applied, by kind;
+	// Replayed those the ledger held already; Refused the enrolments
+	// answered with a refusal.
+	Enrolled, Pushed, Reported int
+	Replayed, Refused          int
+	// Terminated are the messages that could not be read; Held the
+	// deliveries asked again later.
+	Terminated, Held int
 }
 
 // ControlLoop is the controller as CONTROL's only consumer
@@ -43,24 +50,26 @@ type ControlCounts struct {
 // terminated and counted; a store unavailable holds the message with a
 // growing delay (NakWithDelay) and it comes again.
 type ControlLoop struct {
-	m    *meshdesc.Mesh
-	st   Store
-	dir  string
-	o    Options
-	log  *slog.Logger
-	nc   *nats.Conn
-	away time.Duration // the delay of the next hold while the store is away
+	st    Store
+	guard *Guard // nil: pushes are stored, and NODES is not kept
+	dir   string
+	o     Options
+	log   *slog.Logger
+	nc    *nats.Conn
+	away  time.Duration // the delay of the next hold while the store is away
 
 	mu     sync.Mutex
 	counts ControlCounts
+	m      *meshdesc.Mesh // the description in force: the last pushed
 }
 
 // FollowControl binds the controller's consumer on CONTROL through js (the
 // control account's) and handles its messages one at a time until stop;
-// answers are published through nc, the control account's connection.
-func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m *meshdesc.Mesh, st Store, dir string, o Options) (loop *ControlLoop, stop func(), err error) {
+// answers are published through nc, the control account's connection,
+// and the declarations of a push handed to guard.
+func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m *meshdesc.Mesh, st Store, dir string, o Options, guard *Guard) (loop *ControlLoop, stop func(), err error) {
 	o = o.withDefaults()
-	l := &ControlLoop{m: m, st: st, dir: dir, o: o, log: o.Logger.With("loop", "control"), nc: nc}
+	l := &ControlLoop{m: m, st: st, guard: guard, dir: dir, o: o, log: o.Logger.With("loop", "control"), nc: nc}
 	cons, err := js.Consumer(ctx, wire.StreamControl, wire.ControlConsumer)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bind consumer %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
@@ -87,6 +96,19 @@ func (l *ControlLoop) Counts() ControlCounts {
 	return l.counts
 }
 
+// mesh is the description in force.
+func (l *ControlLoop) mesh() *meshdesc.Mesh {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m
+}
+
+func (l *ControlLoop) setMesh(m *meshdesc.Mesh) {
+	l.mu.Lock()
+	l.m = m
+	l.mu.Unlock()
+}
+
 func (l *ControlLoop) count(f func(*ControlCounts)) {
 	l.mu.Lock()
 	f(&l.counts)
@@ -109,9 +131,13 @@ func (l *ControlLoop) handle(msg jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
 	defer cancel()
 
-	switch msg.Subject() {
-	case wire.SubjectEnrol:
+	switch subject := msg.Subject(); {
+	case subject == wire.SubjectEnrol:
 		err = l.enrol(ctx, key, msg.Data())
+	case subject == wire.SubjectPush:
+		err = l.push(ctx, key, msg.Data())
+	case isReport(subject):
+		err = l.report(ctx, key, meta.Sequence.Stream, subject, msg.Data())
 	default:
 		log.Warn("no handler for this CONTROL subject yet; held", "delay", unhandledRetry)
 		l.count(func(c *ControlCounts) { c.Held++ })
@@ -139,7 +165,7 @@ func (l *ControlLoop) handle(msg jetstream.Msg) {
 }
 
 func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error {
-	e, err := Enrol(ctx, l.m, l.st, l.dir, key, data, l.o, func(e Enrolment) error {
+	e, err := Enrol(ctx, l.mesh(), l.st, l.dir, key, data, l.o, func(e Enrolment) error {
 		// Checked again here, where the answer leaves: it carries a
 		// credential, and goes only under the claimed token's own inbox.
 		if err := wire.CheckEnrolReply(e.Token, e.Reply); err != nil {
@@ -160,9 +186,39 @@ func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error 
 		case e.Answer.Refused != "":
 			c.Refused++
 		default:
-			c.Applied++
+			c.Enrolled++
 		}
 	})
+	return nil
+}
+
+func (l *ControlLoop) push(ctx context.Context, key string, data []byte) error {
+	p, err := Push(ctx, l.st, l.dir, key, data, l.o)
+	if err != nil {
+		return err
+	}
+	l.setMesh(p.Mesh)
+	if l.guard != nil {
+		if err := l.guard.Set(ctx, p.Declared); err != nil {
+			// Committed: the sweep publishes what is missing.
+			l.log.Warn("the push's declarations are not all published yet; the guard's sweep publishes them", "err", err)
+		}
+	}
+	l.count(func(c *ControlCounts) {
+		if p.Replayed {
+			c.Replayed++
+		} else {
+			c.Pushed++
+		}
+	})
+	return nil
+}
+
+func (l *ControlLoop) report(ctx context.Context, key string, seq uint64, subject string, data []byte) error {
+	if _, err := TakeReport(ctx, l.st, key, seq, subject, data, l.o); err != nil {
+		return err
+	}
+	l.count(func(c *ControlCounts) { c.Reported++ })
 	return nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,14 +24,64 @@ import (
 const sweepInterval = 30 * time.Second
 
 // Declarations are the declaration of every node of m: the modules
-// assigned to it.
+// assigned to it and their versions, at revision 0 (Declare numbers
+// them).
 func Declarations(m *meshdesc.Mesh) []wire.Declaration {
 	out := make([]wire.Declaration, 0, len(m.Nodes))
 	for _, n := range m.Nodes {
-		mods := append([]string{}, n.Modules...)
-		out = append(out, wire.Declaration{Node: n.Name, Modules: mods})
+		d := wire.Declaration{Node: n.Name, Modules: append([]string{}, n.Modules...)}
+		for _, name := range n.Modules {
+			if mod, ok := m.Module(name); ok && mod.Version != "" {
+				if d.Versions == nil {
+					d.Versions = map[string]string{}
+				}
+				d.Versions[name] = mod.Version
+			}
+		}
+		out = append(out, d)
 	}
 	return out
+}
+
+// Declare makes m's declarations the ones tx holds: a node whose
+// declaration changed (or is new) gets the next revision, one unchanged
+// keeps its own, and a node no longer in m loses its declaration. It
+// returns every node's declaration as now held, and the nodes whose
+// declaration changed.
+func Declare(ctx context.Context, tx Tx, m *meshdesc.Mesh) (all []wire.Declaration, changed []string, err error) {
+	held, err := tx.Declared(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	byNode := map[string]wire.Declaration{}
+	for _, d := range held {
+		byNode[d.Node] = d
+	}
+	for _, d := range Declarations(m) {
+		old, ok := byNode[d.Node]
+		delete(byNode, d.Node)
+		if ok && sameDeclaration(old, d) {
+			all = append(all, old)
+			continue
+		}
+		d.Revision = old.Revision + 1
+		if err := tx.PutDeclared(ctx, d); err != nil {
+			return nil, nil, err
+		}
+		all, changed = append(all, d), append(changed, d.Node)
+	}
+	for node := range byNode {
+		if err := tx.DeleteDeclared(ctx, node); err != nil {
+			return nil, nil, err
+		}
+		changed = append(changed, node)
+	}
+	return all, changed, nil
+}
+
+// sameDeclaration compares what a node is to run, not the revision.
+func sameDeclaration(a, b wire.Declaration) bool {
+	return slices.Equal(a.Modules, b.Modules) && maps.Equal(a.Versions, b.Versions)
 }
 
 // declared is one node's declaration as the controller publishes it.
@@ -45,30 +97,31 @@ type declared struct {
 // (wire.VerifyDeclaration), and the guard puts the node's own back.
 type guard struct {
 	js   jetstream.JetStream
+	key  ed25519.PrivateKey
 	want map[string]declared // by subject
 	log  *slog.Logger
-	mu   sync.Mutex // one repair at a time: the sweep and the watcher
+	mu   sync.Mutex // one repair at a time: the sweep, the watcher, Set
 }
+
+// Guard keeps NODES holding the declarations it was last given.
+type Guard struct{ g *guard }
 
 // GuardDeclarations publishes each node's signed declaration where NODES
 // does not already hold it, then watches NODES and, within moments of
 // anything else landing on a node's subject, publishes that node's own
 // again; a message on a subject that is no node's declaration is purged.
-// It returns once the first pass is done; stop ends the watch.
-func GuardDeclarations(ctx context.Context, js jetstream.JetStream, key ed25519.PrivateKey, m *meshdesc.Mesh, log *slog.Logger) (stop func(), err error) {
+// It returns once the first pass is done; stop ends the watch; Set gives
+// it the declarations of a push.
+func GuardDeclarations(ctx context.Context, js jetstream.JetStream, key ed25519.PrivateKey, decls []wire.Declaration, log *slog.Logger) (_ *Guard, stop func(), err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &guard{js: js, want: map[string]declared{}, log: log}
-	for _, d := range Declarations(m) {
-		body, sig, err := wire.SignDeclaration(key, d)
-		if err != nil {
-			return nil, err
-		}
-		g.want[wire.NodeDeclare(d.Node)] = declared{body: body, signature: []byte(sig)}
+	g := &guard{js: js, key: key, log: log}
+	if g.want, err = signAll(key, decls); err != nil {
+		return nil, nil, err
 	}
 	if err := g.sweep(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// DeliverLastPerSubject: what NODES holds now, then everything new,
 	// and again from where it was after a reconnect (the ordered consumer
@@ -77,7 +130,7 @@ func GuardDeclarations(ctx context.Context, js jetstream.JetStream, key ed25519.
 		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", wire.StreamNodes, err)
+		return nil, nil, fmt.Errorf("watch %s: %w", wire.StreamNodes, err)
 	}
 	cc, err := oc.Consume(func(msg jetstream.Msg) {
 		g.check(ctx, msg.Subject(), msg.Data(), msg.Headers().Get(wire.HeaderSignature))
@@ -85,7 +138,7 @@ func GuardDeclarations(ctx context.Context, js jetstream.JetStream, key ed25519.
 		log.Warn("watching declarations", "err", err)
 	}))
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", wire.StreamNodes, err)
+		return nil, nil, fmt.Errorf("watch %s: %w", wire.StreamNodes, err)
 	}
 	sweepCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -104,11 +157,46 @@ func GuardDeclarations(ctx context.Context, js jetstream.JetStream, key ed25519.
 			}
 		}
 	}()
-	return func() {
+	return &Guard{g}, func() {
 		cancel()
 		cc.Stop()
 		<-done
 	}, nil
+}
+
+// signAll signs every declaration, by subject.
+func signAll(key ed25519.PrivateKey, decls []wire.Declaration) (map[string]declared, error) {
+	out := map[string]declared{}
+	for _, d := range decls {
+		body, sig, err := wire.SignDeclaration(key, d)
+		if err != nil {
+			return nil, err
+		}
+		out[wire.NodeDeclare(d.Node)] = declared{body: body, signature: []byte(sig)}
+	}
+	return out, nil
+}
+
+// Set makes decls the declarations NODES is to hold, and publishes them
+// where it does not: a node's subject that is no longer wanted is purged.
+func (gd *Guard) Set(ctx context.Context, decls []wire.Declaration) error {
+	g := gd.g
+	want, err := signAll(g.key, decls)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	old := g.want
+	g.want = want
+	g.mu.Unlock()
+	for subject := range old {
+		if _, ok := want[subject]; !ok {
+			if err := purgeSubject(ctx, g.js, subject); err != nil {
+				return fmt.Errorf("purge %s: %w", subject, err)
+			}
+		}
+	}
+	return g.sweep(ctx)
 }
 
 // sweep checks the last message of every node's subject.
@@ -117,7 +205,10 @@ func (g *guard) sweep(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", wire.StreamNodes, err)
 	}
-	for subject := range g.want {
+	g.mu.Lock()
+	subjects := slices.Collect(maps.Keys(g.want))
+	g.mu.Unlock()
+	for _, subject := range subjects {
 		m, err := st.GetLastMsgForSubject(ctx, subject)
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):

@@ -30,7 +30,7 @@ func guarded(t *testing.T) (*bed, routed, ed25519.PublicKey) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	stop, err := GuardDeclarations(ctx, js.of(wire.StreamNodes), key, b.m, nil)
+	_, stop, err := GuardDeclarations(ctx, js.of(wire.StreamNodes), key, Declarations(b.m), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestAStaleOrForeignDeclarationIsReplacedOnStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := GuardDeclarations(ctxT(t), js.of(wire.StreamNodes), key, b.m, nil)
+	_, stop, err := GuardDeclarations(ctxT(t), js.of(wire.StreamNodes), key, Declarations(b.m), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,9 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 			Retention:         jetstream.LimitsPolicy,
 			Storage:           jetstream.FileStorage,
 			MaxMsgsPerSubject: 1,
+			// A host reads its newest declaration by a direct get, the one
+			// API subject it is granted (compose's host).
+			AllowDirect: true,
 		}},
 		wire.StreamBuilds: {
 			Config: jetstream.StreamConfig{

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"crypto/ed25519"
 	"bytes"
 	"context"
 	"errors"
@@ -23,10 +24,15 @@ import (
 // image's entrypoint does.
 type living struct {
 	*bed
-	loop *ControlLoop
+	loop  *ControlLoop
+	conns *Conns
 }
 
-func newLiving(t *testing.T) *living {
+func newLiving(t *testing.T) *living { return newLivingGuarded(t, true) }
+
+// newLivingGuarded is newLiving, with the declarations' guard or without
+// it (a test that must see what lands on NODES before it is put back).
+func newLivingGuarded(t *testing.T, guarded bool) *living {
 	t.Helper()
 	b := newBed(t, sampleMesh(t))
 	b.start()
@@ -40,16 +46,37 @@ func newLiving(t *testing.T) *living {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop, stop, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, b.m, b.st, b.dir, b.opts)
+	var decls []wire.Declaration
+	if err := b.st.Update(ctx, func(tx Tx) error {
+		decls, _, err = Declare(ctx, tx, b.m)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	key, err := b.st.DeclarationKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var guard *Guard
+	stopGuard := func() {}
+	if guarded {
+		if guard, stopGuard, err = GuardDeclarations(ctx, jss[wire.AccountControl], key, decls, nil); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := publishDeclarations(ctx, jss[wire.AccountControl], key, decls); err != nil {
+		t.Fatal(err)
+	}
+	loop, stop, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, b.m, b.st, b.dir, b.opts, guard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		stop()
+		stopGuard()
 		conns.Close()
 		cancel()
 	})
-	return &living{bed: b, loop: loop}
+	return &living{bed: b, loop: loop, conns: conns}
 }
 
 // watch reloads the in-process server whenever nats.conf changes.
@@ -158,7 +185,7 @@ func TestEnrolmentSpendsTheTokenAndSealsTheNodesCredential(t *testing.T) {
 		t.Fatalf("expected the token spent, got %+v (%v)", toks, err)
 	}
 	eventually(t, 5*time.Second, "one enrolment applied and nothing else", func() bool {
-		return l.loop.Counts() == ControlCounts{Applied: 1}
+		return l.loop.Counts() == ControlCounts{Enrolled: 1}
 	})
 }
 
@@ -200,7 +227,7 @@ func TestATokenIsSpentExactlyOnce(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "one enrolment applied, the other claim refused", func() bool {
 		c := l.loop.Counts()
-		return c.Applied == 1 && c.Refused == 1
+		return c.Enrolled == 1 && c.Refused == 1
 	})
 }
 
@@ -390,7 +417,7 @@ func TestAHeldEnrolmentStillReachesTheNode(t *testing.T) {
 	}
 	defer conns.Close()
 	jss, _ := conns.JetStreams()
-	loop, stop, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, b.m, st, b.dir, b.opts)
+	loop, stop, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, b.m, st, b.dir, b.opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +438,7 @@ func TestAHeldEnrolmentStillReachesTheNode(t *testing.T) {
 		t.Fatal("no answer within 20s of the store's return")
 	}
 	// The answer leaves before the loop counts it.
-	eventually(t, 5*time.Second, "one enrolment applied", func() bool { return loop.Counts().Applied == 1 })
+	eventually(t, 5*time.Second, "one enrolment applied", func() bool { return loop.Counts().Enrolled == 1 })
 	t.Logf("held %d times before the store came back", loop.Counts().Held)
 }
 
@@ -477,7 +504,23 @@ func TestAHostEnrolsOnceThenRunsAsItself(t *testing.T) {
 	if _, err := heard.NextMsg(20 * time.Second); err != nil {
 		t.Fatalf("no heartbeat after the restart: %v", err)
 	}
-	if c := l.loop.Counts(); c.Applied != 1 {
+	if c := l.loop.Counts(); c.Enrolled != 1 {
 		t.Errorf("expected one enrolment, got %+v", c)
 	}
+}
+
+// publishDeclarations publishes each declaration once, signed, as the
+// guard would, without guarding them.
+func publishDeclarations(ctx context.Context, js jetstream.JetStream, key ed25519.PrivateKey, decls []wire.Declaration) error {
+	for _, d := range decls {
+		body, sig, err := wire.SignDeclaration(key, d)
+		if err != nil {
+			return err
+		}
+		msg := &nats.Msg{Subject: wire.NodeDeclare(d.Node), Header: nats.Header{wire.HeaderSignature: []string{sig}}, Data: body}
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			return err
+		}
+	}
+	return nil
 }

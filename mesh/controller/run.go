@@ -57,10 +57,24 @@ func (o RunOptions) withDefaults() RunOptions {
 // logs "ready", and folds the provisioner events into the status
 // (FollowStatus) and handles CONTROL (FollowControl, given a Dir) until
 // ctx ends, when it returns nil. Drift the server cannot correct is
-// returned (wrapping ErrDrift) before "ready" is ever logged. Its state (the declaration key, its credentials, the status) is
-// st's.
+// returned (wrapping ErrDrift) before "ready" is ever logged. Its state
+// (the declaration key, its credentials, the status, the declarations) is
+// st's. The description it runs is the one last pushed (Push), or m
+// before the first push.
 func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 	o = o.withDefaults()
+	m, err := Described(ctx, m, st)
+	if err != nil {
+		return err
+	}
+	var decls []wire.Declaration
+	if err := st.Update(ctx, func(tx Tx) error {
+		var err error
+		decls, _, err = Declare(ctx, tx, m)
+		return err
+	}); err != nil {
+		return fmt.Errorf("declare: %w", err)
+	}
 	key, err := st.DeclarationKey(ctx)
 	if errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("%w: %w (a state from before declarations were signed: run apply once to mint it)", ErrNoGenesis, err)
@@ -82,13 +96,13 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return fmt.Errorf("follow status: %w", err)
 	}
 	defer stopFollowing()
-	stopGuarding, err := GuardDeclarations(ctx, jss[wire.AccountControl], key, m, o.Logger)
+	guard, stopGuarding, err := GuardDeclarations(ctx, jss[wire.AccountControl], key, decls, o.Logger)
 	if err != nil {
 		return fmt.Errorf("guard declarations: %w", err)
 	}
 	defer stopGuarding()
 	if o.Dir != "" {
-		_, stopControl, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, m, st, o.Dir, o.Apply)
+		_, stopControl, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, m, st, o.Dir, o.Apply, guard)
 		if err != nil {
 			return fmt.Errorf("follow CONTROL: %w", err)
 		}
@@ -98,6 +112,23 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 	<-ctx.Done()
 	o.Logger.Info("stopping", "why", context.Cause(ctx))
 	return nil
+}
+
+// Described is the description the controller runs: the one last pushed,
+// else m.
+func Described(ctx context.Context, m *meshdesc.Mesh, st Reader) (*meshdesc.Mesh, error) {
+	y, err := st.Description(ctx)
+	if errors.Is(err, ErrNotFound) {
+		return m, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pushed, err := meshdesc.Parse(y)
+	if err != nil {
+		return nil, fmt.Errorf("the description last pushed: %w", err)
+	}
+	return pushed, nil
 }
 
 // Conns are the controller's connections to the bus: one per account it

@@ -2,12 +2,17 @@ package host
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/nats-io/nats.go"
 
@@ -18,6 +23,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultHeartbeat = 5 * time.Second
+	DefaultPoll      = time.Second
 	// retryMin and retryMax bound the wait between attempts to enrol or
 	// connect while the bus or the controller is not there yet.
 	retryMin = 200 * time.Millisecond
@@ -37,6 +43,9 @@ type Options struct {
 	// Heartbeat is how often the host says it is alive; DefaultHeartbeat
 	// when zero.
 	Heartbeat time.Duration
+	// Poll is how often the host reads its newest declaration and sends
+	// the reports waiting; DefaultPoll when zero.
+	Poll time.Duration
 	// Dial are extra bus options (a test dials another address).
 	Dial   []link.Option
 	Logger *slog.Logger
@@ -45,6 +54,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.Heartbeat == 0 {
 		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.Poll == 0 {
+		o.Poll = DefaultPoll
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -77,25 +89,125 @@ func Run(ctx context.Context, o Options) error {
 	} else if err != nil {
 		return err
 	}
+	key, err := wire.DecodeDeclarationKey(cred.DeclarationKey)
+	if err != nil {
+		return err
+	}
+	out, err := openOutbox(o.State)
+	if err != nil {
+		return err
+	}
 	nc, err := dialRetrying(ctx, cred, o)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
 	log.Info(ReadyLog, "node", cred.Node, "user", cred.User())
-	tick := time.NewTicker(o.Heartbeat)
-	defer tick.Stop()
+	n := &node{name: cred.Node, key: key, state: o.State, out: out, log: log}
+	beat := time.NewTicker(o.Heartbeat)
+	defer beat.Stop()
+	poll := time.NewTicker(o.Poll)
+	defer poll.Stop()
 	for {
-		alive, _ := json.Marshal(Alive{Node: cred.Node, At: time.Now().UTC()})
-		if err := nc.Publish(wire.NodeAlive(cred.Node), alive); err != nil {
-			log.Warn("heartbeat not sent", "err", err)
+		n.declarations(ctx, nc)
+		if err := out.send(ctx, js); err != nil && ctx.Err() == nil {
+			log.Warn("reports wait in the outbox", "waiting", out.Len(), "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			log.Info("stopping", "why", context.Cause(ctx))
 			return nil
-		case <-tick.C:
+		case <-beat.C:
+			alive, _ := json.Marshal(Alive{Node: cred.Node, At: time.Now().UTC()})
+			if err := nc.Publish(wire.NodeAlive(cred.Node), alive); err != nil {
+				log.Warn("heartbeat not sent", "err", err)
+			}
+		case <-poll.C:
+		case <-out.kick:
 		}
+	}
+}
+
+// node is the host's view of its declarations.
+type node struct {
+	name  string
+	key   ed25519.PublicKey
+	state State
+	out   *outbox
+	log   *slog.Logger
+	// refusedSeq is the NODES sequence last refused and reported, and
+	// refusedWhy the reason of one refused at no sequence: a refusal is
+	// said once, not every poll.
+	refusedSeq uint64
+	refusedWhy string
+}
+
+// declarations takes the node's newest declaration if it is to be
+// applied, and reports what the node applied, or what it refused.
+func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, seq, err := newest(rctx, nc, n.key, n.name)
+	if errors.Is(err, errNoDeclaration) {
+		return
+	}
+	was, aerr := n.state.Applied()
+	if aerr != nil {
+		n.log.Error("what was applied cannot be read", "err", aerr)
+		return
+	}
+	refused := ""
+	switch {
+	case err != nil && !errors.Is(err, wire.ErrDeclaration):
+		n.log.Warn("the newest declaration cannot be read", "err", err)
+		return
+	case err != nil && seq == 0:
+		// Not a declaration, and at no sequence it can be told by: said
+		// once per reason.
+		if err.Error() == n.refusedWhy {
+			return
+		}
+		n.refusedWhy = err.Error()
+		n.log.Warn("declaration refused", "why", err)
+		n.report(was, err.Error())
+		return
+	case err != nil:
+		refused = fmt.Sprintf("NODES sequence %d: %v", seq, err)
+	case seq > was.Seq && d.Revision == was.Declaration.Revision && reflect.DeepEqual(d, was.Declaration):
+		// The one applied, published again (the controller's guard
+		// putting it back after something else landed there).
+		if err := n.state.PutApplied(Applied{Seq: seq, Declaration: d}); err != nil {
+			n.log.Error("what was applied cannot be kept", "err", err)
+		}
+		return
+	default:
+		refused = judge(was, d, seq)
+	}
+	if refused != "" {
+		if seq == n.refusedSeq || seq == was.Seq {
+			return
+		}
+		n.refusedSeq = seq
+		n.log.Warn("declaration refused", "seq", seq, "why", refused)
+		n.report(was, refused)
+		return
+	}
+	now := Applied{Seq: seq, Declaration: d}
+	if err := n.state.PutApplied(now); err != nil {
+		n.log.Error("what was applied cannot be kept; the declaration is taken again", "err", err)
+		return
+	}
+	n.log.Info("declaration applied", "revision", d.Revision, "seq", seq, "modules", d.Modules)
+	n.report(now, "")
+}
+
+func (n *node) report(a Applied, refused string) {
+	if err := n.out.add(reportOf(n.name, a, refused, time.Now(), nuid.Next())); err != nil {
+		n.log.Error("report not kept", "err", err)
 	}
 }
 
