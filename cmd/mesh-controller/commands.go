@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -197,7 +199,7 @@ func (n *names) Set(v string) error {
 
 // printStatus prints the status held in the store: as JSON, or as a line
 // per provision its provider keeps failing, which is what a person reading
-// it needs first.
+// it needs first, then a line per node.
 func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSON bool) error {
 	if _, err := store.Secrets(ctx); err != nil {
 		return err // no genesis: say so rather than print an empty status
@@ -206,19 +208,67 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return printJSON(w, st)
-	}
-	if len(st.Failing) == 0 {
-		_, err := fmt.Fprintln(w, "no provision is failing")
+	nodes, err := controller.NodesStatus(ctx, store, time.Now())
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d provision(s) failing:\n", len(st.Failing))
+	if asJSON {
+		return printJSON(w, struct {
+			controller.Status
+			Nodes []controller.NodeStatus `json:"nodes"`
+		}{st, nodes})
+	}
+	if len(st.Failing) == 0 {
+		fmt.Fprintln(w, "no provision is failing")
+	} else {
+		fmt.Fprintf(w, "%d provision(s) failing:\n", len(st.Failing))
+	}
 	for _, f := range st.Failing {
-		if _, err := fmt.Fprintf(w, "  %s fails %s on %s: %s since %s (said %s by %s, event %s)\n",
-			f.Provider, f.Consumer, f.Node, f.Class, f.Since.Format(time.RFC3339), f.Said.Format(time.RFC3339), f.ReportedBy, f.EventID); err != nil {
-			return err
-		}
+		fmt.Fprintf(w, "  %s fails %s on %s: %s since %s (said %s by %s, event %s)\n",
+			f.Provider, f.Consumer, f.Node, f.Class, f.Since.Format(time.RFC3339), f.Said.Format(time.RFC3339), f.ReportedBy, f.EventID)
+	}
+	if len(nodes) > 0 {
+		fmt.Fprintf(w, "%d node(s):\n", len(nodes))
+	}
+	for _, n := range nodes {
+		fmt.Fprintf(w, "  %s\n", nodeLine(n))
 	}
 	return nil
+}
+
+// nodeLine says a node's state in one line.
+func nodeLine(n controller.NodeStatus) string {
+	parts := []string{n.Node}
+	if n.Enrolled.IsZero() {
+		parts = append(parts, "not enrolled")
+	}
+	rollout := fmt.Sprintf("declared revision %d, applied %d", n.Declared, n.Applied)
+	if n.RolledOut() {
+		rollout += " (rolled out)"
+	} else if n.Declared != 0 {
+		rollout += " (rolling out)"
+	}
+	parts = append(parts, rollout)
+	if len(n.Running) > 0 {
+		var run []string
+		for _, m := range slices.Sorted(maps.Keys(n.Running)) {
+			run = append(run, m+" "+n.Running[m])
+		}
+		parts = append(parts, "running "+strings.Join(run, ", "))
+	}
+	if !n.LastReport.IsZero() {
+		parts = append(parts, "last report "+n.LastReport.UTC().Format(time.RFC3339))
+	}
+	if n.Refused != "" {
+		parts = append(parts, "refused: "+n.Refused)
+	}
+	switch {
+	case n.QuietUnknown != "":
+		parts = append(parts, "quiet: unknown ("+n.QuietUnknown+")")
+	case n.Quiet:
+		parts = append(parts, "QUIET")
+	default:
+		parts = append(parts, "heard "+n.Heard.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"log/slog"
 	"crypto/ed25519"
 	"bytes"
 	"context"
@@ -70,7 +71,12 @@ func newLivingGuarded(t *testing.T, guarded bool) *living {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopListening, err := ListenLiveness(ctx, conns.Control, b.st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
+		stopListening()
 		stop()
 		stopGuard()
 		conns.Close()

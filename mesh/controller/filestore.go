@@ -731,3 +731,12 @@ func (tx *fileTx) PutReport(ctx context.Context, rep Reported) error {
 		r.Reports = append(r.Reports, rep)
 	})
 }
+
+func (v fileView) Liveness(ctx context.Context) (Liveness, error) {
+	r, err := v.registry(ctx)
+	return r.Liveness, err
+}
+
+func (tx *fileTx) PutLiveness(ctx context.Context, l Liveness) error {
+	return tx.putRegistry(ctx, func(r *registry) { r.Liveness = l })
+}

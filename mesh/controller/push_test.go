@@ -112,6 +112,15 @@ func TestAnUpgradeRollsOutToTwoNodes(t *testing.T) {
 	if err != nil || len(decls) != 2 || decls[0].Revision != 2 || decls[1].Revision != 3 {
 		t.Fatalf("declared: %+v (%v)", decls, err)
 	}
+	nodes, err := NodesStatus(ctxT(t), l.st, time.Now())
+	if err != nil || len(nodes) != 2 || !nodes[0].RolledOut() || !nodes[1].RolledOut() || nodes[0].Running["sensor"] != "2.0.0" {
+		t.Fatalf("expected both nodes rolled out, got %+v (%v)", nodes, err)
+	}
+	// Heard, as the controller writes it every few seconds; not quiet.
+	eventually(t, 3*livenessEvery, "both nodes heard", func() bool {
+		nodes, err := NodesStatus(ctxT(t), l.st, time.Now())
+		return err == nil && !nodes[0].Heard.IsZero() && !nodes[1].Heard.IsZero() && !nodes[0].Quiet && !nodes[1].Quiet
+	})
 }
 
 // TestAPushThatFailsValidationChangesNothing: refused whole, naming the

@@ -75,6 +75,7 @@ type registry struct {
 	Declared    []wire.Declaration `json:"declared"`
 	Description []byte             `json:"description,omitempty"`
 	Reports     []Reported         `json:"reports"`
+	Liveness    Liveness           `json:"liveness"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {

@@ -96,6 +96,11 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return fmt.Errorf("follow status: %w", err)
 	}
 	defer stopFollowing()
+	stopListening, err := ListenLiveness(ctx, conns.Control, st, o.Logger)
+	if err != nil {
+		return fmt.Errorf("listen to heartbeats: %w", err)
+	}
+	defer stopListening()
 	guard, stopGuarding, err := GuardDeclarations(ctx, jss[wire.AccountControl], key, decls, o.Logger)
 	if err != nil {
 		return fmt.Errorf("guard declarations: %w", err)

@@ -78,6 +78,9 @@ type Reader interface {
 	Description(ctx context.Context) ([]byte, error)
 	// Reports are the last report of each node that reported, by node.
 	Reports(ctx context.Context) ([]Reported, error)
+	// Liveness is what the controller last wrote of the nodes' heartbeats;
+	// the zero Liveness before it first did.
+	Liveness(ctx context.Context) (Liveness, error)
 }
 
 // Tx is what one Update reads and writes: its reads see its own writes at
@@ -113,6 +116,8 @@ type Tx interface {
 	PutDescription(ctx context.Context, yaml []byte) error
 	// PutReport records a node's report, replacing its older one.
 	PutReport(ctx context.Context, r Reported) error
+	// PutLiveness replaces the liveness record.
+	PutLiveness(ctx context.Context, l Liveness) error
 }
 
 // State is what genesis puts into a store: everything the controller

@@ -32,6 +32,11 @@ const tokenIDPrefix = "tok-"
 // which expires unused.
 func IssueToken(ctx context.Context, m *meshdesc.Mesh, st Store, dir, node string, ttl time.Duration, o Options) (Token, []byte, error) {
 	o = o.withDefaults()
+	// The description in force: the one last pushed, if any.
+	m, err := Described(ctx, m, st)
+	if err != nil {
+		return Token{}, nil, err
+	}
 	if !slices.ContainsFunc(m.Nodes, func(n meshdesc.Node) bool { return n.Name == node }) {
 		return Token{}, nil, fmt.Errorf("issue token: no node %q in the description (its nodes: %v)", node, nodeNames(m))
 	}

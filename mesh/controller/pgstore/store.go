@@ -719,3 +719,24 @@ func (t *pgTx) PutReport(ctx context.Context, r controller.Reported) error {
 		`INSERT INTO reports (node, document) VALUES ($1, $2) ON CONFLICT (node) DO UPDATE SET document = excluded.document`,
 		r.Report.Node, string(doc))
 }
+
+func (v view) Liveness(ctx context.Context) (controller.Liveness, error) {
+	l, err := documents[controller.Liveness](ctx, v.q, "read liveness", `SELECT document FROM liveness`)
+	if err != nil || len(l) == 0 {
+		return controller.Liveness{}, err
+	}
+	return l[0], nil
+}
+
+func (t *pgTx) Liveness(ctx context.Context) (controller.Liveness, error) {
+	return locked(t, func() (controller.Liveness, error) { return t.view.Liveness(ctx) })
+}
+
+func (t *pgTx) PutLiveness(ctx context.Context, l controller.Liveness) error {
+	doc, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("put liveness: %w", err)
+	}
+	return t.write(ctx, "put liveness",
+		`INSERT INTO liveness (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
+}

@@ -523,6 +523,14 @@ func declaredAndReported(t *testing.T, open func() controller.Store) {
 	if d, err := st.Description(ctx); err != nil || string(d) != "name: two\n" {
 		t.Fatalf("description: %q (%v)", d, err)
 	}
+	if l, err := st.Liveness(ctx); err != nil || !l.At.IsZero() {
+		t.Fatalf("liveness before any: %+v (%v)", l, err)
+	}
+	live := controller.Liveness{At: at, Connected: true, ConnectedSince: at.Add(-time.Minute), Heard: map[string]time.Time{"node-a": at.Add(-time.Second)}}
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error { return tx.PutLiveness(ctx, live) })
+	if l, err := open().Liveness(ctx); err != nil || !l.At.Equal(at) || !l.Connected || !l.ConnectedSince.Equal(live.ConnectedSince) || !l.Heard["node-a"].Equal(live.Heard["node-a"]) {
+		t.Fatalf("liveness: expected %+v, got %+v (%v)", live, l, err)
+	}
 }
 
 func sameToken(a, b controller.Token) bool {
