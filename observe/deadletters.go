@@ -2,7 +2,6 @@ package observe
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,19 +10,9 @@ import (
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// maxDeliveriesType is the schema type of the server's MAX_DELIVERIES
-// advisory, the one DEAD captures.
-const maxDeliveriesType = "io.nats.jetstream.advisory.v1.max_deliver"
-
 // MaxDeliveries is the server's advisory that a message exhausted a
-// consumer's deliveries: a dead letter, as DEAD holds it.
-type MaxDeliveries struct {
-	Type       string `json:"type"`
-	Stream     string `json:"stream"`
-	Consumer   string `json:"consumer"`
-	StreamSeq  uint64 `json:"stream_seq"`
-	Deliveries int    `json:"deliveries"`
-}
+// consumer's deliveries (wire's, which the controller reads too).
+type MaxDeliveries = wire.MaxDeliveries
 
 // DeadLetter is the advisory DEAD holds that consumer gave up on the
 // message of stream sequence seq, or nil when it holds none. It reads
@@ -45,8 +34,7 @@ func DeadLetter(ctx context.Context, js jetstream.JetStream, consumer string, se
 		if err != nil {
 			return nil, fmt.Errorf("read %s sequence %d: %w", wire.StreamDead, n, err)
 		}
-		var a MaxDeliveries
-		if json.Unmarshal(msg.Data, &a) == nil && a.Type == maxDeliveriesType &&
+		if a, err := wire.ParseMaxDeliveries(msg.Data); err == nil &&
 			a.Stream == wire.StreamEvents && a.Consumer == consumer && a.StreamSeq == seq {
 			return &a, nil
 		}

@@ -212,11 +212,16 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 	if err != nil {
 		return err
 	}
+	dead, err := store.DeadLetters(ctx)
+	if err != nil {
+		return err
+	}
 	if asJSON {
 		return printJSON(w, struct {
 			controller.Status
 			Nodes []controller.NodeStatus `json:"nodes"`
-		}{st, nodes})
+			Dead  []controller.DeadLetter `json:"dead_letters"`
+		}{st, nodes, dead})
 	}
 	if len(st.Failing) == 0 {
 		fmt.Fprintln(w, "no provision is failing")
@@ -232,6 +237,13 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 	}
 	for _, n := range nodes {
 		fmt.Fprintf(w, "  %s\n", nodeLine(n))
+	}
+	if len(dead) > 0 {
+		fmt.Fprintf(w, "%d dead letter(s):\n", len(dead))
+	}
+	for _, d := range dead {
+		fmt.Fprintf(w, "  module %s on %s (consumer %s) gave up on event %s (%s, EVENTS sequence %d) after %d deliveries, at %s\n",
+			d.Module, d.Node, d.Consumer, d.EventID, d.Subject, d.StreamSeq, d.Deliveries, d.At.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -740,3 +740,18 @@ func (v fileView) Liveness(ctx context.Context) (Liveness, error) {
 func (tx *fileTx) PutLiveness(ctx context.Context, l Liveness) error {
 	return tx.putRegistry(ctx, func(r *registry) { r.Liveness = l })
 }
+
+func (v fileView) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
+	r, err := v.registry(ctx)
+	return r.Dead, err
+}
+
+func (tx *fileTx) PutDeadLetter(ctx context.Context, d DeadLetter) error {
+	if d.DeadSeq == 0 || d.Consumer == "" {
+		return fmt.Errorf("put dead letter: a DEAD sequence and a consumer are required, got %+v", d)
+	}
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Dead = slices.DeleteFunc(r.Dead, func(o DeadLetter) bool { return o.DeadSeq == d.DeadSeq })
+		r.Dead = append(r.Dead, d)
+	})
+}

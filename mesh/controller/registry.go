@@ -76,6 +76,7 @@ type registry struct {
 	Description []byte             `json:"description,omitempty"`
 	Reports     []Reported         `json:"reports"`
 	Liveness    Liveness           `json:"liveness"`
+	Dead        []DeadLetter       `json:"dead"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {
@@ -91,6 +92,7 @@ func (r registry) marshal() []byte {
 	slices.SortFunc(r.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(r.Ledger, func(a, b Applied) int { return strings.Compare(a.Key, b.Key) })
 	slices.SortFunc(r.Declared, func(a, b wire.Declaration) int { return strings.Compare(a.Node, b.Node) })
+	sortDead(r.Dead)
 	slices.SortFunc(r.Reports, func(a, b Reported) int { return strings.Compare(a.Report.Node, b.Report.Node) })
 	b, _ := json.MarshalIndent(r, "", "  ")
 	return append(b, '\n')

@@ -81,6 +81,8 @@ type Reader interface {
 	// Liveness is what the controller last wrote of the nodes' heartbeats;
 	// the zero Liveness before it first did.
 	Liveness(ctx context.Context) (Liveness, error)
+	// DeadLetters are the dead letters folded from DEAD, oldest first.
+	DeadLetters(ctx context.Context) ([]DeadLetter, error)
 }
 
 // Tx is what one Update reads and writes: its reads see its own writes at
@@ -118,6 +120,9 @@ type Tx interface {
 	PutReport(ctx context.Context, r Reported) error
 	// PutLiveness replaces the liveness record.
 	PutLiveness(ctx context.Context, l Liveness) error
+	// PutDeadLetter records a dead letter, replacing one of its DEAD
+	// sequence.
+	PutDeadLetter(ctx context.Context, d DeadLetter) error
 }
 
 // State is what genesis puts into a store: everything the controller

@@ -740,3 +740,24 @@ func (t *pgTx) PutLiveness(ctx context.Context, l controller.Liveness) error {
 	return t.write(ctx, "put liveness",
 		`INSERT INTO liveness (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
 }
+
+func (v view) DeadLetters(ctx context.Context) ([]controller.DeadLetter, error) {
+	return documents[controller.DeadLetter](ctx, v.q, "read dead letters", `SELECT document FROM dead_letters ORDER BY dead_seq`)
+}
+
+func (t *pgTx) DeadLetters(ctx context.Context) ([]controller.DeadLetter, error) {
+	return locked(t, func() ([]controller.DeadLetter, error) { return t.view.DeadLetters(ctx) })
+}
+
+func (t *pgTx) PutDeadLetter(ctx context.Context, d controller.DeadLetter) error {
+	if d.DeadSeq == 0 || d.Consumer == "" {
+		return fmt.Errorf("put dead letter: a DEAD sequence and a consumer are required, got %+v", d)
+	}
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("put dead letter: %w", err)
+	}
+	return t.write(ctx, "put dead letter",
+		`INSERT INTO dead_letters (dead_seq, document) VALUES ($1, $2) ON CONFLICT (dead_seq) DO UPDATE SET document = excluded.document`,
+		int64(d.DeadSeq), string(doc))
+}

@@ -531,6 +531,15 @@ func declaredAndReported(t *testing.T, open func() controller.Store) {
 	if l, err := open().Liveness(ctx); err != nil || !l.At.Equal(at) || !l.Connected || !l.ConnectedSince.Equal(live.ConnectedSince) || !l.Heard["node-a"].Equal(live.Heard["node-a"]) {
 		t.Fatalf("liveness: expected %+v, got %+v (%v)", live, l, err)
 	}
+	d1 := controller.DeadLetter{DeadSeq: 7, Consumer: "node-b_logger", Node: "node-b", Module: "logger", StreamSeq: 40, EventID: "e1", Deliveries: 5, At: at}
+	d2 := d1
+	d2.DeadSeq, d2.EventID = 3, "e0"
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		return errors.Join(tx.PutDeadLetter(ctx, d1), tx.PutDeadLetter(ctx, d2), tx.PutDeadLetter(ctx, d1))
+	})
+	if dead, err := open().DeadLetters(ctx); err != nil || len(dead) != 2 || dead[0].DeadSeq != 3 || dead[1].EventID != "e1" || !dead[1].At.Equal(at) {
+		t.Fatalf("dead letters: expected 3 then 7, got %+v (%v)", dead, err)
+	}
 }
 
 func sameToken(a, b controller.Token) bool {

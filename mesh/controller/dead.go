@@ -1,0 +1,124 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// DeadLetter is an event a module's consumer gave up on after its
+// deliveries ran out, as DEAD recorded it and the controller folded it.
+type DeadLetter struct {
+	// DeadSeq is its sequence in DEAD.
+	DeadSeq  uint64 `json:"dead_seq"`
+	Consumer string `json:"consumer"`
+	Node     string `json:"node,omitempty"`
+	Module   string `json:"module,omitempty"`
+	// StreamSeq is the event's sequence in EVENTS; Subject and EventID
+	// are read from EVENTS while it still holds the event.
+	StreamSeq  uint64    `json:"stream_seq"`
+	Subject    string    `json:"subject,omitempty"`
+	EventID    string    `json:"event_id,omitempty"`
+	Deliveries int       `json:"deliveries"`
+	At         time.Time `json:"at"`
+}
+
+// deadRetry bounds the wait before a dead letter the store did not take
+// is saved again.
+const deadRetryMax = 15 * time.Second
+
+// FollowDead folds DEAD into the store: each max-deliveries advisory, with
+// the event it names, after the last one the store holds. It reads DEAD
+// with an ordered consumer (the controller acks nothing there), from the
+// sequence after the newest folded, so a controller started again folds
+// each one once; a dead letter the store cannot take is saved again until
+// it can, and nothing after it is read before. stop ends it.
+func FollowDead(ctx context.Context, js jetstream.JetStream, st Store, log *slog.Logger) (stop func(), err error) {
+	held, err := st.DeadLetters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var through uint64
+	for _, d := range held {
+		through = max(through, d.DeadSeq)
+	}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if through > 0 {
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: through + 1}
+	}
+	oc, err := js.OrderedConsumer(ctx, wire.StreamDead, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", wire.StreamDead, err)
+	}
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cc, err := oc.Consume(func(msg jetstream.Msg) {
+		meta, err := msg.Metadata()
+		if err != nil {
+			return
+		}
+		a, err := wire.ParseMaxDeliveries(msg.Data())
+		if err != nil {
+			log.Warn("DEAD holds something that is not a dead letter; passed", "seq", meta.Sequence.Stream, "err", err)
+			return
+		}
+		d := DeadLetter{DeadSeq: meta.Sequence.Stream, Consumer: a.Consumer, StreamSeq: a.StreamSeq, Deliveries: a.Deliveries, At: meta.Timestamp}
+		d.Node, d.Module, _ = wire.ConsumerOwner(a.Consumer)
+		if ev, err := js.Stream(fctx, wire.StreamEvents); err == nil {
+			if m, err := ev.GetMsg(fctx, a.StreamSeq); err == nil {
+				d.Subject, d.EventID = m.Subject, m.Header.Get(wire.HeaderEventID)
+			}
+		}
+		saveDead(fctx, st, d, log)
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		log.Warn("reading DEAD", "err", err)
+	}))
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("read %s: %w", wire.StreamDead, err)
+	}
+	return func() {
+		cancel()
+		cc.Stop()
+		<-cc.Closed()
+	}, nil
+}
+
+// saveDead saves d, trying again while the store does not take it.
+func saveDead(ctx context.Context, st Store, d DeadLetter, log *slog.Logger) {
+	wait := statusRetry
+	for {
+		sctx, cancel := context.WithTimeout(ctx, saveTimeout)
+		err := st.Update(sctx, func(tx Tx) error { return tx.PutDeadLetter(sctx, d) })
+		cancel()
+		if err == nil {
+			log.Warn("dead letter", "consumer", d.Consumer, "event", d.EventID, "subject", d.Subject, "deliveries", d.Deliveries)
+			return
+		}
+		log.Warn("dead letter not saved; trying again", "in", wait, "unavailable", errors.Is(err, ErrStoreUnavailable), "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, deadRetryMax)
+	}
+}
+
+func sortDead(ds []DeadLetter) {
+	slices.SortFunc(ds, func(a, b DeadLetter) int {
+		switch {
+		case a.DeadSeq < b.DeadSeq:
+			return -1
+		case a.DeadSeq > b.DeadSeq:
+			return 1
+		}
+		return 0
+	})
+}
