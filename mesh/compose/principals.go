@@ -69,7 +69,8 @@ func Principals(m *meshdesc.Mesh) []Principal {
 // controller owns the control, node and build trees and the control
 // account's JetStream API, and answers enrolments on the reply subject
 // the request's payload names, which is an enrolment inbox (the control
-// account exports those to the enrolment account).
+// account exports those to the enrolment account), and a host's request
+// for its modules' credentials in that host's inbox.
 func controller() Principal {
 	return Principal{
 		User:    wire.ControllerUser,
@@ -79,9 +80,9 @@ func controller() Principal {
 			[]string{
 				wire.SubjectControlAll, wire.SubjectNodesAll, wire.SubjectBuildAll, wire.SubjectAskAll,
 				wire.JetStreamAPI, wire.ConsumerAcks(wire.StreamControl, wire.ControlConsumer),
-				wire.EnrolInboxes,
+				wire.EnrolInboxes, wire.HostInboxes,
 			},
-			[]string{wire.Under(wire.ControllerInbox), wire.NodeAlive("*")},
+			[]string{wire.Under(wire.ControllerInbox), wire.NodeAlive("*"), wire.SubjectCredentialsAll},
 			false,
 		),
 	}

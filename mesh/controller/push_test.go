@@ -134,11 +134,7 @@ func TestAPushThatFailsValidationChangesNothing(t *testing.T) {
 	}
 	// Sent past the check (by hand, as the controller): terminated, and
 	// nothing changed.
-	nc, err := l.dial(wire.ControllerUser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialEventually(t, l.credential(wire.ControllerUser))
 	js, _ := jetstream.New(nc)
 	if _, err := js.Publish(ctxT(t), wire.SubjectPush, []byte(`{"mesh":"`+strings.ReplaceAll(bad, "\n", `\n`)+`"}`)); err != nil {
 		t.Fatal(err)
@@ -162,11 +158,7 @@ func TestAReplayedOlderDeclarationIsRefused(t *testing.T) {
 	l := newLivingGuarded(t, false)
 	state := l.startHost("node-a")
 	l.reported("node-a", 1, "")
-	nc, err := l.dial(wire.ControllerUser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialEventually(t, l.credential(wire.ControllerUser))
 	js, _ := jetstream.New(nc)
 	nodes, err := js.Stream(ctxT(t), wire.StreamNodes)
 	if err != nil {
@@ -196,11 +188,14 @@ func TestAReplayedOlderDeclarationIsRefused(t *testing.T) {
 	if a, err := state.Applied(); err != nil || a.Declaration.Revision != 2 {
 		t.Fatalf("the host applied %+v (%v), want revision 2 kept", a, err)
 	}
-	reports := l.loop.Counts().Reported
+	// Three reports so far: revisions 1 and 2, and the refusal. Polled
+	// every 50 ms, a refusal said again would show before revision 3.
+	eventually(t, 5*time.Second, "three reports taken", func() bool { return l.loop.Counts().Reported == 3 })
 	next(3)
 	l.reported("node-a", 3, "")
-	if got := l.loop.Counts().Reported; got != reports+1 {
-		t.Errorf("expected one report more (revision 3), got %d after %d: the refusal was said again", got, reports)
+	eventually(t, 5*time.Second, "four reports taken", func() bool { return l.loop.Counts().Reported >= 4 })
+	if got := l.loop.Counts().Reported; got != 4 {
+		t.Errorf("expected four reports (1, 2, the refusal, 3), got %d: the refusal was said again", got)
 	}
 	// Published again with the headers the server gave it, its old
 	// sequence among them: the answer then carries two, and is not read.

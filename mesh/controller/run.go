@@ -96,6 +96,11 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return fmt.Errorf("follow status: %w", err)
 	}
 	defer stopFollowing()
+	stopAnswering, err := AnswerCredentials(ctx, conns.Control, st, o.Logger)
+	if err != nil {
+		return err
+	}
+	defer stopAnswering()
 	stopDead, err := FollowDead(ctx, jss[wire.AccountMesh], st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow DEAD: %w", err)

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/seal"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
@@ -107,7 +109,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	log.Info(ReadyLog, "node", cred.Node, "user", cred.User())
-	n := &node{name: cred.Node, key: key, state: o.State, out: out, log: log}
+	sealing, err := o.State.SealingKey()
+	if err != nil {
+		return err
+	}
+	n := &node{name: cred.Node, key: key, sealing: sealing, state: o.State, out: out, log: log}
 	beat := time.NewTicker(o.Heartbeat)
 	defer beat.Stop()
 	poll := time.NewTicker(o.Poll)
@@ -134,11 +140,12 @@ func Run(ctx context.Context, o Options) error {
 
 // node is the host's view of its declarations.
 type node struct {
-	name  string
-	key   ed25519.PublicKey
-	state State
-	out   *outbox
-	log   *slog.Logger
+	name    string
+	key     ed25519.PublicKey
+	sealing seal.Key
+	state   State
+	out     *outbox
+	log     *slog.Logger
 	// refusedSeq is the NODES sequence last refused and reported, and
 	// refusedWhy the reason of one refused at no sequence: a refusal is
 	// said once, not every poll.
@@ -194,6 +201,10 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		n.refusedSeq = seq
 		n.log.Warn("declaration refused", "seq", seq, "why", refused)
 		n.report(was, refused)
+		return
+	}
+	if err := fetchCredentials(rctx, nc, n.state, n.sealing, d); err != nil {
+		n.log.Warn("the declaration waits for its modules' credentials", "revision", d.Revision, "err", err)
 		return
 	}
 	now := Applied{Seq: seq, Declaration: d}

@@ -104,3 +104,17 @@ func ParseToken(s string) (id, secret string, err error) {
 	}
 	return id, secret, nil
 }
+
+// CredentialsAnswer is the controller's answer to a host asking for its
+// modules' credentials (NodeCredentials): each declared module's
+// credential document sealed to the node's key, by module, or Refused.
+type CredentialsAnswer struct {
+	Sealed  map[string][]byte `json:"sealed,omitempty"`
+	Refused string            `json:"refused,omitempty"`
+}
+
+// Marshal is the answer as it goes on the wire.
+func (a CredentialsAnswer) Marshal() []byte {
+	b, _ := json.Marshal(a)
+	return b
+}

@@ -33,6 +33,14 @@ const (
 // NodeReport is the subject a node reports on.
 func NodeReport(node string) string { return "mesh.control." + node + ".report" }
 
+// NodeCredentials is where a node's host asks the controller for the
+// credentials of the modules declared to it (core request/reply: nothing
+// of it is stored).
+func NodeCredentials(node string) string { return "mesh.control." + node + ".credentials" }
+
+// SubjectCredentialsAll matches every node's credential requests.
+const SubjectCredentialsAll = "mesh.control.*.credentials"
+
 // NodeAlive is a node's heartbeat subject, on core NATS only.
 func NodeAlive(node string) string { return "mesh.control." + node + ".alive" }
 

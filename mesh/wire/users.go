@@ -55,6 +55,10 @@ func ModuleInbox(node, module string) string { return inbox + "." + module + "."
 // HostInbox is the inbox prefix of the host on node.
 func HostInbox(node string) string { return inbox + ".host." + node }
 
+// HostInboxes matches every host's inbox: the controller answers a host's
+// request for its modules' credentials there.
+const HostInboxes = inbox + ".host.*.>"
+
 // PersonInbox is the inbox prefix of a person.
 func PersonInbox(person string) string { return inbox + ".person." + person }
 
