@@ -91,9 +91,24 @@ func TestAnUpgradeRollsOutToTwoNodes(t *testing.T) {
 	}
 	l.push(revalidate(t, &m))
 	l.startHost("node-a")
-	l.startHost("node-b")
+	hostB := l.startHost("node-b")
 	l.reported("node-a", 1, "")
 	l.reported("node-b", 2, "")
+	// node-b runs logger and sensor: each has its own credential, 0600,
+	// fetched from the controller, never read from a declaration.
+	for _, mod := range []string{"logger", "sensor"} {
+		data, err := os.ReadFile(hostB.ModuleCredential(mod))
+		if err != nil {
+			t.Fatalf("node-b's %s credential: %v", mod, err)
+		}
+		c, err := wire.ParseCredential(data)
+		if err != nil || c.User() != wire.ModuleUser("node-b", mod) {
+			t.Fatalf("node-b's %s credential is %s's (%v)", mod, c.User(), err)
+		}
+		if info, _ := os.Stat(hostB.ModuleCredential(mod)); info.Mode().Perm() != 0o600 {
+			t.Errorf("node-b's %s credential has mode %v", mod, info.Mode().Perm())
+		}
+	}
 
 	for i := range m.Modules {
 		if m.Modules[i].Name == "sensor" {
