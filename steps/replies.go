@@ -198,12 +198,12 @@ func (s *scenario) theMeshHoldsNothingOn(ctx context.Context, subject string) er
 }
 
 // hostKey is the controller's public key as the node's credential has it.
-func (s *scenario) hostKey(node string) (ed25519.PublicKey, error) {
+func (s *scenario) hostKey(ctx context.Context, node string) (ed25519.PublicKey, error) {
 	r, err := s.cluster()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := r.cluster.Credential(wire.HostUser(node))
+	cred, err := r.cluster.Credential(ctx, wire.HostUser(node))
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (s *scenario) lastDeclaration(ctx context.Context, node string) (*jetstream
 }
 
 func (s *scenario) verifyLast(ctx context.Context, node string) error {
-	key, err := s.hostKey(node)
+	key, err := s.hostKey(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ func (s *scenario) theHostReportsAimedAt(ctx context.Context, host, node string)
 }
 
 func (s *scenario) whatLandedIsRefused(ctx context.Context, node string) error {
-	key, err := s.hostKey(node)
+	key, err := s.hostKey(ctx, node)
 	if err != nil {
 		return err
 	}

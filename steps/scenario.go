@@ -127,7 +127,7 @@ func (s *scenario) connect(ctx context.Context, user string) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := r.cluster.Credential(user)
+	cred, err := r.cluster.Credential(ctx, user)
 	if err != nil {
 		return nil, err
 	}
