@@ -55,6 +55,7 @@ type scenario struct {
 	cleanups   []func()
 	faultAt    time.Time // when the scenario's last fault took effect
 	durable    durability
+	live       living
 }
 
 // client is a connection as one principal, with its credential.
