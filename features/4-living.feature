@@ -38,3 +38,19 @@ Feature: Living — the mesh living on its bus
     Then the server refuses its user's login
     And a claim with it is refused by the server before it reaches the controller
     And the store still records "node-a" enrolled once, as it first did
+
+  @enrol
+  Scenario: A host stopped or killed comes back as itself, with no token to spend
+    The node's sealing key and its own credential are in the host's state: started again, it
+    connects as itself at once, and the store's record of it is the one its enrolment made.
+
+    Given the store records "node-b" enrolled with the token the harness issued it
+    When the node-b is stopped
+    Then the server shows no open connection of "host.node-b"
+    When the node-b is started again
+    Then the server shows the host of "node-b" connected as "host.node-b" over TLS
+    When the node-b is killed with SIGKILL
+    Then the server shows no open connection of "host.node-b"
+    When the node-b is started again
+    Then the server shows the host of "node-b" connected as "host.node-b" over TLS
+    And the store still records "node-b" enrolled once, as it first did

@@ -32,6 +32,7 @@ const claimWithin = 15 * time.Second
 
 func (s *scenario) bindLiving(sc *godog.ScenarioContext) {
 	sc.Step(`^the server shows the host of "([^"]+)" connected as "([^"]+)" over TLS$`, s.theServerShowsTheHostConnected)
+	sc.Step(`^the server shows no open connection of "([^"]+)"$`, s.theServerShowsNoConnection)
 	sc.Step(`^the store records "([^"]+)" enrolled with the token the harness issued it$`, s.theStoreRecordsTheNode)
 	sc.Step(`^the host of "([^"]+)" was connected as itself within (\d+) seconds of its token being issued$`, s.theEnrolmentTookAtMost)
 	sc.Step(`^the controller issues a token for "([^"]+)" and its enrolment user connects with it$`, s.aFreshTokenConnects)
@@ -57,19 +58,46 @@ func (s *scenario) theServerShowsTheHostConnected(ctx context.Context, node, use
 	}
 	// The host says it is ready once connected; the server is asked.
 	return eventually(ctx, 10*time.Second, func(ctx context.Context) error {
-		body, err := s.monitor(ctx, observe.ConnzURL(r.mesh.Bus.Monitor, r.mesh.Bus.MonitorPort, "open"))
+		got, err := s.openOverTLS(ctx, user)
 		if err != nil {
 			return err
 		}
-		conns, err := observe.Connections(body)
-		if err != nil {
-			return err
-		}
-		if got := observe.OpenOverTLS(conns, user); len(got) != 1 {
-			return fmt.Errorf("expected one open TLS connection of %s, got %d (all of %s: %+v)", user, len(got), user, got)
+		if len(got) != 1 {
+			return fmt.Errorf("expected one open TLS connection of %s, got %d: %+v", user, len(got), got)
 		}
 		return nil
 	})
+}
+
+func (s *scenario) theServerShowsNoConnection(ctx context.Context, user string) error {
+	return eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		got, err := s.openOverTLS(ctx, user)
+		if err != nil {
+			return err
+		}
+		if len(got) != 0 {
+			return fmt.Errorf("expected no open connection of %s, got %+v", user, got)
+		}
+		return nil
+	})
+}
+
+// openOverTLS are user's open TLS connections, as the server's /connz
+// lists them (asked from the private network).
+func (s *scenario) openOverTLS(ctx context.Context, user string) ([]observe.Connection, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.monitor(ctx, observe.ConnzURL(r.mesh.Bus.Monitor, r.mesh.Bus.MonitorPort, "open"))
+	if err != nil {
+		return nil, err
+	}
+	conns, err := observe.Connections(body)
+	if err != nil {
+		return nil, err
+	}
+	return observe.OpenOverTLS(conns, user), nil
 }
 
 // recordedNodes reads the store's registry of nodes, in the store itself.
