@@ -13,6 +13,7 @@ import (
 func registerAll(r *Registry) {
 	r.Add(genesis())
 	r.Add(conformance())
+	r.Add(living())
 }
 
 // Registry collects beds and checks each one as it is added: a bed that is malformed,

@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/meshbus/mesh/harness/controllerctr"
-	meshctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // Handle returns the handle of the long-running container playing
-// role: RoleNATS or RoleController.
+// role: RoleNATS, RoleController, RoleStore, a host's node …
 func (c *Cluster) Handle(role string) (*Handle, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -25,30 +23,31 @@ func (c *Cluster) Handle(role string) (*Handle, error) {
 	return h, nil
 }
 
-// Credential reads the credential document genesis or apply minted for
-// user (a wire user name: wire.ControllerUser, wire.ModuleUser(…) …).
-func (c *Cluster) Credential(user string) (wire.Credential, error) {
-	path, err := c.CredentialFile(user)
-	if err != nil {
-		return wire.Credential{}, err
+// Credential is the credential document the controller holds for user (a
+// wire user name: wire.ControllerUser, wire.ModuleUser(…) …), as an
+// operator has it: `mesh-controller credential USER`, a one-shot beside
+// the state, reading whichever store the cluster's controller keeps (the
+// state directory's files, or the store member's PostgreSQL). One path
+// for both: the harness never reads the controller's files itself.
+func (c *Cluster) Credential(ctx context.Context, user string) (wire.Credential, error) {
+	if !isUserName(user) {
+		return wire.Credential{}, fmt.Errorf("credential: %q is not a user name", user)
 	}
-	b, err := os.ReadFile(path)
+	doc, err := c.controllerStdout(ctx, "credential", controllerctr.CredentialArgs(user))
 	if err != nil {
-		return wire.Credential{}, fmt.Errorf("read credential of %s: %w", user, err)
+		return wire.Credential{}, fmt.Errorf("credential of %s: %w", user, err)
 	}
-	cred, err := wire.ParseCredential(b)
+	cred, err := wire.ParseCredential(doc)
 	if err != nil {
-		return wire.Credential{}, fmt.Errorf("read credential of %s: %w", user, err)
+		return wire.Credential{}, fmt.Errorf("credential of %s: %w", user, err)
 	}
 	return cred, nil
 }
 
-// CredentialFile is the host path of user's credential document.
-func (c *Cluster) CredentialFile(user string) (string, error) {
-	if user == "" || user != filepath.Base(user) || strings.HasPrefix(user, ".") {
-		return "", fmt.Errorf("credential file: %q is not a user name", user)
-	}
-	return meshctl.Layout{Dir: c.state}.Credential(user), nil
+// isUserName reports whether user can name a principal: one word of a
+// user name's characters, no path in it.
+func isUserName(user string) bool {
+	return user != "" && user == filepath.Base(user) && !strings.HasPrefix(user, ".") && !strings.ContainsAny(user, " \t\n")
 }
 
 // BusAddress is 127.0.0.1:<port> where the bus's client port is published

@@ -17,6 +17,7 @@ import (
 	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/harness/nats"
 	"github.com/meshbus/mesh/harness/owner"
+	"github.com/meshbus/mesh/harness/postgres"
 	"github.com/meshbus/mesh/harness/topology"
 	meshctl "github.com/meshbus/mesh/mesh/controller"
 )
@@ -71,11 +72,17 @@ type Cluster struct {
 	networks     map[string]string // Private/Outside -> Docker network name
 	nats         *nats.NATSContainer
 	topology     topology.Topology
+	// store is the controller's PostgreSQL when the topology has one, and
+	// storeURL its URL on the private network, given to every controller
+	// container; "" keeps the state in the state directory's files.
+	store    *postgres.PostgresContainer
+	storeURL string
 
-	mu      sync.Mutex
-	roles   map[string]*Handle
-	faults  map[string]injected // by member
-	busAddr string              // as of the last BusAddress, for Describe
+	mu         sync.Mutex
+	roles      map[string]*Handle
+	enrolments map[string]Enrolment // by node
+	faults     map[string]injected  // by member
+	busAddr    string               // as of the last BusAddress, for Describe
 }
 
 // RaiseGenesis raises the genesis cluster of the description
@@ -95,7 +102,8 @@ func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Clust
 			Private: "mesh-" + s.id,
 			Outside: "mesh-" + s.id + "-outside",
 		},
-		roles: map[string]*Handle{},
+		roles:      map[string]*Handle{},
+		enrolments: map[string]Enrolment{},
 	}
 	if c.poll == 0 {
 		c.poll = DefaultPoll
@@ -120,8 +128,12 @@ func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Clust
 		{"images", c.ensureImages},
 		{"dirs", func(context.Context) error { return c.makeDirs(opts.MeshFile) }},
 		{"networks", c.createNetworks},
-		{"genesis", c.genesis},
 	}
+	// The store first: genesis keeps the state it mints there.
+	for _, m := range c.topology.OfKind(topology.KindPostgres) {
+		steps = append(steps, phase{m.Name, func(ctx context.Context) error { return c.startStore(ctx, m) }})
+	}
+	steps = append(steps, phase{"genesis", c.genesis})
 	steps = append(steps, c.memberPhases()...)
 	for _, step := range steps {
 		if err := step.do(ctx); err != nil {
@@ -135,7 +147,7 @@ func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Clust
 }
 
 func (c *Cluster) ensureImages(ctx context.Context) error {
-	set, err := c.s.ensureImages(ctx)
+	set, err := c.s.ensureImages(ctx, c.topology.Has(topology.KindHost))
 	if err != nil {
 		return err
 	}
@@ -212,7 +224,8 @@ type phase struct {
 
 // memberPhases raise the topology's members that are not raised on
 // demand, kind by kind in topology.Kinds's order: the bus before the
-// controller that needs it.
+// controller that needs it, the hosts after the controller that answers
+// their enrolment. The store is raised before genesis, not here.
 func (c *Cluster) memberPhases() []phase {
 	var out []phase
 	for _, kind := range topology.Kinds {
@@ -225,6 +238,8 @@ func (c *Cluster) memberPhases() []phase {
 				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startNATS(ctx, m) }})
 			case topology.KindController:
 				out = append(out, phase{m.Name, c.startController})
+			case topology.KindHost:
+				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startHost(ctx, m) }})
 			case topology.KindRabbitMQ:
 				out = append(out, phase{m.Name, func(ctx context.Context) error { _, err := c.RaiseAMQP(ctx); return err }})
 			}
@@ -270,6 +285,8 @@ func (c *Cluster) startNATS(ctx context.Context, m topology.Member) error {
 func (c *Cluster) startController(ctx context.Context) error {
 	opts := append(c.s.common(RoleController), c.controllerBinds()...)
 	opts = append(opts,
+		// After the default command Run gives it: it rewrites that.
+		controllerctr.WithStore(c.storeURL),
 		network.WithNetworkName([]string{AliasController}, c.networks[Private]),
 		controllerctr.WithStartupTimeout(c.readyTimeout),
 	)

@@ -48,7 +48,7 @@ func TestRaiseGenesis(t *testing.T) {
 		t.Fatal(err)
 	}
 	// EVENTS is in the mesh account, reached as the controller's user there.
-	cred, err := c.Credential(wire.ControllerMeshUser)
+	cred, err := c.Credential(ctx, wire.ControllerMeshUser)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestRaiseGenesis(t *testing.T) {
 	}
 	nc.Close()
 
-	if _, err := c.Credential("../secrets"); err == nil {
+	if _, err := c.Credential(ctx, "../secrets"); err == nil {
 		t.Fatal("expected a path for a user name to be refused")
 	}
 	if r, err := c.Probe(ctx, Private, "http", "http://nats:8222/healthz"); err != nil || !r.OK {

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/harness/nats"
-	meshctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -19,23 +19,23 @@ func (c *Cluster) Describe() string {
 	c.mu.Lock()
 	addr := c.busAddr
 	var names []string
-	for _, role := range []string{RoleNATS, RoleController} {
-		if h, ok := c.roles[role]; ok {
+	for _, m := range c.topology.Members {
+		if h, ok := c.roles[memberRole(m)]; ok {
 			names = append(names, h.Name())
 		}
 	}
 	c.mu.Unlock()
 
 	run := c.s.id
-	credDir := meshctl.Layout{Dir: c.state}.Credentials()
-	ctlCred, _ := c.CredentialFile(wire.ControllerUser)
+	credArgs := controllerctr.StoreArgs(controllerctr.CredentialArgs(wire.ControllerUser), c.storeURL)
 	monitor := "http://" + AliasNATS + ":" + strconv.Itoa(nats.MonitorPort) + "/varz"
 	filter := LabelRun + "=" + run
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster of run %s:\n", run)
 	fmt.Fprintf(&b, "  bus (TLS):     %s (certificate names: those in each credential's url; dial with bus.WithAddress)\n", addr)
-	fmt.Fprintf(&b, "  credentials:   %s/<user>.json (controller: %s)\n", credDir, ctlCred)
+	fmt.Fprintf(&b, "  credentials:   docker run --rm --network %s -v %s:%s -v %s:%s:ro %s %s (any user for %s)\n",
+		c.networks[Private], c.state, controllerctr.StateDir, c.meshDir, controllerctr.MeshDir, c.images.controller, strings.Join(credArgs, " "), wire.ControllerUser)
 	fmt.Fprintf(&b, "  state:         %s\n", c.state)
 	fmt.Fprintf(&b, "  containers:    %s (docker logs <name>)\n", strings.Join(names, ", "))
 	fmt.Fprintf(&b, "  networks:      %s (private), %s (outside)\n", c.networks[Private], c.networks[Outside])

@@ -6,11 +6,18 @@
 // A Session is one run: it owns a run id, the labels on everything it
 // creates, a work directory and a log directory. A Cluster is what a
 // Session raises (RaiseGenesis) from a bed's topology (package topology):
-// the private and outside networks, its members (the nats container, the
-// controller container, the AMQP broker when asked for), plus the one-shot
-// containers run against them (genesis, apply, the AMQP mint, probes, the
-// netem helper, and mesh-delay for a delay on a kernel without netem). The
-// controller mints both buses; the harness mints nothing.
+// the private and outside networks, its members (the controller's
+// PostgreSQL store where the topology has one, raised before genesis; the
+// nats container; the controller container; a host per node, each given a
+// token the controller issued; the AMQP broker when asked for), plus the
+// one-shot containers run against them (genesis, apply, token issue,
+// credential, the AMQP mint, probes, the netem helper, and mesh-delay for a
+// delay on a kernel without netem). With a store, every controller
+// container is given --store (its URL on the private network, the password
+// made for the run). The controller mints both buses and holds every
+// credential; the harness mints nothing and reads no credential file: it
+// asks the controller (mesh-controller credential) whichever store it
+// keeps.
 // Faults (faults.go, fault_*.go) break members on purpose and undo it.
 //
 // testcontainers-go is used with its reaper (Ryuk) disabled, because its

@@ -66,7 +66,7 @@ func (c *Cluster) Members() []string {
 	defer c.mu.Unlock()
 	var out []string
 	for _, m := range c.topology.Members {
-		if _, ok := c.roles[kindRoles[m.Kind]]; ok {
+		if _, ok := c.roles[memberRole(m)]; ok {
 			out = append(out, m.Name)
 		}
 	}
@@ -74,15 +74,24 @@ func (c *Cluster) Members() []string {
 	return out
 }
 
-// kindRoles is the role a member of each kind plays in the run.
-var kindRoles = map[string]string{topology.KindNATS: RoleNATS, topology.KindController: RoleController, topology.KindRabbitMQ: RoleAMQP}
+// kindRoles is the role the one member of each kind plays in the run.
+var kindRoles = map[string]string{topology.KindNATS: RoleNATS, topology.KindController: RoleController, topology.KindRabbitMQ: RoleAMQP, topology.KindPostgres: RoleStore}
+
+// memberRole is the role member m plays in the run: its kind's, or for a
+// host, of which there are several, its node's name.
+func memberRole(m topology.Member) string {
+	if m.Kind == topology.KindHost {
+		return m.Name
+	}
+	return kindRoles[m.Kind]
+}
 
 // member is the container of a member, or ErrUnknownMember naming the
 // valid ones.
 func (c *Cluster) member(name string) (*Handle, error) {
 	c.mu.Lock()
 	m, inTopology := c.topology.Named(name)
-	h, ok := c.roles[kindRoles[m.Kind]]
+	h, ok := c.roles[memberRole(m)]
 	c.mu.Unlock()
 	if !inTopology || !ok {
 		return nil, fmt.Errorf("%w %q (this cluster has: %s)", ErrUnknownMember, name, strings.Join(c.Members(), ", "))

@@ -16,8 +16,8 @@ import (
 // is the one implementation.
 type Mesh interface {
 	// Members are the long-running containers by name (MemberBus,
-	// MemberController); Member is one of them, or ErrUnknownMember
-	// naming the valid ones.
+	// MemberController, the store, a host by its node); Member is one of
+	// them, or ErrUnknownMember naming the valid ones.
 	Members() []string
 	Member(name string) (Member, error)
 
@@ -32,11 +32,25 @@ type Mesh interface {
 	Fault(member string) string
 	UndoAll(ctx context.Context) error
 
-	// Principals: a user's credential as the controller minted it, and
-	// the host address the bus is reached at from here (ask again after
-	// the bus was restarted).
-	Credential(user string) (wire.Credential, error)
+	// Principals: a user's credential as the controller holds it (asked
+	// of the controller, whichever store it keeps), and the host address
+	// the bus is reached at from here (ask again after the bus was
+	// restarted).
+	Credential(ctx context.Context, user string) (wire.Credential, error)
 	BusAddress(ctx context.Context) (string, error)
+
+	// Enrolment (design 25 §6): IssueToken has the controller issue a
+	// token for node (its user live at once); Enrolment is how a host
+	// member joined — the token the harness issued it, kept so that a bed
+	// can present it again, and when it was issued and the host was
+	// connected as itself.
+	IssueToken(ctx context.Context, node string) (wire.Credential, []byte, error)
+	Enrolment(node string) (Enrolment, error)
+
+	// QueryStore reads the controller's PostgreSQL store itself (psql in
+	// the store member's container): rows of tab-separated columns. Only
+	// where the topology has a store.
+	QueryStore(ctx context.Context, sql string) ([][]string, error)
 
 	// Probe runs the one-shot observer on a network (Private, Outside).
 	Probe(ctx context.Context, network string, args ...string) (ProbeResult, error)

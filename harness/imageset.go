@@ -6,23 +6,31 @@ import (
 	"github.com/meshbus/mesh/harness/images"
 )
 
-// imageSet holds the references of the images a genesis cluster runs.
+// imageSet holds the references of the images a cluster runs.
 type imageSet struct {
-	nats, controller, probe string
+	nats, controller, probe, host string
 }
 
 // ensureImages builds whichever of the cluster's images is missing or
 // stale (the images package decides, from its inputs label) and returns
-// their references. A failure wraps ErrInfrastructure.
-func (s *Session) ensureImages(ctx context.Context) (imageSet, error) {
+// their references; the host's only when hosts says the cluster runs one.
+// A failure wraps ErrInfrastructure.
+func (s *Session) ensureImages(ctx context.Context, hosts bool) (imageSet, error) {
 	specs := []images.Spec{images.NATS(), images.Controller(), images.Probe()}
+	if hosts {
+		specs = append(specs, images.Host())
+	}
 	refs, err := s.builder.EnsureAll(ctx, specs...)
 	if err != nil {
 		return imageSet{}, infra("ensure images", err)
 	}
-	return imageSet{
+	set := imageSet{
 		nats:       refs[specs[0].Name],
 		controller: refs[specs[1].Name],
 		probe:      refs[specs[2].Name],
-	}, nil
+	}
+	if hosts {
+		set.host = refs[images.Host().Name]
+	}
+	return set, nil
 }

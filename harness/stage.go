@@ -9,6 +9,8 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
+
+	"github.com/meshbus/mesh/harness/controllerctr"
 )
 
 // StageFile copies the description at hostPath into the directory bound
@@ -60,11 +62,7 @@ func (c *Cluster) RunController(ctx context.Context, args ...string) (output str
 }
 
 func (c *Cluster) runController(ctx context.Context, base string, args []string) (string, int, error) {
-	opts := append(c.controllerBinds(),
-		testcontainers.WithCmd(args...),
-		network.WithNetworkName(nil, c.networks[Private]),
-	)
-	h, exit, err := c.s.runOnce(ctx, base, c.images.controller, c.readyTimeout, opts...)
+	h, exit, err := c.runControllerOnce(ctx, base, args)
 	if err != nil {
 		return "", -1, err
 	}
@@ -73,6 +71,37 @@ func (c *Cluster) runController(ctx context.Context, base string, args []string)
 		return "", -1, err
 	}
 	return out, exit, nil
+}
+
+// runControllerOnce runs a controller one-shot with args, given the
+// cluster's store when it has one (controllerctr.StoreArgs), and returns
+// its container and exit status.
+func (c *Cluster) runControllerOnce(ctx context.Context, base string, args []string) (*Handle, int, error) {
+	opts := append(c.controllerBinds(),
+		testcontainers.WithCmd(args...),
+		controllerctr.WithStore(c.storeURL),
+		network.WithNetworkName(nil, c.networks[Private]),
+	)
+	return c.s.runOnce(ctx, base, c.images.controller, c.readyTimeout, opts...)
+}
+
+// controllerStdout runs a controller one-shot and returns what it printed
+// on its standard output (its logs are on standard error), or an error
+// quoting its output when it did not exit 0.
+func (c *Cluster) controllerStdout(ctx context.Context, base string, args []string) ([]byte, error) {
+	h, exit, err := c.runControllerOnce(ctx, base, args)
+	if err != nil {
+		return nil, err
+	}
+	if exit != 0 {
+		logs, _ := h.Logs(ctx)
+		return nil, fmt.Errorf("mesh-controller %s exited %d:\n%s", strings.Join(args[:min(2, len(args))], " "), exit, tail(logs, tailLines))
+	}
+	out, err := h.stdout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(out), nil
 }
 
 // isWord reports whether s is a lower-case word fit to name a container's

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/meshbus/mesh/harness/topology"
 )
 
 func TestParseTop(t *testing.T) {
@@ -96,5 +98,25 @@ func TestCutAfter(t *testing.T) {
 	}
 	if _, err := CutAfter([]byte(`["jetstream"]`), "jetstream"); err == nil {
 		t.Fatal("expected an error for a document that is not an object, got none")
+	}
+}
+
+// TestEveryMemberOfTheLivingTopologyHasARoleOfItsOwn: faults and Member
+// find a member by its role; the hosts, several of one kind, by their
+// node.
+func TestEveryMemberOfTheLivingTopologyHasARoleOfItsOwn(t *testing.T) {
+	seen := map[string]string{}
+	for _, m := range topology.Living().Members {
+		role := memberRole(m)
+		if role == "" {
+			t.Errorf("%s (%s) has no role", m.Name, m.Kind)
+		}
+		if other, ok := seen[role]; ok {
+			t.Errorf("%s and %s share the role %q", m.Name, other, role)
+		}
+		seen[role] = m.Name
+	}
+	if memberRole(topology.Member{Name: "node-a", Kind: topology.KindHost}) != "node-a" || seen[RoleStore] != "store" {
+		t.Errorf("roles %v", seen)
 	}
 }

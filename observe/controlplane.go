@@ -25,8 +25,10 @@ func ControlTargets(node string) []string {
 	}
 }
 
-// Holding is what streams hold: per stream its message count, and per
-// subject its message count and last sequence.
+// Holding is what streams hold: per stream its message count and last
+// sequence (what was ever written to it, which a consumer taking messages
+// off a work queue does not lower), and per subject its message count and
+// last sequence.
 type Holding map[string]uint64
 
 // Hold reads what the named streams hold.
@@ -42,6 +44,7 @@ func Hold(ctx context.Context, js jetstream.JetStream, streams []string) (Holdin
 			return nil, fmt.Errorf("read stream %s: %w", name, err)
 		}
 		out[name+" messages"] = info.State.Msgs
+		out[name+" last sequence"] = info.State.LastSeq
 		for subj, n := range info.State.Subjects {
 			out[name+" "+subj+" messages"] = n
 			m, err := st.GetLastMsgForSubject(ctx, subj)

@@ -50,6 +50,7 @@ func TestHoldingSeesEveryWrite(t *testing.T) {
 		"NODES mesh.node.node-b.declare last sequence: was 1, now 2",
 		"CONTROL mesh.control.node-a.report messages: appeared (1)",
 		"BUILDS messages: was 0, now 1",
+		"CONTROL last sequence: was 0, now 1",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("expected %q among the changes, got:\n%s", want, got)

@@ -104,7 +104,7 @@ func (s *scenario) aUserAbsentIsRefused(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	real, err := r.cluster.Credential(wire.ModuleUser("node-a", "sensor"))
+	real, err := r.cluster.Credential(ctx, wire.ModuleUser("node-a", "sensor"))
 	if err != nil {
 		return err
 	}
@@ -117,11 +117,11 @@ func (s *scenario) anotherPasswordIsRefused(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	alice, err := r.cluster.Credential(wire.PersonUser("alice"))
+	alice, err := r.cluster.Credential(ctx, wire.PersonUser("alice"))
 	if err != nil {
 		return err
 	}
-	bob, err := r.cluster.Credential(wire.PersonUser("bob"))
+	bob, err := r.cluster.Credential(ctx, wire.PersonUser("bob"))
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (s *scenario) theServerEnforcesExactlyTheGrants(ctx context.Context) error 
 	for _, p := range compose.Principals(r.mesh) {
 		// A fresh connection per principal, so that earlier steps'
 		// subscriptions do not count.
-		cred, err := r.cluster.Credential(p.User)
+		cred, err := r.cluster.Credential(ctx, p.User)
 		if err != nil {
 			return err
 		}

@@ -72,7 +72,7 @@ func (b *bothBuses) theModuleIsBuiltOnce(ctx context.Context, name string) error
 }
 
 // credentialOn is the credential of module on node for bus.
-func (b *bothBuses) credentialOn(bus, module, node string) (wire.Credential, error) {
+func (b *bothBuses) credentialOn(ctx context.Context, bus, module, node string) (wire.Credential, error) {
 	user := wire.ModuleUser(node, module)
 	if bus == "AMQP" {
 		if b.s.r.amqp == nil {
@@ -80,14 +80,14 @@ func (b *bothBuses) credentialOn(bus, module, node string) (wire.Credential, err
 		}
 		return b.s.r.amqp.Credential(user)
 	}
-	return b.s.r.cluster.Credential(user)
+	return b.s.r.cluster.Credential(ctx, user)
 }
 
 func (b *bothBuses) thatImageRuns(ctx context.Context, module, node, bus string) error {
 	if b.image == "" {
 		return errors.New("no module image built in this scenario")
 	}
-	cred, err := b.credentialOn(bus, module, node)
+	cred, err := b.credentialOn(ctx, bus, module, node)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (b *bothBuses) thatImageRunsAgain(ctx context.Context, module, node, bus st
 }
 
 func (b *bothBuses) theDriverCallsOver(ctx context.Context, impl, module, tool, args, caller, node, bus string) error {
-	cred, err := b.credentialOn(bus, caller, node)
+	cred, err := b.credentialOn(ctx, bus, caller, node)
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ func (s *scenario) startDriver(ctx context.Context, implementation, module, node
 	var cred wire.Credential
 	if o.cred != nil {
 		cred = *o.cred
-	} else if cred, err = r.cluster.Credential(wire.ModuleUser(node, module)); err != nil {
+	} else if cred, err = r.cluster.Credential(ctx, wire.ModuleUser(node, module)); err != nil {
 		return nil, err
 	}
 	if o.fingerprint != "" {

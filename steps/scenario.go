@@ -55,6 +55,7 @@ type scenario struct {
 	cleanups   []func()
 	faultAt    time.Time // when the scenario's last fault took effect
 	durable    durability
+	live       living
 }
 
 // client is a connection as one principal, with its credential.
@@ -127,7 +128,7 @@ func (s *scenario) connect(ctx context.Context, user string) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := r.cluster.Credential(user)
+	cred, err := r.cluster.Credential(ctx, user)
 	if err != nil {
 		return nil, err
 	}

@@ -195,7 +195,7 @@ func (s *scenario) theControllerApplies(ctx context.Context, file, issued, revok
 	// Keep the credentials apply is about to delete.
 	s.revoked = map[string]savedCredential{}
 	for _, p := range r.mesh.Persons {
-		if cred, err := r.cluster.Credential(wire.PersonUser(p.Name)); err == nil {
+		if cred, err := r.cluster.Credential(ctx, wire.PersonUser(p.Name)); err == nil {
 			s.revoked[p.Name] = cred
 		}
 	}
@@ -242,7 +242,7 @@ func (s *scenario) watchFirstLogin(ctx context.Context, user string) <-chan logi
 		var cred wire.Credential
 		err := eventually(ctx, loginWatch, func(context.Context) error {
 			var err error
-			cred, err = cluster.Credential(user)
+			cred, err = cluster.Credential(ctx, user)
 			return err
 		})
 		if err != nil {

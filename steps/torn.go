@@ -131,7 +131,7 @@ func (s *scenario) anAnonymousClientIsRefused(ctx context.Context) error {
 	}
 	// Any credential says which certificate the bus presents and by
 	// which name; the anonymous client uses neither its user nor password.
-	cred, err := r.cluster.Credential(wire.ControllerUser)
+	cred, err := r.cluster.Credential(ctx, wire.ControllerUser)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *scenario) everyComposedUserConnects(ctx context.Context) error {
 		return err
 	}
 	for _, p := range compose.Principals(r.mesh) {
-		cred, err := r.cluster.Credential(p.User)
+		cred, err := r.cluster.Credential(ctx, p.User)
 		if err != nil {
 			return err
 		}

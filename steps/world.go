@@ -91,6 +91,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindConformance(sc)
 	s.bindBothBuses(sc)
 	s.bindTorn(sc)
+	s.bindLiving(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

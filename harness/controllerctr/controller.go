@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -84,4 +86,75 @@ func withBind(bind string) testcontainers.CustomizeRequestOption {
 	return testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 		hc.Binds = append(hc.Binds, bind)
 	})
+}
+
+// storeEither are the subcommands that read either the state directory's
+// files or a store (--state DIR | --store URL), never both.
+var storeEither = map[string]bool{"status": true, "credential": true}
+
+// StoreArgs is the controller's command line args kept in the PostgreSQL
+// store at url: for status and credential, which read one or the other,
+// --state and its value give way to --store; every other subcommand keeps
+// its --state (the nats/ configuration the nats container reads) and is
+// given --store after its subcommand (token's verb too), before any
+// positional argument. Args already naming a store are returned as they
+// are.
+func StoreArgs(args []string, url string) []string {
+	if len(args) == 0 || url == "" {
+		return args
+	}
+	for _, a := range args {
+		if a == "--store" || strings.HasPrefix(a, "--store=") {
+			return args
+		}
+	}
+	if storeEither[args[0]] {
+		out := make([]string, 0, len(args)+1)
+		replaced := false
+		for i := 0; i < len(args); i++ {
+			switch {
+			case args[i] == "--state" && i+1 < len(args):
+				out = append(out, "--store", url)
+				i++
+				replaced = true
+			case strings.HasPrefix(args[i], "--state="):
+				out = append(out, "--store", url)
+				replaced = true
+			default:
+				out = append(out, args[i])
+			}
+		}
+		if !replaced {
+			out = append([]string{out[0], "--store", url}, out[1:]...)
+		}
+		return out
+	}
+	n := 1
+	if args[0] == "token" && len(args) > 1 {
+		n = 2
+	}
+	out := append(slices.Clone(args[:n]), "--store", url)
+	return append(out, args[n:]...)
+}
+
+// WithStore keeps the controller's state in the PostgreSQL store at url:
+// the container's command, whatever it is by then, is rewritten by
+// StoreArgs. Give it after the command (testcontainers.WithCmd).
+func WithStore(url string) testcontainers.CustomizeRequestOption {
+	return func(req *testcontainers.GenericContainerRequest) error {
+		req.Cmd = StoreArgs(req.Cmd, url)
+		return nil
+	}
+}
+
+// TokenArgs is the command line of `token issue` for node, on the
+// description named file in MeshDir and the state in StateDir.
+func TokenArgs(file, node string) []string {
+	return append([]string{"token", "issue"}, append(Args("", file)[1:], node)...)
+}
+
+// CredentialArgs is the command line of `credential` for user, reading
+// the state directory's file store (StoreArgs trades it for a store).
+func CredentialArgs(user string) []string {
+	return []string{"credential", "--state", StateDir, user}
 }

@@ -29,10 +29,21 @@ const (
 	// KindRabbitMQ is the AMQP bus the mesh has today, raised when a step
 	// first asks for it.
 	KindRabbitMQ = "rabbitmq"
+	// KindPostgres is the controller's store (PostgreSQL), raised before
+	// genesis so that every controller run keeps its state there; one at
+	// most, conventionally named "store".
+	KindPostgres = "postgres"
+	// KindHost is a node's host (mesh-host), named by its node ("node-a"):
+	// the harness issues it a token once the controller is up and runs it
+	// on the private network, where it enrols. It needs the bus and the
+	// controller.
+	KindHost = "host"
 )
 
-// Kinds lists every kind, in the order the harness raises them.
-var Kinds = []string{KindNATS, KindController, KindRabbitMQ}
+// Kinds lists every kind, in the order the harness raises them: the store
+// before genesis, the bus before the controller that needs it, the hosts
+// after the controller that answers their enrolment.
+var Kinds = []string{KindPostgres, KindNATS, KindController, KindHost, KindRabbitMQ}
 
 // Networks of a cluster.
 const (
@@ -110,6 +121,17 @@ func (t Topology) Check() error {
 	if count[KindController] > 1 {
 		bad("%d members of kind %s: a mesh has one controller", count[KindController], KindController)
 	}
+	if count[KindPostgres] > 1 {
+		bad("%d members of kind %s: the controller has one store", count[KindPostgres], KindPostgres)
+	}
+	if count[KindHost] > 0 && (count[KindController] == 0 || count[KindNATS] == 0) {
+		bad("members of kind %s need a member of kind %s and one of kind %s: a host enrols over the bus with the controller", KindHost, KindController, KindNATS)
+	}
+	for i, m := range t.Members {
+		if m.OnDemand && m.Kind != KindRabbitMQ {
+			bad("members[%d] %q: a member of kind %s is raised with the cluster, not on demand (only %s is)", i, m.Name, m.Kind, KindRabbitMQ)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -154,6 +176,35 @@ func Genesis() Topology {
 		{Name: "bus", Kind: KindNATS, Networks: []string{Private, Outside}},
 		{Name: "controller", Kind: KindController, Networks: []string{Private}},
 	}}
+}
+
+// Living is the cluster of a mesh living on its bus (design 25 §10 step
+// 4): the store the controller keeps its state in, the bus, the
+// controller, and a host on each of the nodes node-a and node-b.
+func Living() Topology {
+	return Topology{Members: []Member{
+		{Name: "store", Kind: KindPostgres, Networks: []string{Private}},
+		{Name: "bus", Kind: KindNATS, Networks: []string{Private, Outside}},
+		{Name: "controller", Kind: KindController, Networks: []string{Private}},
+		{Name: "node-a", Kind: KindHost, Networks: []string{Private}},
+		{Name: "node-b", Kind: KindHost, Networks: []string{Private}},
+	}}
+}
+
+// Has reports whether t has a member of kind.
+func (t Topology) Has(kind string) bool {
+	return slices.ContainsFunc(t.Members, func(m Member) bool { return m.Kind == kind })
+}
+
+// OfKind are t's members of kind, in t's order.
+func (t Topology) OfKind(kind string) []Member {
+	var out []Member
+	for _, m := range t.Members {
+		if m.Kind == kind {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // WithAMQP is t with the AMQP bus of today beside it, raised on demand.

@@ -7,13 +7,19 @@ import (
 )
 
 func TestTheBedsTopologiesAreValid(t *testing.T) {
-	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP()} {
+	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP(), "living": Living()} {
 		if err := top.Check(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	if got := Genesis().WithAMQP().String(); got != "bus (nats) on private, outside\ncontroller (controller) on private\namqp (rabbitmq) on private, raised when a step asks" {
 		t.Errorf("String:\n%s", got)
+	}
+	if got := Living().String(); got != "store (postgres) on private\nbus (nats) on private, outside\ncontroller (controller) on private\nnode-a (host) on private\nnode-b (host) on private" {
+		t.Errorf("String:\n%s", got)
+	}
+	if !Living().Has(KindPostgres) || Genesis().Has(KindPostgres) || len(Living().OfKind(KindHost)) != 2 {
+		t.Error("Has/OfKind do not see the living topology's store and hosts")
 	}
 	if len(Genesis().Members) != 2 {
 		t.Error("WithAMQP changed the topology it was called on")
@@ -26,7 +32,10 @@ func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
 		want string
 	}{
 		"empty":          {Topology{}, "no members"},
-		"unknown kind":   {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "postgres", Networks: []string{Private}}}}, `unknown kind "postgres" (the harness runs: nats, controller, rabbitmq)`},
+		"unknown kind":   {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "mysql", Networks: []string{Private}}}}, `unknown kind "mysql" (the harness runs: postgres, nats, controller, host, rabbitmq)`},
+		"two stores":     {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "s1", Kind: KindPostgres, Networks: []string{Private}}, {Name: "s2", Kind: KindPostgres, Networks: []string{Private}}}}, "the controller has one store"},
+		"host alone":     {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind nats"},
+		"store later":    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "store", Kind: KindPostgres, Networks: []string{Private}, OnDemand: true}}}, "raised with the cluster, not on demand"},
 		"no bus":         {Topology{Members: []Member{{Name: "controller", Kind: KindController, Networks: []string{Private}}}}, "nothing can run without the bus"},
 		"twice":          {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "bus", Kind: KindController, Networks: []string{Private}}}}, "named twice"},
 		"off private":    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Outside}}}}, "every member is on the private network"},

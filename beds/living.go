@@ -1,0 +1,24 @@
+package beds
+
+import (
+	"time"
+
+	"github.com/meshbus/mesh/harness/topology"
+)
+
+// living is step 4: the mesh living on its bus, its controller's state in
+// PostgreSQL, a host on each node enrolled with a token.
+func living() Bed {
+	return Bed{
+		Name:    "living",
+		Step:    4,
+		Owner:   "controller",
+		Summary: "the mesh living on its bus: a node enrols over TLS with a claimed token, the enrolment user cannot read a declaration, a spent token is refused",
+		Features: []string{
+			"4-living.feature",
+		},
+		// Raising the store, genesis and two enrolments per cluster.
+		Timeout:  15 * time.Minute,
+		Topology: topology.Living(),
+	}
+}

@@ -1,0 +1,286 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/mesh/host"
+	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
+)
+
+// living is the living bed's state in a scenario (design 25 §10 step 4).
+type living struct {
+	// recorded is the store's row of a node as first read, by node.
+	recorded map[string]observe.EnrolledNode
+	// token is the enrolment token a step issued or presented last.
+	token wire.Credential
+	// tokenClient is the connection as that token's user.
+	tokenClient *client
+	// loginErr is what the server answered the last token's login.
+	loginErr error
+}
+
+// claimWithin bounds a claim with a token the server should refuse at
+// login: the host's enrolment fails at once then.
+const claimWithin = 15 * time.Second
+
+func (s *scenario) bindLiving(sc *godog.ScenarioContext) {
+	sc.Step(`^the server shows the host of "([^"]+)" connected as "([^"]+)" over TLS$`, s.theServerShowsTheHostConnected)
+	sc.Step(`^the server shows no open connection of "([^"]+)"$`, s.theServerShowsNoConnection)
+	sc.Step(`^the store records "([^"]+)" enrolled with the token the harness issued it$`, s.theStoreRecordsTheNode)
+	sc.Step(`^the host of "([^"]+)" was connected as itself within (\d+) seconds of its token being issued$`, s.theEnrolmentTookAtMost)
+	sc.Step(`^the controller issues a token for "([^"]+)" and its enrolment user connects with it$`, s.aFreshTokenConnects)
+	sc.Step(`^the server refuses that enrolment user each of these:$`, s.theServerRefusesTheTokenUser)
+	sc.Step(`^the server lets that enrolment user subscribe its own token's inbox$`, s.theTokenUserHasItsInbox)
+	sc.Step(`^the token "([^"]+)" enrolled with is presented again$`, s.theSpentTokenIsPresented)
+	sc.Step(`^the server refuses its user's login$`, s.theServerRefusesTheLogin)
+	sc.Step(`^a claim with it is refused by the server before it reaches the controller$`, s.aClaimIsRefused)
+	sc.Step(`^the store still records "([^"]+)" enrolled once, as it first did$`, s.theStoreStillRecords)
+}
+
+func (s *scenario) theServerShowsTheHostConnected(ctx context.Context, node, user string) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	m, err := r.cluster.Member(node)
+	if err != nil {
+		return err
+	}
+	if st, err := m.Inspect(ctx); err != nil || !st.Running {
+		return fmt.Errorf("expected the host container of %s running, got %+v (%v)", node, st, err)
+	}
+	// The host says it is ready once connected; the server is asked.
+	return eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		got, err := s.openOverTLS(ctx, user)
+		if err != nil {
+			return err
+		}
+		if len(got) != 1 {
+			return fmt.Errorf("expected one open TLS connection of %s, got %d: %+v", user, len(got), got)
+		}
+		return nil
+	})
+}
+
+func (s *scenario) theServerShowsNoConnection(ctx context.Context, user string) error {
+	return eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		got, err := s.openOverTLS(ctx, user)
+		if err != nil {
+			return err
+		}
+		if len(got) != 0 {
+			return fmt.Errorf("expected no open connection of %s, got %+v", user, got)
+		}
+		return nil
+	})
+}
+
+// openOverTLS are user's open TLS connections, as the server's /connz
+// lists them (asked from the private network).
+func (s *scenario) openOverTLS(ctx context.Context, user string) ([]observe.Connection, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.monitor(ctx, observe.ConnzURL(r.mesh.Bus.Monitor, r.mesh.Bus.MonitorPort, "open"))
+	if err != nil {
+		return nil, err
+	}
+	conns, err := observe.Connections(body)
+	if err != nil {
+		return nil, err
+	}
+	return observe.OpenOverTLS(conns, user), nil
+}
+
+// recordedNodes reads the store's registry of nodes, in the store itself.
+func (s *scenario) recordedNodes(ctx context.Context) (map[string]observe.EnrolledNode, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.cluster.QueryStore(ctx, observe.EnrolledNodesSQL)
+	if err != nil {
+		return nil, err
+	}
+	return observe.EnrolledNodes(rows)
+}
+
+func (s *scenario) theStoreRecordsTheNode(ctx context.Context, node string) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	e, err := r.cluster.Enrolment(node)
+	if err != nil {
+		return err
+	}
+	nodes, err := s.recordedNodes(ctx)
+	if err != nil {
+		return err
+	}
+	got, ok := nodes[node]
+	if !ok || got.Token != e.Token.Name {
+		return fmt.Errorf("expected the store to record %s enrolled with token %s, it records %+v", node, e.Token.Name, nodes)
+	}
+	if s.live.recorded == nil {
+		s.live.recorded = map[string]observe.EnrolledNode{}
+	}
+	s.live.recorded[node] = got
+	return nil
+}
+
+func (s *scenario) theEnrolmentTookAtMost(ctx context.Context, node string, seconds int) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	e, err := r.cluster.Enrolment(node)
+	if err != nil {
+		return err
+	}
+	took := e.Took()
+	beds.Measure(ctx, "enrolment (token issued → host connected as itself)", took)
+	beds.Logf(ctx, "%s: token %s issued, host connected as itself %s later", node, e.Token.Name, took.Round(time.Millisecond))
+	if limit := time.Duration(seconds) * time.Second; took > limit {
+		return fmt.Errorf("expected %s's host connected as itself within %s of its token being issued, it took %s", node, limit, took)
+	}
+	return nil
+}
+
+func (s *scenario) aFreshTokenConnects(ctx context.Context, node string) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	// A token nobody claims stays a user of the server: later scenarios
+	// get a cluster without it.
+	r.tainted = true
+	token, _, err := r.cluster.IssueToken(ctx, node)
+	if err != nil {
+		return err
+	}
+	s.live.token = token
+	// Its user is live once the watcher has reloaded the server.
+	return eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		c, err := s.dial(ctx, token)
+		if err != nil {
+			return fmt.Errorf("expected the new token's user %s to connect: %w", token.User(), err)
+		}
+		s.live.tokenClient = c
+		s.clients[token.User()] = c
+		return nil
+	})
+}
+
+func (s *scenario) theServerRefusesTheTokenUser(ctx context.Context, t *godog.Table) error {
+	c := s.live.tokenClient
+	if c == nil {
+		return errors.New("no enrolment user connected in this scenario")
+	}
+	var accepted []string
+	for _, row := range table(t) {
+		op := observe.Op(row["op"])
+		if op != observe.Publish && op != observe.Subscribe {
+			return fmt.Errorf("op %q: expected %s or %s", row["op"], observe.Publish, observe.Subscribe)
+		}
+		err := c.Try(ctx, op, row["subject"])
+		switch {
+		case errors.Is(err, observe.ErrRefused):
+		case err != nil:
+			return err
+		default:
+			accepted = append(accepted, string(op)+" "+row["subject"])
+		}
+	}
+	if len(accepted) > 0 {
+		return fmt.Errorf("expected the server to refuse %s all of these, it accepted: %v", c.cred.User(), accepted)
+	}
+	return nil
+}
+
+func (s *scenario) theTokenUserHasItsInbox(ctx context.Context) error {
+	c := s.live.tokenClient
+	if c == nil {
+		return errors.New("no enrolment user connected in this scenario")
+	}
+	inbox := wire.EnrolInbox(s.live.token.Name) + ".answer"
+	if err := c.Try(ctx, observe.Subscribe, inbox); err != nil {
+		return fmt.Errorf("expected %s to subscribe its own inbox %s: %w", c.cred.User(), inbox, err)
+	}
+	return nil
+}
+
+func (s *scenario) theSpentTokenIsPresented(ctx context.Context, node string) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	e, err := r.cluster.Enrolment(node)
+	if err != nil {
+		return err
+	}
+	s.live.token = e.Token
+	c, err := s.dial(ctx, e.Token)
+	if err == nil {
+		c.Close()
+	}
+	s.live.loginErr = err
+	return nil
+}
+
+func (s *scenario) theServerRefusesTheLogin() error {
+	if s.live.token.Name == "" {
+		return errors.New("no token presented in this scenario")
+	}
+	if !observe.RefusedLogin(s.live.loginErr) {
+		return fmt.Errorf("expected the server to refuse %s's login, got %v", s.live.token.User(), s.live.loginErr)
+	}
+	return nil
+}
+
+func (s *scenario) aClaimIsRefused(ctx context.Context) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	if s.live.token.Name == "" {
+		return errors.New("no token presented in this scenario")
+	}
+	addr, err := r.cluster.BusAddress(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimWithin)
+	defer cancel()
+	cred, err := observe.Claim(ctx, s.live.token, addr)
+	if err == nil {
+		return fmt.Errorf("expected the claim of spent token %s refused, it was answered with %s's credential", s.live.token.Name, cred.User())
+	}
+	if !observe.RefusedLogin(err) || !errors.Is(err, host.ErrNotSent) {
+		return fmt.Errorf("expected the claim of spent token %s refused by the server at login, got %w", s.live.token.Name, err)
+	}
+	return nil
+}
+
+func (s *scenario) theStoreStillRecords(ctx context.Context, node string) error {
+	first, ok := s.live.recorded[node]
+	if !ok {
+		return fmt.Errorf("no earlier reading of the store's record of %s", node)
+	}
+	nodes, err := s.recordedNodes(ctx)
+	if err != nil {
+		return err
+	}
+	if now := nodes[node]; now != first {
+		return fmt.Errorf("expected the store's record of %s unchanged (%+v), it is %+v", node, first, now)
+	}
+	return nil
+}
