@@ -185,6 +185,7 @@ func TestAnEnrolmentUserCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
 		want[k] = v
 	}
 	want[wire.StreamControl+" messages"] += n
+	want[wire.StreamControl+" last sequence"] += n
 	want[wire.StreamControl+" "+wire.SubjectEnrol+" messages"] += n
 	lastEnrol := wire.StreamControl + " " + wire.SubjectEnrol + " last sequence"
 	var after observe.Holding
