@@ -54,3 +54,61 @@ Feature: Living — the mesh living on its bus
     When the node-b is started again
     Then the server shows the host of "node-b" connected as "host.node-b" over TLS
     And the store still records "node-b" enrolled once, as it first did
+
+  @upgrade
+  Scenario: An upgrade rolls out to both nodes
+    A push that changes the modules' version gives each node whose modules changed its next
+    revision; each host takes it from NODES, fetches its modules' credentials, and reports running
+    the new version. Status shows the rollout per node.
+
+    Given I note the revisions status shows declared
+    When a push gives every module the version "2.0.0"
+    Then within 30 seconds every node runs every module at "2.0.0", at the revision declared to it, as status shows
+    And every node was declared its next revision, once
+
+  @newest
+  Scenario: A node that was away gets exactly the newest declaration, and an older one published again is refused
+    NODES keeps the newest declaration per node (last per subject): a host away while two pushes
+    went by finds only the second. A genuine older declaration, published again by hand with the
+    controller's credential, lands at a later sequence but an older revision: the host refuses it
+    and reports why. The controller is paused meanwhile, or its guard would put the newest back
+    before the host ever read it.
+
+    Given I keep the declaration NODES holds for "node-b"
+    When the node-b is stopped
+    And a push gives every module the version "2.0.0"
+    And a push gives every module the version "3.0.0"
+    And the node-b is started again
+    Then within 30 seconds every node runs every module at "3.0.0", at the revision declared to it, as status shows
+    And NODES holds one declaration for "node-b", the one status shows declared
+    When the controller is paused
+    And the kept declaration is published again with the controller's credential
+    Then within 15 seconds CONTROL holds a report of "node-b" more
+    When the controller is resumed
+    Then within 30 seconds status shows "node-b" refused the kept declaration by its revision, and runs the one declared
+    And NODES holds one declaration for "node-b", the one status shows declared
+
+  @store-away
+  Scenario: A push sent while the store is away is held, and applied once when it returns
+    ADR 0083's store window: the controller cannot commit the push, so it naks it with a growing
+    delay and CONTROL keeps it; nothing is dropped. Once the store is back the push applies, once:
+    each node one revision on, and CONTROL settled.
+
+    Given I note the revisions status shows declared
+    And the controller is paused
+    When a push gives every module the version "2.0.0", sent while the controller is paused
+    And the store is stopped
+    And the controller is resumed
+    Then within 30 seconds the controller has been handed the push 2 times more, and CONTROL still holds it
+    When the store is started again
+    Then within 60 seconds every node runs every module at "2.0.0", at the revision declared to it, as status shows
+    And every node was declared its next revision, once
+    And within 10 seconds the controller has settled every message CONTROL held, and CONTROL holds none
+
+  @dead-letter
+  Scenario: An event whose consumer keeps failing is dead-lettered, and status names it
+    After max-deliver deliveries the server gives the event up and DEAD records it; the controller
+    folds DEAD into its store, and status names the module, its consumer and the event.
+
+    When the module "logger" on "node-b" fails every delivery of "sensor.reading" until its deliveries run out
+    Then within 30 seconds status names the dead letter of "logger" on "node-b" for that event

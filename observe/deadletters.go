@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -40,4 +41,37 @@ func DeadLetter(ctx context.Context, js jetstream.JetStream, consumer string, se
 		}
 	}
 	return nil, nil
+}
+
+// FailDeliveries is a consumer's handler that keeps failing: it pulls
+// from consumer on stream through js and naks every delivery of stream
+// sequence seq (others too, so they come again), until the server has
+// stopped handing seq out (one pull after the last came back empty). It
+// returns how many times seq was delivered.
+func FailDeliveries(ctx context.Context, js jetstream.JetStream, stream, consumer string, seq uint64, wait time.Duration) (int, error) {
+	cons, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return 0, fmt.Errorf("bind consumer %s: %w", consumer, err)
+	}
+	delivered := 0
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			return delivered, fmt.Errorf("fetch from %s: %w", consumer, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			if meta, err := m.Metadata(); err == nil && meta.Sequence.Stream == seq {
+				delivered++
+			}
+			if err := m.Nak(); err != nil {
+				return delivered, fmt.Errorf("nak: %w", err)
+			}
+		}
+		if got == 0 && delivered > 0 {
+			return delivered, nil
+		}
+	}
+	return delivered, ctx.Err()
 }

@@ -73,3 +73,35 @@ func TestDeadLetterFindsTheOneGivenUp(t *testing.T) {
 		}
 	}
 }
+
+// TestFailDeliveriesRunsTheDeliveriesOut: a handler failing every
+// delivery sees the event as often as max-deliver allows, and then DEAD
+// holds its dead letter.
+func TestFailDeliveriesRunsTheDeliveriesOut(t *testing.T) {
+	s := startMesh(t, "conformance.yaml")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	consumer := wire.ModuleConsumer("node-b", "consumer")
+	_, js := dialAs(ctx, t, s, wire.ControllerMeshUser)
+	eventsAndDead(ctx, t, js, consumer, 3)
+	_, ejs := dialAs(ctx, t, s, wire.ModuleUser("node-a", "emitter"))
+	_, mjs := dialAs(ctx, t, s, wire.ModuleUser("node-b", "consumer"))
+	given := reading(ctx, t, ejs, true)
+	n, err := FailDeliveries(ctx, mjs, wire.StreamEvents, consumer, given, time.Second)
+	if err != nil || n != 3 {
+		t.Fatalf("expected three deliveries, got %d (%v)", n, err)
+	}
+	for {
+		if d, err := DeadLetter(ctx, js, consumer, given); err != nil || d != nil {
+			if err != nil || d.Deliveries != 3 {
+				t.Fatalf("dead letter %+v (%v)", d, err)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no dead letter")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

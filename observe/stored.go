@@ -60,6 +60,8 @@ type Progress struct {
 	Redelivered int
 	// MaxDeliver is the consumer's configured limit of deliveries.
 	MaxDeliver int
+	// Delivered counts every delivery the consumer made, first or again.
+	Delivered uint64
 }
 
 // Acknowledged says the consumer is done with stream sequence seq and
@@ -81,5 +83,6 @@ func ProgressOn(ctx context.Context, js jetstream.JetStream, stream, consumer st
 		AckFloor:    info.AckFloor.Stream,
 		Redelivered: info.NumRedelivered,
 		MaxDeliver:  info.Config.MaxDeliver,
+		Delivered:   info.Delivered.Consumer,
 	}, nil
 }

@@ -75,7 +75,7 @@ func TestStoredAndPendingAsTheServerCounts(t *testing.T) {
 			t.Fatal("the nak'd delivery did not come again")
 		}
 	}
-	if got, err := ProgressOn(ctx, js, wire.StreamEvents, consumer); err != nil || got.Redelivered != 1 || got.Acknowledged(1) {
+	if got, err := ProgressOn(ctx, js, wire.StreamEvents, consumer); err != nil || got.Redelivered != 1 || got.Acknowledged(1) || got.Delivered < 2 {
 		t.Fatalf("the first redelivered, unacknowledged: %+v, %v", got, err)
 	}
 	if err := first.DoubleAck(ctx); err != nil {

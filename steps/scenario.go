@@ -56,6 +56,7 @@ type scenario struct {
 	faultAt    time.Time // when the scenario's last fault took effect
 	durable    durability
 	live       living
+	ro         rollout
 }
 
 // client is a connection as one principal, with its credential.

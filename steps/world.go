@@ -92,6 +92,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindBothBuses(sc)
 	s.bindTorn(sc)
 	s.bindLiving(sc)
+	s.bindRollout(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

@@ -1,0 +1,418 @@
+package steps
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cucumber/godog"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/harness/controllerctr"
+	ctl "github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
+)
+
+// rollout is the state of a scenario that pushes (design 25 §10 step 4:
+// upgrades, the newest declaration, the store away, dead letters).
+type rollout struct {
+	// pushed is when the last push was sent; declared the revisions
+	// status showed before it, by node.
+	pushed   time.Time
+	declared map[string]uint64
+	// kept is a declaration NODES held, kept to be published again.
+	kept *jetstream.RawStreamMsg
+	// reports is how many reports CONTROL held of a node when noted.
+	reports map[string]uint64
+	// held is the controller's delivered count on CONTROL when noted.
+	held uint64
+	// emitted is the event a consumer is made to fail.
+	emitted observe.Acked
+}
+
+func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
+	sc.Step(`^a push gives every module the version "([^"]+)"$`, s.aPushGivesEveryModuleTheVersion)
+	sc.Step(`^a push gives every module the version "([^"]+)", sent while the controller is paused$`, s.aPushWhileThePaused)
+	sc.Step(`^I note the revisions status shows declared$`, s.iNoteTheRevisions)
+	sc.Step(`^within (\d+) seconds every node runs every module at "([^"]+)", at the revision declared to it, as status shows$`, s.everyNodeRuns)
+	sc.Step(`^every node was declared its next revision, once$`, s.everyNodeOneRevisionMore)
+	sc.Step(`^I keep the declaration NODES holds for "([^"]+)"$`, s.iKeepTheDeclaration)
+	sc.Step(`^NODES holds one declaration for "([^"]+)", the one status shows declared$`, s.nodesHoldsTheNewest)
+	sc.Step(`^the kept declaration is published again with the controller's credential$`, s.theKeptIsPublishedAgain)
+	sc.Step(`^within (\d+) seconds CONTROL holds a report of "([^"]+)" more$`, s.controlHoldsAReportMore)
+	sc.Step(`^within (\d+) seconds status shows "([^"]+)" refused the kept declaration by its revision, and runs the one declared$`, s.statusShowsTheRefusal)
+	sc.Step(`^within (\d+) seconds the controller has been handed the push (\d+) times more, and CONTROL still holds it$`, s.thePushIsHeld)
+	sc.Step(`^the module "([^"]+)" on "([^"]+)" fails every delivery of "([^".]+)\.([^"]+)" until its deliveries run out$`, s.aConsumerFailsEveryDelivery)
+	sc.Step(`^within (\d+) seconds status names the dead letter of "([^"]+)" on "([^"]+)" for that event$`, s.statusNamesTheDeadLetter)
+}
+
+// fullStatus is `mesh-controller status --json` whole.
+type fullStatus struct {
+	ctl.Status
+	Nodes []ctl.NodeStatus `json:"nodes"`
+	Dead  []ctl.DeadLetter `json:"dead_letters"`
+}
+
+func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return fullStatus{}, err
+	}
+	out, exit, err := r.cluster.RunController(ctx, "status", "--state", controllerctr.StateDir, "--json")
+	if err != nil {
+		return fullStatus{}, err
+	}
+	if exit != 0 {
+		return fullStatus{}, fmt.Errorf("mesh-controller status exited %d:\n%s", exit, out)
+	}
+	// The summary is the one line that is not a log line.
+	for _, line := range strings.Split(out, "\n") {
+		var st fullStatus
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &st) == nil && st.Failing != nil {
+			return st, nil
+		}
+	}
+	return fullStatus{}, fmt.Errorf("mesh-controller status printed no status:\n%s", out)
+}
+
+// push sends the scenario's description with every module at version,
+// as an operator would: mesh-controller push, in a container of its own.
+func (s *scenario) push(ctx context.Context, version string) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	r.tainted = true
+	m := *r.mesh
+	m.Modules = append([]meshdesc.Module(nil), r.mesh.Modules...)
+	for i := range m.Modules {
+		m.Modules[i].Version = version
+	}
+	data, err := yaml.Marshal(&m)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "mesh-push-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	name := "pushed-" + version + ".yaml"
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		return err
+	}
+	if err := r.cluster.StageFile(filepath.Join(dir, name), name); err != nil {
+		return err
+	}
+	s.ro.pushed = time.Now()
+	out, exit, err := r.cluster.RunController(ctx, controllerctr.Args("push", name)...)
+	if err != nil {
+		return err
+	}
+	if exit != 0 {
+		return fmt.Errorf("mesh-controller push exited %d:\n%s", exit, out)
+	}
+	return nil
+}
+
+func (s *scenario) aPushGivesEveryModuleTheVersion(ctx context.Context, version string) error {
+	return s.push(ctx, version)
+}
+
+// aPushWhileThePaused: the push reaches CONTROL, which the controller,
+// paused, has not taken yet; the delivered count is noted.
+func (s *scenario) aPushWhileThePaused(ctx context.Context, version string) error {
+	if err := s.push(ctx, version); err != nil {
+		return err
+	}
+	js, err := s.streamJetStream(ctx, wire.StreamControl)
+	if err != nil {
+		return err
+	}
+	p, err := observe.ProgressOn(ctx, js, wire.StreamControl, wire.ControlConsumer)
+	if err != nil {
+		return err
+	}
+	s.ro.held = p.Delivered
+	return nil
+}
+
+func (s *scenario) iNoteTheRevisions(ctx context.Context) error {
+	st, err := s.fullStatus(ctx)
+	if err != nil {
+		return err
+	}
+	s.ro.declared = map[string]uint64{}
+	for _, n := range st.Nodes {
+		s.ro.declared[n.Node] = n.Declared
+	}
+	if len(s.ro.declared) == 0 {
+		return fmt.Errorf("expected status to show the nodes' declarations, it shows none")
+	}
+	return nil
+}
+
+func (s *scenario) everyNodeRuns(ctx context.Context, seconds int, version string) error {
+	err := eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		st, err := s.fullStatus(ctx)
+		if err != nil {
+			return err
+		}
+		for _, pl := range s.r.mesh.Placements() {
+			n, ok := nodeStatus(st, pl.Node)
+			if !ok || !n.RolledOut() || n.Running[pl.Module.Name] != version {
+				return fmt.Errorf("expected %s running %s at %s, at its declared revision; status shows %+v", pl.Node, pl.Module.Name, version, n)
+			}
+		}
+		return nil
+	})
+	if err == nil && !s.ro.pushed.IsZero() {
+		beds.Measure(ctx, "push to applied on every node", time.Since(s.ro.pushed))
+	}
+	return err
+}
+
+func (s *scenario) everyNodeOneRevisionMore(ctx context.Context) error {
+	st, err := s.fullStatus(ctx)
+	if err != nil {
+		return err
+	}
+	for node, was := range s.ro.declared {
+		n, _ := nodeStatus(st, node)
+		if n.Declared != was+1 {
+			return fmt.Errorf("expected %s declared revision %d (one push, once), status shows %d", node, was+1, n.Declared)
+		}
+	}
+	return nil
+}
+
+func nodeStatus(st fullStatus, node string) (ctl.NodeStatus, bool) {
+	for _, n := range st.Nodes {
+		if n.Node == node {
+			return n, true
+		}
+	}
+	return ctl.NodeStatus{}, false
+}
+
+func (s *scenario) nodesStream(ctx context.Context) (jetstream.Stream, error) {
+	js, err := s.streamJetStream(ctx, wire.StreamNodes)
+	if err != nil {
+		return nil, err
+	}
+	return js.Stream(ctx, wire.StreamNodes)
+}
+
+func (s *scenario) iKeepTheDeclaration(ctx context.Context, node string) error {
+	st, err := s.nodesStream(ctx)
+	if err != nil {
+		return err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, wire.NodeDeclare(node))
+	if err != nil {
+		return fmt.Errorf("read the declaration of %s: %w", node, err)
+	}
+	s.ro.kept = m
+	return nil
+}
+
+// nodesHoldsTheNewest: NODES keeps one message per node, and for this one
+// it is the revision status shows declared: a node that was away can be
+// given nothing older.
+func (s *scenario) nodesHoldsTheNewest(ctx context.Context, node string) error {
+	st, err := s.nodesStream(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(wire.NodeDeclare(node)))
+	if err != nil {
+		return err
+	}
+	if n := info.State.Subjects[wire.NodeDeclare(node)]; n != 1 {
+		return fmt.Errorf("expected NODES to hold one declaration for %s, it holds %d", node, n)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, wire.NodeDeclare(node))
+	if err != nil {
+		return err
+	}
+	var d wire.Declaration
+	if err := json.Unmarshal(m.Data, &d); err != nil {
+		return err
+	}
+	full, err := s.fullStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if n, _ := nodeStatus(full, node); d.Revision != n.Declared {
+		return fmt.Errorf("expected NODES to hold revision %d of %s, it holds %d", n.Declared, node, d.Revision)
+	}
+	return nil
+}
+
+func (s *scenario) theKeptIsPublishedAgain(ctx context.Context) error {
+	if s.ro.kept == nil {
+		return fmt.Errorf("no declaration was kept in this scenario")
+	}
+	s.r.tainted = true
+	js, err := s.streamJetStream(ctx, wire.StreamNodes)
+	if err != nil {
+		return err
+	}
+	node, _ := strings.CutSuffix(strings.TrimPrefix(s.ro.kept.Subject, "mesh.node."), ".declare")
+	if err := s.noteReports(ctx, node); err != nil {
+		return err
+	}
+	// Its body and its signature, as the controller made them.
+	msg := &nats.Msg{Subject: s.ro.kept.Subject, Header: nats.Header{wire.HeaderSignature: s.ro.kept.Header.Values(wire.HeaderSignature)}, Data: s.ro.kept.Data}
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publish the kept declaration again: %w", err)
+	}
+	return nil
+}
+
+func (s *scenario) reportsHeld(ctx context.Context, node string) (uint64, error) {
+	js, err := s.streamJetStream(ctx, wire.StreamControl)
+	if err != nil {
+		return 0, err
+	}
+	st, err := observe.StoredOn(ctx, js, wire.NodeReport(node))
+	if err != nil {
+		return 0, err
+	}
+	return st.Count, nil
+}
+
+func (s *scenario) noteReports(ctx context.Context, node string) error {
+	n, err := s.reportsHeld(ctx, node)
+	if err != nil {
+		return err
+	}
+	if s.ro.reports == nil {
+		s.ro.reports = map[string]uint64{}
+	}
+	s.ro.reports[node] = n
+	return nil
+}
+
+func (s *scenario) controlHoldsAReportMore(ctx context.Context, seconds int, node string) error {
+	was := s.ro.reports[node]
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		n, err := s.reportsHeld(ctx, node)
+		if err != nil {
+			return err
+		}
+		if n <= was {
+			return fmt.Errorf("expected CONTROL to hold a report of %s more than %d, it holds %d", node, was, n)
+		}
+		return nil
+	})
+}
+
+func (s *scenario) statusShowsTheRefusal(ctx context.Context, seconds int, node string) error {
+	var kept wire.Declaration
+	if err := json.Unmarshal(s.ro.kept.Data, &kept); err != nil {
+		return err
+	}
+	want := fmt.Sprintf("revision %d", kept.Revision)
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		st, err := s.fullStatus(ctx)
+		if err != nil {
+			return err
+		}
+		n, _ := nodeStatus(st, node)
+		if !strings.Contains(n.Refused, want) || !n.RolledOut() {
+			return fmt.Errorf("expected %s to have refused %s and to run its declared revision, status shows %+v", node, want, n)
+		}
+		beds.Logf(ctx, "%s refused: %s", node, n.Refused)
+		return nil
+	})
+}
+
+// thePushIsHeld: the controller, its store away, naks the push with a
+// delay: it is handed the push again and again, and CONTROL keeps it.
+func (s *scenario) thePushIsHeld(ctx context.Context, seconds, times int) error {
+	js, err := s.streamJetStream(ctx, wire.StreamControl)
+	if err != nil {
+		return err
+	}
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		p, err := observe.ProgressOn(ctx, js, wire.StreamControl, wire.ControlConsumer)
+		if err != nil {
+			return err
+		}
+		held, err := observe.StoredOn(ctx, js, wire.SubjectPush)
+		if err != nil {
+			return err
+		}
+		if p.Delivered < s.ro.held+uint64(times) || held.Count != 1 {
+			return fmt.Errorf("expected the push handed to the controller %d times more and still in CONTROL; handed %d times more, CONTROL holds %d push(es)",
+				times, p.Delivered-s.ro.held, held.Count)
+		}
+		beds.Logf(ctx, "the push was handed to the controller %d times while the store was away", p.Delivered-s.ro.held)
+		return nil
+	})
+}
+
+func (s *scenario) aConsumerFailsEveryDelivery(ctx context.Context, module, node, emitter, key string) error {
+	s.r.tainted = true
+	e, err := s.connectEmitter(ctx, emitter)
+	if err != nil {
+		return err
+	}
+	ejs, err := jetstream.New(e.Conn)
+	if err != nil {
+		return err
+	}
+	acked, err := observe.Emit(ctx, ejs, nodeOf(s.r.mesh, emitter), emitter, key, 1)
+	if err != nil {
+		return err
+	}
+	s.ro.emitted = acked[0]
+	c, err := s.connect(ctx, wire.ModuleUser(node, module))
+	if err != nil {
+		return err
+	}
+	cjs, err := jetstream.New(c.Conn)
+	if err != nil {
+		return err
+	}
+	n, err := observe.FailDeliveries(ctx, cjs, wire.StreamEvents, wire.ModuleConsumer(node, module), acked[0].Seq, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	beds.Logf(ctx, "%s failed %d deliveries of %s", module, n, acked[0].ID)
+	return nil
+}
+
+func nodeOf(m *meshdesc.Mesh, module string) string {
+	for _, pl := range m.Placements() {
+		if pl.Module.Name == module {
+			return pl.Node
+		}
+	}
+	return ""
+}
+
+func (s *scenario) statusNamesTheDeadLetter(ctx context.Context, seconds int, module, node string) error {
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		st, err := s.fullStatus(ctx)
+		if err != nil {
+			return err
+		}
+		for _, d := range st.Dead {
+			if d.Module == module && d.Node == node && d.EventID == s.ro.emitted.ID && d.StreamSeq == s.ro.emitted.Seq {
+				return nil
+			}
+		}
+		return fmt.Errorf("expected status to name the dead letter of %s on %s for event %s, it names %+v", module, node, s.ro.emitted.ID, st.Dead)
+	})
+}
