@@ -112,3 +112,15 @@ Feature: Living — the mesh living on its bus
 
     When the module "logger" on "node-b" fails every delivery of "sensor.reading" until its deliveries run out
     Then within 30 seconds status names the dead letter of "logger" on "node-b" for that event
+
+  @catch-up
+  Scenario: A node cut off catches up on its reports rather than losing them
+    The host reports every few seconds; a report it cannot send waits in its outbox on disk and
+    goes, in order, once the bus is in reach again. The controller is paused, so that CONTROL
+    still holds what arrived when the scenario looks.
+
+    Given the controller is paused
+    When the node-b is cut off from the private network for 8 seconds
+    Then within 30 seconds CONTROL holds at least 2 reports of "node-b" made while it was cut off
+    When the controller is resumed
+    Then within 20 seconds the controller has settled every message CONTROL held, and CONTROL holds none

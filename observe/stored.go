@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -85,4 +86,37 @@ func ProgressOn(ctx context.Context, js jetstream.JetStream, stream, consumer st
 		MaxDeliver:  info.Config.MaxDeliver,
 		Delivered:   info.Delivered.Consumer,
 	}, nil
+}
+
+// HeldReports are node's reports CONTROL holds (not yet taken by the
+// controller), oldest first, read message by message: a work-queue stream
+// takes no second consumer to read them with.
+func HeldReports(ctx context.Context, js jetstream.JetStream, node string) ([]wire.Report, error) {
+	st, err := js.Stream(ctx, wire.StreamControl)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", wire.StreamControl, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", wire.StreamControl, err)
+	}
+	var out []wire.Report
+	for n := info.State.FirstSeq; n <= info.State.LastSeq && n > 0; n++ {
+		m, err := st.GetMsg(ctx, n)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // taken since Info
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s sequence %d: %w", wire.StreamControl, n, err)
+		}
+		if m.Subject != wire.NodeReport(node) {
+			continue
+		}
+		r, err := wire.ParseReport(m.Subject, m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%s sequence %d: %w", wire.StreamControl, n, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

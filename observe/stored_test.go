@@ -85,3 +85,27 @@ func TestStoredAndPendingAsTheServerCounts(t *testing.T) {
 		t.Fatalf("the first acknowledged, the second not: %+v, %v", got, err)
 	}
 }
+
+func TestHeldReportsAreANodesOwnInOrder(t *testing.T) {
+	s := startMesh(t, "mesh.yaml")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, js := dialAs(ctx, t, s, wire.ControllerUser)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamControl, Subjects: []string{wire.SubjectReports}, Retention: jetstream.WorkQueuePolicy, MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []wire.Report{
+		{Node: "node-a", ID: "a1", At: time.Now(), Applied: 1},
+		{Node: "node-b", ID: "b1", At: time.Now(), Applied: 1},
+		{Node: "node-a", ID: "a2", At: time.Now(), Applied: 2},
+	} {
+		_, hjs := dialAs(ctx, t, s, wire.HostUser(r.Node))
+		if _, err := hjs.Publish(ctx, wire.NodeReport(r.Node), r.Marshal()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := HeldReports(ctx, js, "node-a")
+	if err != nil || len(got) != 2 || got[0].ID != "a1" || got[1].ID != "a2" {
+		t.Fatalf("node-a's reports: %+v (%v)", got, err)
+	}
+}

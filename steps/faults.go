@@ -33,6 +33,12 @@ func (s *scenario) bindFaults(sc *godog.ScenarioContext) {
 	sc.Step(`^the ([a-z-]+)'s link on the ([a-z]+) network is delayed by (\S+)$`, func(ctx context.Context, m, net, d string) error {
 		return s.inject(ctx, m, "delay "+d+" on "+net)
 	})
+	sc.Step(`^the ([a-z-]+) is cut off from the ([a-z]+) network for (\d+) seconds$`, func(ctx context.Context, m, net string, secs int) error {
+		return s.injectFor(ctx, m, "partition from "+net, time.Duration(secs)*time.Second)
+	})
+	sc.Step(`^the ([a-z-]+) is stopped for (\d+) seconds$`, func(ctx context.Context, m string, secs int) error {
+		return s.injectFor(ctx, m, "stop", time.Duration(secs)*time.Second)
+	})
 	sc.Step(`^the ([a-z-]+) is (?:started|started again|resumed|healed)$`, s.undo)
 	sc.Step(`^the ([a-z-]+) is stopped and started again$`, s.stoppedAndStarted)
 }
@@ -57,6 +63,23 @@ func (s *scenario) inject(ctx context.Context, member, fault string) error {
 	s.faultAt = time.Now()
 	beds.Logf(ctx, "%s on %s took effect in %s", fault, member, took.Round(time.Millisecond))
 	return nil
+}
+
+// injectFor applies a fault for as long as the scenario says, and undoes
+// it: the duration is the scenario's own statement of how long the member
+// is broken, not a wait for something to happen.
+func (s *scenario) injectFor(ctx context.Context, member, fault string, d time.Duration) error {
+	if err := s.inject(ctx, member, fault); err != nil {
+		return err
+	}
+	s.brokenFrom = time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+	}
+	s.brokenUntil = time.Now()
+	return s.undo(ctx, member)
 }
 
 // undo removes member's fault. Once the bus is back, the scenario's

@@ -53,6 +53,7 @@ func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 	sc.Step(`^within (\d+) seconds the controller has been handed the push (\d+) times more, and CONTROL still holds it$`, s.thePushIsHeld)
 	sc.Step(`^the module "([^"]+)" on "([^"]+)" fails every delivery of "([^".]+)\.([^"]+)" until its deliveries run out$`, s.aConsumerFailsEveryDelivery)
 	sc.Step(`^within (\d+) seconds status names the dead letter of "([^"]+)" on "([^"]+)" for that event$`, s.statusNamesTheDeadLetter)
+	sc.Step(`^within (\d+) seconds CONTROL holds at least (\d+) reports of "([^"]+)" made while it was cut off$`, s.reportsMadeWhileCutOff)
 }
 
 // fullStatus is `mesh-controller status --json` whole.
@@ -414,5 +415,36 @@ func (s *scenario) statusNamesTheDeadLetter(ctx context.Context, seconds int, mo
 			}
 		}
 		return fmt.Errorf("expected status to name the dead letter of %s on %s for event %s, it names %+v", module, node, s.ro.emitted.ID, st.Dead)
+	})
+}
+
+// reportsMadeWhileCutOff: the reports the host made while it could not
+// reach the bus were kept in its outbox and sent once it could; CONTROL
+// holds them (the controller is paused, so none is taken yet).
+func (s *scenario) reportsMadeWhileCutOff(ctx context.Context, seconds, atLeast int, node string) error {
+	if s.brokenFrom.IsZero() || s.brokenUntil.IsZero() {
+		return fmt.Errorf("no member was cut off for a time in this scenario")
+	}
+	js, err := s.streamJetStream(ctx, wire.StreamControl)
+	if err != nil {
+		return err
+	}
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		held, err := observe.HeldReports(ctx, js, node)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, r := range held {
+			if !r.At.Before(s.brokenFrom) && !r.At.After(s.brokenUntil) {
+				n++
+			}
+		}
+		if n < atLeast {
+			return fmt.Errorf("expected CONTROL to hold at least %d reports of %s made between %s and %s, it holds %d of %d",
+				atLeast, node, s.brokenFrom.Format(time.RFC3339), s.brokenUntil.Format(time.RFC3339), n, len(held))
+		}
+		beds.Logf(ctx, "%d reports of %s made while it was cut off reached CONTROL", n, node)
+		return nil
 	})
 }

@@ -57,6 +57,8 @@ type scenario struct {
 	durable    durability
 	live       living
 	ro         rollout
+	// brokenFrom and brokenUntil bound the last fault held for a time.
+	brokenFrom, brokenUntil time.Time
 }
 
 // client is a connection as one principal, with its credential.

@@ -2,7 +2,7 @@
 // a token (once; its state directory keeps the node's own credential and
 // sealing key, 0600), connects as the node's host, and says it is alive.
 //
-//	mesh-host run --token FILE --state DIR [--heartbeat D]
+//	mesh-host run --token FILE --state DIR [--heartbeat D] [--report-every D]
 //
 // Logs are JSON lines on stderr; "ready" once connected as itself. Exit
 // status: 0 stopped by SIGTERM or SIGINT (or help), 1 refused or failed
@@ -27,7 +27,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-host run --token FILE --state DIR [--heartbeat D]"
+	usageLine  = "usage: mesh-host run --token FILE --state DIR [--heartbeat D] [--report-every D]"
 )
 
 func main() {
@@ -57,14 +57,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.TokenFile, "token", "", "the enrolment token (the credential mesh-controller token issue printed); read only until the node is enrolled")
 	fs.StringVar(&o.State.Dir, "state", "", "the host's state directory")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", host.DefaultHeartbeat, "how often the host says it is alive")
+	fs.DurationVar(&o.ReportEvery, "report-every", host.DefaultReportEvery, "how often the host reports what it runs, even unchanged")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	if o.State.Dir == "" || fs.NArg() > 0 || o.Heartbeat <= 0 {
-		fmt.Fprintf(stderr, "mesh-host run: --state is required, --heartbeat positive, nothing else\n%s\n", usageLine)
+	if o.State.Dir == "" || fs.NArg() > 0 || o.Heartbeat <= 0 || o.ReportEvery <= 0 {
+		fmt.Fprintf(stderr, "mesh-host run: --state is required, --heartbeat and --report-every positive, nothing else\n%s\n", usageLine)
 		return exitUsage
 	}
 	o.Logger = slog.New(slog.NewJSONHandler(stderr, nil))

@@ -64,13 +64,14 @@ func Controller() Spec {
 }
 
 // Host is mesh-host: the host a node runs, its state at /var/lib/mesh-host
-// and its token at /etc/mesh-host/token.json.
+// and its token at /etc/mesh-host/token.json. It reports every 2 s, the
+// beds' cadence (a deployment's default is host.DefaultReportEvery).
 func Host() Spec {
 	return Spec{
 		Name:       "mesh-host",
 		Binaries:   []Binary{{Package: module + "/cmd/mesh-host", Name: "mesh-host"}},
 		Entrypoint: []string{"/mesh-host"},
-		Cmd:        []string{"run", "--token=/etc/mesh-host/token.json", "--state=/var/lib/mesh-host"},
+		Cmd:        []string{"run", "--token=/etc/mesh-host/token.json", "--state=/var/lib/mesh-host", "--report-every=2s"},
 	}
 }
 

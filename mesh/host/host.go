@@ -24,8 +24,9 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultHeartbeat = 5 * time.Second
-	DefaultPoll      = time.Second
+	DefaultHeartbeat   = 5 * time.Second
+	DefaultPoll        = time.Second
+	DefaultReportEvery = 15 * time.Second
 	// retryMin and retryMax bound the wait between attempts to enrol or
 	// connect while the bus or the controller is not there yet.
 	retryMin = 200 * time.Millisecond
@@ -48,6 +49,10 @@ type Options struct {
 	// Poll is how often the host reads its newest declaration and sends
 	// the reports waiting; DefaultPoll when zero.
 	Poll time.Duration
+	// ReportEvery is how often the host reports what it runs even when
+	// nothing changed; DefaultReportEvery when zero. A report made while
+	// the bus is out of reach waits in the outbox and is sent later.
+	ReportEvery time.Duration
 	// Dial are extra bus options (a test dials another address).
 	Dial   []link.Option
 	Logger *slog.Logger
@@ -59,6 +64,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Poll == 0 {
 		o.Poll = DefaultPoll
+	}
+	if o.ReportEvery == 0 {
+		o.ReportEvery = DefaultReportEvery
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -118,6 +126,8 @@ func Run(ctx context.Context, o Options) error {
 	defer beat.Stop()
 	poll := time.NewTicker(o.Poll)
 	defer poll.Stop()
+	every := time.NewTicker(o.ReportEvery)
+	defer every.Stop()
 	for {
 		n.declarations(ctx, nc)
 		if err := out.send(ctx, js); err != nil && ctx.Err() == nil {
@@ -133,6 +143,10 @@ func Run(ctx context.Context, o Options) error {
 				log.Warn("heartbeat not sent", "err", err)
 			}
 		case <-poll.C:
+		case <-every.C:
+			if a, err := o.State.Applied(); err == nil && a.Declaration.Revision > 0 {
+				n.report(a, n.lastRefused)
+			}
 		case <-out.kick:
 		}
 	}
@@ -151,6 +165,10 @@ type node struct {
 	// said once, not every poll.
 	refusedSeq uint64
 	refusedWhy string
+	// lastRefused is the last refusal since the declaration applied: the
+	// periodic reports say it again, so that a report made after it does
+	// not hide it.
+	lastRefused string
 }
 
 // declarations takes the node's newest declaration if it is to be
@@ -217,6 +235,7 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 }
 
 func (n *node) report(a Applied, refused string) {
+	n.lastRefused = refused
 	if err := n.out.add(reportOf(n.name, a, refused, time.Now(), nuid.Next())); err != nil {
 		n.log.Error("report not kept", "err", err)
 	}
