@@ -124,3 +124,17 @@ Feature: Living — the mesh living on its bus
     Then within 30 seconds CONTROL holds at least 2 reports of "node-b" made while it was cut off
     When the controller is resumed
     Then within 20 seconds the controller has settled every message CONTROL held, and CONTROL holds none
+
+  @nak-reply
+  Scenario: An enrolment held while the store is away still reaches the enrolling node's inbox
+    Design 25 §2: a CONTROL message that expects an answer carries its reply subject in its
+    payload, because the delivery's own reply is the consumer's ack address. The claim is held by
+    nak-with-delay cycles while the store is away; the node waits on its token's inbox, and the
+    answer reaches it there once the controller can commit.
+
+    Given the controller issues a token for "node-b" and its enrolment user connects with it
+    And the store is stopped
+    When that token is claimed, its answer awaited on its inbox
+    Then within 30 seconds the controller has been handed the enrolment request 2 times more, and CONTROL still holds it
+    When the store is started again
+    Then within 90 seconds the claim is answered on its inbox with the credential of "host.node-b"

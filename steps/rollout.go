@@ -37,6 +37,14 @@ type rollout struct {
 	held uint64
 	// emitted is the event a consumer is made to fail.
 	emitted observe.Acked
+	// claimed is what a claim made in the background came to.
+	claimed chan claimResult
+	claimAt time.Time
+}
+
+type claimResult struct {
+	cred wire.Credential
+	err  error
 }
 
 func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
@@ -50,7 +58,14 @@ func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 	sc.Step(`^the kept declaration is published again with the controller's credential$`, s.theKeptIsPublishedAgain)
 	sc.Step(`^within (\d+) seconds CONTROL holds a report of "([^"]+)" more$`, s.controlHoldsAReportMore)
 	sc.Step(`^within (\d+) seconds status shows "([^"]+)" refused the kept declaration by its revision, and runs the one declared$`, s.statusShowsTheRefusal)
-	sc.Step(`^within (\d+) seconds the controller has been handed the push (\d+) times more, and CONTROL still holds it$`, s.thePushIsHeld)
+	sc.Step(`^within (\d+) seconds the controller has been handed the push (\d+) times more, and CONTROL still holds it$`, func(ctx context.Context, secs, times int) error {
+		return s.heldOn(ctx, secs, times, wire.SubjectPush)
+	})
+	sc.Step(`^within (\d+) seconds the controller has been handed the enrolment request (\d+) times more, and CONTROL still holds it$`, func(ctx context.Context, secs, times int) error {
+		return s.heldOn(ctx, secs, times, wire.SubjectEnrol)
+	})
+	sc.Step(`^that token is claimed, its answer awaited on its inbox$`, s.thatTokenIsClaimed)
+	sc.Step(`^within (\d+) seconds the claim is answered on its inbox with the credential of "([^"]+)"$`, s.theClaimIsAnswered)
 	sc.Step(`^the module "([^"]+)" on "([^"]+)" fails every delivery of "([^".]+)\.([^"]+)" until its deliveries run out$`, s.aConsumerFailsEveryDelivery)
 	sc.Step(`^within (\d+) seconds status names the dead letter of "([^"]+)" on "([^"]+)" for that event$`, s.statusNamesTheDeadLetter)
 	sc.Step(`^within (\d+) seconds CONTROL holds at least (\d+) reports of "([^"]+)" made while it was cut off$`, s.reportsMadeWhileCutOff)
@@ -338,9 +353,9 @@ func (s *scenario) statusShowsTheRefusal(ctx context.Context, seconds int, node 
 	})
 }
 
-// thePushIsHeld: the controller, its store away, naks the push with a
-// delay: it is handed the push again and again, and CONTROL keeps it.
-func (s *scenario) thePushIsHeld(ctx context.Context, seconds, times int) error {
+// heldOn: the controller, its store away, naks the message on subject
+// with a delay: it is handed it again and again, and CONTROL keeps it.
+func (s *scenario) heldOn(ctx context.Context, seconds, times int, subject string) error {
 	js, err := s.streamJetStream(ctx, wire.StreamControl)
 	if err != nil {
 		return err
@@ -350,15 +365,15 @@ func (s *scenario) thePushIsHeld(ctx context.Context, seconds, times int) error 
 		if err != nil {
 			return err
 		}
-		held, err := observe.StoredOn(ctx, js, wire.SubjectPush)
+		held, err := observe.StoredOn(ctx, js, subject)
 		if err != nil {
 			return err
 		}
 		if p.Delivered < s.ro.held+uint64(times) || held.Count != 1 {
-			return fmt.Errorf("expected the push handed to the controller %d times more and still in CONTROL; handed %d times more, CONTROL holds %d push(es)",
-				times, p.Delivered-s.ro.held, held.Count)
+			return fmt.Errorf("expected the message on %s handed to the controller %d times more and still in CONTROL; handed %d times more, CONTROL holds %d on %s",
+				subject, times, p.Delivered-s.ro.held, held.Count, subject)
 		}
-		beds.Logf(ctx, "the push was handed to the controller %d times while the store was away", p.Delivered-s.ro.held)
+		beds.Logf(ctx, "the message on %s was handed to the controller %d times while the store was away", subject, p.Delivered-s.ro.held)
 		return nil
 	})
 }
@@ -447,4 +462,63 @@ func (s *scenario) reportsMadeWhileCutOff(ctx context.Context, seconds, atLeast 
 		beds.Logf(ctx, "%d reports of %s made while it was cut off reached CONTROL", n, node)
 		return nil
 	})
+}
+
+// claimWait bounds a claim made in the background: the store away, and
+// back, and the controller's delays.
+const claimWait = 3 * time.Minute
+
+// thatTokenIsClaimed claims the scenario's token as a node would, in the
+// background: it waits on the token's inbox for the answer, however long
+// the controller holds the request.
+func (s *scenario) thatTokenIsClaimed(ctx context.Context) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	if s.live.token.Name == "" {
+		return fmt.Errorf("no token issued in this scenario")
+	}
+	r.tainted = true
+	addr, err := r.cluster.BusAddress(ctx)
+	if err != nil {
+		return err
+	}
+	js, err := s.streamJetStream(ctx, wire.StreamControl)
+	if err != nil {
+		return err
+	}
+	p, err := observe.ProgressOn(ctx, js, wire.StreamControl, wire.ControlConsumer)
+	if err != nil {
+		return err
+	}
+	s.ro.held = p.Delivered
+	s.ro.claimed = make(chan claimResult, 1)
+	s.ro.claimAt = time.Now()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimWait)
+	go func() {
+		defer cancel()
+		cred, err := observe.Claim(cctx, s.live.token, addr)
+		s.ro.claimed <- claimResult{cred, err}
+	}()
+	return nil
+}
+
+func (s *scenario) theClaimIsAnswered(ctx context.Context, seconds int, user string) error {
+	if s.ro.claimed == nil {
+		return fmt.Errorf("no claim was made in this scenario")
+	}
+	select {
+	case res := <-s.ro.claimed:
+		if res.err != nil {
+			return fmt.Errorf("expected the claim answered with %s's credential, got %w", user, res.err)
+		}
+		if res.cred.User() != user {
+			return fmt.Errorf("expected the claim answered with %s's credential, got %s's", user, res.cred.User())
+		}
+		beds.Measure(ctx, "claim held while the store was away, to its answer", time.Since(s.ro.claimAt))
+		return nil
+	case <-time.After(time.Duration(seconds) * time.Second):
+		return fmt.Errorf("expected the claim answered within %ds, it is still waiting", seconds)
+	}
 }
