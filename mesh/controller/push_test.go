@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -228,3 +229,63 @@ func mustYAML(t *testing.T, m *meshdesc.Mesh) string {
 	}
 	return string(b)
 }
+
+// TestAPushAndAReportApplyOnceUnderRedelivery: the same push, or report,
+// handed to the controller again (a redelivery, a controller killed
+// between commit and ack) is recognised by its ledger entry and changes
+// nothing more.
+func TestAPushAndAReportApplyOnceUnderRedelivery(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	ctx := ctxT(t)
+	m := *b.m
+	m.Modules = append([]meshdesc.Module(nil), b.m.Modules...)
+	m.Modules[0].Version = "2.0.0"
+	body := []byte(`{"mesh":` + strconvQuote(mustYAML(t, revalidate(t, &m))) + `}`)
+	first, err := Push(ctx, b.st, b.dir, LedgerKey("p1", 3), body, b.opts)
+	if err != nil || first.Replayed || len(first.Changed) == 0 {
+		t.Fatalf("first push: %+v (%v)", first, err)
+	}
+	again, err := Push(ctx, b.st, b.dir, LedgerKey("p1", 3), body, b.opts)
+	if err != nil || !again.Replayed {
+		t.Fatalf("the same push again: %+v (%v)", again, err)
+	}
+	decls, _ := b.st.Declared(ctx)
+	for _, d := range decls {
+		if d.Revision != 1 {
+			t.Errorf("%s at revision %d after one push applied twice, want 1", d.Node, d.Revision)
+		}
+	}
+	// A report, from a node enrolled.
+	if err := b.st.Update(ctx, func(tx Tx) error {
+		return tx.PutNode(ctx, Node{Name: "node-a", SealingKey: "k", Enrolled: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep := wire.Report{Node: "node-a", ID: "r1", At: time.Now(), Applied: 1}
+	if taken, err := TakeReport(ctx, b.st, LedgerKey("r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), b.opts); err != nil || !taken {
+		t.Fatalf("a report: %v %v", taken, err)
+	}
+	later := rep
+	later.ID, later.Applied = "r2", 2
+	if _, err := TakeReport(ctx, b.st, LedgerKey("r2", 11), 11, wire.NodeReport("node-a"), later.Marshal(), b.opts); err != nil {
+		t.Fatal(err)
+	}
+	// r1 again, redelivered after r2 was kept: recognised, r2 stays.
+	if taken, err := TakeReport(ctx, b.st, LedgerKey("r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), b.opts); err != nil || taken {
+		t.Fatalf("a report redelivered: taken %v (%v)", taken, err)
+	}
+	if reps, _ := b.st.Reports(ctx); len(reps) != 1 || reps[0].Report.ID != "r2" {
+		t.Fatalf("reports: %+v", reps)
+	}
+	// From a node not enrolled: refused, nothing kept.
+	stranger := wire.Report{Node: "node-b", ID: "x", At: time.Now(), Applied: 1}
+	if _, err := TakeReport(ctx, b.st, LedgerKey("x", 12), 12, wire.NodeReport("node-b"), stranger.Marshal(), b.opts); !errors.Is(err, ErrBadControl) {
+		t.Fatalf("a report from a node not enrolled: %v", err)
+	}
+	// On another node's subject: refused.
+	if _, err := TakeReport(ctx, b.st, LedgerKey("y", 13), 13, wire.NodeReport("node-b"), rep.Marshal(), b.opts); !errors.Is(err, ErrBadControl) {
+		t.Fatalf("node-a's report on node-b's subject: %v", err)
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
