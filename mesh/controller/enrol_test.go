@@ -1,11 +1,11 @@
 package controller
 
 import (
-	"log/slog"
-	"crypto/ed25519"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
