@@ -65,6 +65,7 @@ Feature: Living — the mesh living on its bus
     When a push gives every module the version "2.0.0"
     Then within 30 seconds every node runs every module at "2.0.0", at the revision declared to it, as status shows
     And every node was declared its next revision, once
+    And the host of each node runs each module declared to it as a process of its own
 
   @newest
   Scenario: A node that was away gets exactly the newest declaration, and an older one published again is refused

@@ -65,6 +65,7 @@ func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 		return s.heldOn(ctx, secs, times, wire.SubjectEnrol)
 	})
 	sc.Step(`^that token is claimed, its answer awaited on its inbox$`, s.thatTokenIsClaimed)
+	sc.Step(`^the host of each node runs each module declared to it as a process of its own$`, s.eachModuleIsAProcess)
 	sc.Step(`^within (\d+) seconds the claim is answered on its inbox with the credential of "([^"]+)"$`, s.theClaimIsAnswered)
 	sc.Step(`^the module "([^"]+)" on "([^"]+)" fails every delivery of "([^".]+)\.([^"]+)" until its deliveries run out$`, s.aConsumerFailsEveryDelivery)
 	sc.Step(`^within (\d+) seconds status names the dead letter of "([^"]+)" on "([^"]+)" for that event$`, s.statusNamesTheDeadLetter)
@@ -521,4 +522,42 @@ func (s *scenario) theClaimIsAnswered(ctx context.Context, seconds int, user str
 	case <-time.After(time.Duration(seconds) * time.Second):
 		return fmt.Errorf("expected the claim answered within %ds, it is still waiting", seconds)
 	}
+}
+
+// eachModuleIsAProcess: in each host's container, a process per module
+// placed on its node, a child of the host (ADR 0047), named for its
+// module.
+func (s *scenario) eachModuleIsAProcess(ctx context.Context) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	for _, n := range r.mesh.Nodes {
+		m, err := r.cluster.Member(n.Name)
+		if err != nil {
+			return err
+		}
+		procs, err := m.Processes(ctx)
+		if err != nil {
+			return err
+		}
+		hostPID := 0
+		for _, p := range procs {
+			if strings.Contains(p.Command, "mesh-host") {
+				hostPID = p.PID
+			}
+		}
+		for _, mod := range n.Modules {
+			found := false
+			for _, p := range procs {
+				if strings.HasPrefix(p.Command, "mesh-module-"+mod) && p.PPID == hostPID {
+					found = true
+				}
+			}
+			if !found {
+				return fmt.Errorf("expected %s's host (pid %d) to run %s as a process of its own; its container runs %+v", n.Name, hostPID, mod, procs)
+			}
+		}
+	}
+	return nil
 }

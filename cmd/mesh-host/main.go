@@ -1,8 +1,11 @@
 // Command mesh-host is the mesh's host on a node: it enrols the node with
 // a token (once; its state directory keeps the node's own credential and
-// sealing key, 0600), connects as the node's host, and says it is alive.
+// sealing key, 0600), connects as the node's host, says it is alive,
+// takes its newest declaration from NODES, fetches its modules'
+// credentials, runs each declared module as its own process (from
+// --programs), and reports what it runs.
 //
-//	mesh-host run --token FILE --state DIR [--heartbeat D] [--report-every D]
+//	mesh-host run --token FILE --state DIR [--programs DIR] [--heartbeat D] [--report-every D]
 //
 // Logs are JSON lines on stderr; "ready" once connected as itself. Exit
 // status: 0 stopped by SIGTERM or SIGINT (or help), 1 refused or failed
@@ -27,7 +30,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-host run --token FILE --state DIR [--heartbeat D] [--report-every D]"
+	usageLine  = "usage: mesh-host run --token FILE --state DIR [--programs DIR] [--heartbeat D] [--report-every D]"
 )
 
 func main() {
@@ -57,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.TokenFile, "token", "", "the enrolment token (the credential mesh-controller token issue printed); read only until the node is enrolled")
 	fs.StringVar(&o.State.Dir, "state", "", "the host's state directory")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", host.DefaultHeartbeat, "how often the host says it is alive")
+	fs.StringVar(&o.Programs, "programs", "", "the directory of the modules' programs (<module>, else "+host.DefaultProgram+"); empty, the host runs no module")
 	fs.DurationVar(&o.ReportEvery, "report-every", host.DefaultReportEvery, "how often the host reports what it runs, even unchanged")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -64,14 +64,19 @@ func Controller() Spec {
 }
 
 // Host is mesh-host: the host a node runs, its state at /var/lib/mesh-host
-// and its token at /etc/mesh-host/token.json. It reports every 2 s, the
-// beds' cadence (a deployment's default is host.DefaultReportEvery).
+// and its token at /etc/mesh-host/token.json. It runs every module with
+// the beds' stand-in (/default: stand-ins/module), since no module's own
+// program is installed yet, and reports every 2 s, the beds' cadence (a
+// deployment's default is host.DefaultReportEvery).
 func Host() Spec {
 	return Spec{
-		Name:       "mesh-host",
-		Binaries:   []Binary{{Package: module + "/cmd/mesh-host", Name: "mesh-host"}},
+		Name: "mesh-host",
+		Binaries: []Binary{
+			{Package: module + "/cmd/mesh-host", Name: "mesh-host"},
+			{Package: module + "/stand-ins/module", Name: "default"},
+		},
 		Entrypoint: []string{"/mesh-host"},
-		Cmd:        []string{"run", "--token=/etc/mesh-host/token.json", "--state=/var/lib/mesh-host", "--report-every=2s"},
+		Cmd:        []string{"run", "--token=/etc/mesh-host/token.json", "--state=/var/lib/mesh-host", "--programs=/", "--report-every=2s"},
 	}
 }
 

@@ -34,7 +34,7 @@ func (l *living) startHost(node string) host.State {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- host.Run(ctx, host.Options{State: state, TokenFile: tokenFile, Heartbeat: time.Second, Poll: 50 * time.Millisecond})
+		done <- host.Run(ctx, host.Options{State: state, TokenFile: tokenFile, Programs: programs(t), Heartbeat: time.Second, Poll: 50 * time.Millisecond})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -289,3 +289,14 @@ func TestAPushAndAReportApplyOnceUnderRedelivery(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// programs is a directory whose default program stands in for every
+// module: a process that stays up until it is told to stop.
+func programs(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, host.DefaultProgram), []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

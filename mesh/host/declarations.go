@@ -97,7 +97,7 @@ func judge(was Applied, d wire.Declaration, seq uint64) string {
 	return ""
 }
 
-// reportOf is the report of what the host runs.
-func reportOf(node string, a Applied, refused string, now time.Time, id string) wire.Report {
-	return wire.Report{Kind: wire.KindReport, Node: node, ID: id, At: now.UTC(), Applied: a.Declaration.Revision, Running: a.Declaration.Versions, Refused: refused}
+// reportOf is the report of the declaration applied and what runs.
+func reportOf(node string, a Applied, running map[string]string, refused string, now time.Time, id string) wire.Report {
+	return wire.Report{Kind: wire.KindReport, Node: node, ID: id, At: now.UTC(), Applied: a.Declaration.Revision, Running: running, Refused: refused}
 }

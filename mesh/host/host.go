@@ -49,6 +49,10 @@ type Options struct {
 	// Poll is how often the host reads its newest declaration and sends
 	// the reports waiting; DefaultPoll when zero.
 	Poll time.Duration
+	// Programs is the directory of the modules' programs (<module>, else
+	// DefaultProgram), each declared module run from it as its own
+	// process; empty, the host runs no module.
+	Programs string
 	// ReportEvery is how often the host reports what it runs even when
 	// nothing changed; DefaultReportEvery when zero. A report made while
 	// the bus is out of reach waits in the outbox and is sent later.
@@ -122,6 +126,16 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	n := &node{name: cred.Node, key: key, sealing: sealing, state: o.State, out: out, log: log}
+	if o.Programs != "" {
+		n.sup = &supervisor{programs: o.Programs, state: o.State, node: cred.Node, log: log}
+		defer n.sup.stopAll()
+		// What was applied before a restart runs again at once.
+		if a, err := o.State.Applied(); err == nil && a.Declaration.Revision > 0 {
+			if err := n.sup.set(a.Declaration); err != nil {
+				log.Error("the modules applied cannot run", "err", err)
+			}
+		}
+	}
 	beat := time.NewTicker(o.Heartbeat)
 	defer beat.Stop()
 	poll := time.NewTicker(o.Poll)
@@ -165,6 +179,8 @@ type node struct {
 	// said once, not every poll.
 	refusedSeq uint64
 	refusedWhy string
+	// sup runs the modules; nil when the host runs none.
+	sup *supervisor
 	// lastRefused is the last refusal since the declaration applied: the
 	// periodic reports say it again, so that a report made after it does
 	// not hide it.
@@ -225,6 +241,13 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		n.log.Warn("the declaration waits for its modules' credentials", "revision", d.Revision, "err", err)
 		return
 	}
+	if n.sup != nil {
+		if err := n.sup.set(d); err != nil {
+			n.log.Warn("the declaration waits for its modules' programs", "revision", d.Revision, "err", err)
+			return
+		}
+		n.sup.started(d.Modules, startWithin)
+	}
 	now := Applied{Seq: seq, Declaration: d}
 	if err := n.state.PutApplied(now); err != nil {
 		n.log.Error("what was applied cannot be kept; the declaration is taken again", "err", err)
@@ -236,7 +259,11 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 
 func (n *node) report(a Applied, refused string) {
 	n.lastRefused = refused
-	if err := n.out.add(reportOf(n.name, a, refused, time.Now(), nuid.Next())); err != nil {
+	var running map[string]string
+	if n.sup != nil {
+		running = n.sup.running()
+	}
+	if err := n.out.add(reportOf(n.name, a, running, refused, time.Now(), nuid.Next())); err != nil {
 		n.log.Error("report not kept", "err", err)
 	}
 }

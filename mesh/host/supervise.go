@@ -1,0 +1,219 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// How a module that crashes is started again: after restartMin, twice as
+// long each time it crashes again within stableAfter of starting, up to
+// restartMax. A module stopped gets stopGrace to end before it is killed.
+const (
+	restartMin  = 500 * time.Millisecond
+	restartMax  = 30 * time.Second
+	stableAfter = 30 * time.Second
+	stopGrace   = 10 * time.Second
+)
+
+// DefaultProgram is the program run for a module that has none of its
+// own in the programs directory (installation, the next issue, puts each
+// module's there); in the beds it is a stand-in that connects with the
+// module's credential and stays up.
+const DefaultProgram = "default"
+
+// supervisor runs each declared module as its own process, with its own
+// credential file (ADR 0047), and starts one that ends again with
+// backoff, until it is no longer declared.
+type supervisor struct {
+	programs string // the modules' programs: <programs>/<module>, else DefaultProgram
+	state    State
+	node     string
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	procs map[string]*supervised // by module
+}
+
+// supervised is one module's process, started again while it is declared.
+type supervised struct {
+	version string
+	cancel  context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex
+	pid     int
+}
+
+// program is the path of module's program, or an error saying none is
+// installed.
+func (s *supervisor) program(module string) (string, error) {
+	for _, name := range []string{module, DefaultProgram} {
+		p := filepath.Join(s.programs, name)
+		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && info.Mode()&0o111 != 0 {
+			return p, nil
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("no program for module %s in %s (neither %s nor %s)", module, s.programs, module, DefaultProgram)
+}
+
+// set makes the running modules the declaration's: one not running is
+// started, one whose version changed started again, one no longer
+// declared stopped. It returns once every process it stops has ended.
+func (s *supervisor) set(d wire.Declaration) error {
+	for _, mod := range d.Modules {
+		if _, err := s.program(mod); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	if s.procs == nil {
+		s.procs = map[string]*supervised{}
+	}
+	var stopping []*supervised
+	for mod, p := range s.procs {
+		if !slices.Contains(d.Modules, mod) || p.version != d.Versions[mod] {
+			stopping = append(stopping, p)
+			delete(s.procs, mod)
+		}
+	}
+	for _, mod := range d.Modules {
+		if _, ok := s.procs[mod]; !ok {
+			s.procs[mod] = s.start(mod, d.Versions[mod])
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range stopping {
+		p.cancel()
+		<-p.done
+	}
+	return nil
+}
+
+// stopAll stops every module, as the host ends.
+func (s *supervisor) stopAll() {
+	s.mu.Lock()
+	procs := slices.Collect(maps.Values(s.procs))
+	s.procs = nil
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.cancel()
+		<-p.done
+	}
+}
+
+// startWithin bounds the wait for the processes of a declaration just
+// applied to be up, so that the report made then says what runs.
+const startWithin = 5 * time.Second
+
+// started waits until every module's process is up, or d passes.
+func (s *supervisor) started(modules []string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		up := s.running()
+		if !slices.ContainsFunc(modules, func(m string) bool { _, ok := up[m]; return !ok }) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling, bounded by the deadline
+	}
+}
+
+// running are the modules whose process is up, with their versions.
+func (s *supervisor) running() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for mod, p := range s.procs {
+		p.mu.Lock()
+		if p.pid != 0 {
+			out[mod] = p.version
+		}
+		p.mu.Unlock()
+	}
+	return out
+}
+
+func (s *supervisor) start(module, version string) *supervised {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &supervised{version: version, cancel: cancel, done: make(chan struct{})}
+	log := s.log.With("module", module, "version", version)
+	go func() {
+		defer close(p.done)
+		wait := restartMin
+		for {
+			started := time.Now()
+			err := s.runOnce(ctx, p, module)
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(started) > stableAfter {
+				wait = restartMin
+			}
+			log.Warn("module ended; starting it again", "in", wait, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, restartMax)
+		}
+	}()
+	return p
+}
+
+// runOnce runs the module's program until it ends or ctx does (then it is
+// asked to stop with SIGTERM, and killed after stopGrace).
+func (s *supervisor) runOnce(ctx context.Context, p *supervised, module string) error {
+	path, err := s.program(module)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path)
+	// Named for its module in the process list.
+	cmd.Args = []string{"mesh-module-" + module}
+	cmd.Env = append(os.Environ(),
+		wire.EnvCredential+"="+s.state.ModuleCredential(module),
+		wire.EnvNode+"="+s.node,
+		wire.EnvModule+"="+module,
+	)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.pid = cmd.Process.Pid
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.pid = 0
+		p.mu.Unlock()
+	}()
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	select {
+	case err := <-ended:
+		return err
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-ended:
+			return err
+		case <-time.After(stopGrace):
+			_ = cmd.Process.Kill()
+			return <-ended
+		}
+	}
+}

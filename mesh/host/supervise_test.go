@@ -1,0 +1,93 @@
+package host
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+func script(t *testing.T, dir, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling, bounded by the deadline
+	}
+}
+
+func (s *supervisor) pidOf(module string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.procs[module]
+	if !ok {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+// TestTheSupervisorRunsEachModuleAsItsOwnProcess: each declared module
+// runs from its program (or the default one) with its own credential
+// path; one that keeps crashing is started again; one no longer declared
+// is stopped; a new version is a new process.
+func TestTheSupervisorRunsEachModuleAsItsOwnProcess(t *testing.T) {
+	dir := t.TempDir()
+	env := filepath.Join(dir, "env")
+	script(t, dir, DefaultProgram, `echo "$MESH_MODULE $MESH_NODE $MESH_CREDENTIAL" >> `+env+`; exec sleep 600`)
+	script(t, dir, "crasher", `echo crash >> `+filepath.Join(dir, "crashes")+`; exit 3`)
+	s := &supervisor{programs: dir, state: State{Dir: filepath.Join(dir, "state")}, node: "node-a", log: slog.New(slog.DiscardHandler)}
+	defer s.stopAll()
+
+	if err := s.set(wire.Declaration{Node: "node-a", Revision: 1, Modules: []string{"sensor", "crasher"}, Versions: map[string]string{"sensor": "1.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.started([]string{"sensor"}, 5*time.Second)
+	if got := s.running(); got["sensor"] != "1.0" {
+		t.Fatalf("running %v, want sensor 1.0", got)
+	}
+	waitFor(t, 10*time.Second, "the crasher started three times", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "crashes"))
+		return strings.Count(string(b), "crash") >= 3
+	})
+	b, _ := os.ReadFile(env)
+	if want := "sensor node-a " + s.state.ModuleCredential("sensor"); !strings.Contains(string(b), want) {
+		t.Fatalf("the module's environment was %q, want %q", b, want)
+	}
+	first := s.pidOf("sensor")
+
+	// The crasher no longer declared; sensor at a new version.
+	if err := s.set(wire.Declaration{Node: "node-a", Revision: 2, Modules: []string{"sensor"}, Versions: map[string]string{"sensor": "2.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.started([]string{"sensor"}, 5*time.Second)
+	if got := s.running(); len(got) != 1 || got["sensor"] != "2.0" {
+		t.Fatalf("running %v, want sensor 2.0 alone", got)
+	}
+	if again := s.pidOf("sensor"); again == first || again == 0 {
+		t.Fatalf("sensor's process is %d, was %d: a new version is a new process", again, first)
+	}
+	if err := s.set(wire.Declaration{Node: "node-a", Revision: 3, Modules: []string{"unknown-elsewhere"}}); err != nil {
+		t.Fatal(err) // the default program runs it
+	}
+	if err := os.Remove(filepath.Join(dir, DefaultProgram)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.set(wire.Declaration{Node: "node-a", Revision: 4, Modules: []string{"other"}}); err == nil {
+		t.Fatal("a module with no program was taken")
+	}
+}
