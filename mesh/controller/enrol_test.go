@@ -237,9 +237,11 @@ func TestATokenIsSpentExactlyOnce(t *testing.T) {
 	if enrolled != 1 || refused+failed != 1 {
 		t.Fatalf("expected one node enrolled and the other not, got %d enrolled, %d refused, %d failed", enrolled, refused, failed)
 	}
+	// A loser whose connection the reload closed may still have had its
+	// claim refused by the controller: at most one refusal.
 	eventually(t, 5*time.Second, "one enrolment applied, at most one claim refused", func() bool {
 		c := l.loop.Counts()
-		return c.Enrolled == 1 && c.Refused == refused
+		return c.Enrolled == 1 && c.Refused >= refused && c.Refused <= 1
 	})
 }
 

@@ -31,36 +31,58 @@ const tokenIDPrefix = "tok-"
 // leaves a token nobody holds, which the next apply gives a password and
 // which expires unused.
 func IssueToken(ctx context.Context, m *meshdesc.Mesh, st Store, dir, node string, ttl time.Duration, o Options) (Token, []byte, error) {
+	toks, docs, err := IssueTokens(ctx, m, st, dir, []string{node}, ttl, o)
+	if err != nil {
+		return Token{}, nil, err
+	}
+	return toks[0], docs[0], nil
+}
+
+// IssueTokens is IssueToken for several nodes at once: one update and one
+// composition for all of them, as a fleet being raised needs.
+func IssueTokens(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, nodes []string, ttl time.Duration, o Options) ([]Token, [][]byte, error) {
 	o = o.withDefaults()
 	// The description in force: the one last pushed, if any.
 	m, err := Described(ctx, m, st)
 	if err != nil {
-		return Token{}, nil, err
-	}
-	if !slices.ContainsFunc(m.Nodes, func(n meshdesc.Node) bool { return n.Name == node }) {
-		return Token{}, nil, fmt.Errorf("issue token: no node %q in the description (its nodes: %v)", node, nodeNames(m))
+		return nil, nil, err
 	}
 	if ttl <= 0 || ttl > MaxTokenTTL {
-		return Token{}, nil, fmt.Errorf("issue token: lifetime %s is outside (0, %s]", ttl, MaxTokenTTL)
-	}
-	raw := make([]byte, 6)
-	if _, err := rand.Read(raw); err != nil {
-		return Token{}, nil, fmt.Errorf("issue token: %w", err)
+		return nil, nil, fmt.Errorf("issue token: lifetime %s is outside (0, %s]", ttl, MaxTokenTTL)
 	}
 	now := o.Now()
-	t := Token{ID: tokenIDPrefix + hex.EncodeToString(raw), Node: node, Issued: now, Expires: now.Add(ttl)}
-	if err := st.Update(ctx, func(tx Tx) error { return tx.PutToken(ctx, t) }); err != nil {
-		return Token{}, nil, fmt.Errorf("issue token: %w", err)
+	toks := make([]Token, 0, len(nodes))
+	for _, node := range nodes {
+		if !slices.ContainsFunc(m.Nodes, func(n meshdesc.Node) bool { return n.Name == node }) {
+			return nil, nil, fmt.Errorf("issue token: no node %q in the description (its nodes: %v)", node, nodeNames(m))
+		}
+		raw := make([]byte, 6)
+		if _, err := rand.Read(raw); err != nil {
+			return nil, nil, fmt.Errorf("issue token: %w", err)
+		}
+		toks = append(toks, Token{ID: tokenIDPrefix + hex.EncodeToString(raw), Node: node, Issued: now, Expires: now.Add(ttl)})
+	}
+	if err := st.Update(ctx, func(tx Tx) error {
+		for _, t := range toks {
+			if err := tx.PutToken(ctx, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("issue token: %w", err)
 	}
 	if _, err := Apply(ctx, m, st, dir, o); err != nil {
-		return Token{}, nil, fmt.Errorf("issue token %s: compose its user: %w", t.ID, err)
+		return nil, nil, fmt.Errorf("issue tokens: compose their users: %w", err)
 	}
-	doc, err := st.Credential(ctx, wire.EnrolUser(t.ID))
-	if err != nil {
-		return Token{}, nil, fmt.Errorf("issue token %s: %w", t.ID, err)
+	docs := make([][]byte, len(toks))
+	for i, t := range toks {
+		if docs[i], err = st.Credential(ctx, wire.EnrolUser(t.ID)); err != nil {
+			return nil, nil, fmt.Errorf("issue token %s: %w", t.ID, err)
+		}
+		o.Logger.Info("token issued", "token", t.ID, "node", t.Node, "expires", t.Expires)
 	}
-	o.Logger.Info("token issued", "token", t.ID, "node", node, "expires", t.Expires)
-	return t, doc, nil
+	return toks, docs, nil
 }
 
 // withTokens is m with the tokens the store holds that may still be
