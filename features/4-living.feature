@@ -134,6 +134,7 @@ Feature: Living — the mesh living on its bus
     answer reaches it there once the controller can commit.
 
     Given the controller issues a token for "node-b" and its enrolment user connects with it
+    And I note how often the controller has been handed CONTROL's messages
     And the store is stopped
     When that token is claimed, its answer awaited on its inbox
     Then within 30 seconds the controller has been handed the enrolment request 2 times more, and CONTROL still holds it

@@ -65,6 +65,7 @@ func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 		return s.heldOn(ctx, secs, times, wire.SubjectEnrol)
 	})
 	sc.Step(`^that token is claimed, its answer awaited on its inbox$`, s.thatTokenIsClaimed)
+	sc.Step(`^I note how often the controller has been handed CONTROL's messages$`, s.iNoteTheHanded)
 	sc.Step(`^the host of each node runs each module declared to it as a process of its own$`, s.eachModuleIsAProcess)
 	sc.Step(`^within (\d+) seconds the claim is answered on its inbox with the credential of "([^"]+)"$`, s.theClaimIsAnswered)
 	sc.Step(`^the module "([^"]+)" on "([^"]+)" fails every delivery of "([^".]+)\.([^"]+)" until its deliveries run out$`, s.aConsumerFailsEveryDelivery)
@@ -151,6 +152,22 @@ func (s *scenario) aPushWhileThePaused(ctx context.Context, version string) erro
 	if err := s.push(ctx, version); err != nil {
 		return err
 	}
+	js, err := s.streamJetStream(ctx, wire.StreamControl)
+	if err != nil {
+		return err
+	}
+	p, err := observe.ProgressOn(ctx, js, wire.StreamControl, wire.ControlConsumer)
+	if err != nil {
+		return err
+	}
+	s.ro.held = p.Delivered
+	return nil
+}
+
+// iNoteTheHanded notes the controller's delivered count on CONTROL, and
+// so holds the connection it is read through: it is needed while the
+// store, which the controller's credential is asked of, is away.
+func (s *scenario) iNoteTheHanded(ctx context.Context) error {
 	js, err := s.streamJetStream(ctx, wire.StreamControl)
 	if err != nil {
 		return err
@@ -485,15 +502,6 @@ func (s *scenario) thatTokenIsClaimed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	js, err := s.streamJetStream(ctx, wire.StreamControl)
-	if err != nil {
-		return err
-	}
-	p, err := observe.ProgressOn(ctx, js, wire.StreamControl, wire.ControlConsumer)
-	if err != nil {
-		return err
-	}
-	s.ro.held = p.Delivered
 	s.ro.claimed = make(chan claimResult, 1)
 	s.ro.claimAt = time.Now()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimWait)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/seal"
@@ -140,8 +141,26 @@ func Run(ctx context.Context, o Options) error {
 	defer beat.Stop()
 	poll := time.NewTicker(o.Poll)
 	defer poll.Stop()
-	every := time.NewTicker(o.ReportEvery)
-	defer every.Stop()
+	// The periodic reports are made apart from the loop below, which may
+	// wait seconds on a bus out of reach: a report is made on time and
+	// waits in the outbox.
+	reporting := make(chan struct{})
+	go func() {
+		every := time.NewTicker(o.ReportEvery)
+		defer every.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				close(reporting)
+				return
+			case <-every.C:
+				if a, err := o.State.Applied(); err == nil && a.Declaration.Revision > 0 {
+					n.report(a, n.lastRefusal())
+				}
+			}
+		}
+	}()
+	defer func() { <-reporting }()
 	for {
 		n.declarations(ctx, nc)
 		if err := out.send(ctx, js); err != nil && ctx.Err() == nil {
@@ -157,10 +176,6 @@ func Run(ctx context.Context, o Options) error {
 				log.Warn("heartbeat not sent", "err", err)
 			}
 		case <-poll.C:
-		case <-every.C:
-			if a, err := o.State.Applied(); err == nil && a.Declaration.Revision > 0 {
-				n.report(a, n.lastRefused)
-			}
 		case <-out.kick:
 		}
 	}
@@ -183,7 +198,9 @@ type node struct {
 	sup *supervisor
 	// lastRefused is the last refusal since the declaration applied: the
 	// periodic reports say it again, so that a report made after it does
-	// not hide it.
+	// not hide it. The periodic reports are made on a goroutine of their
+	// own: mu guards it.
+	mu          sync.Mutex
 	lastRefused string
 }
 
@@ -257,8 +274,16 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 	n.report(now, "")
 }
 
+func (n *node) lastRefusal() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lastRefused
+}
+
 func (n *node) report(a Applied, refused string) {
+	n.mu.Lock()
 	n.lastRefused = refused
+	n.mu.Unlock()
 	var running map[string]string
 	if n.sup != nil {
 		running = n.sup.running()

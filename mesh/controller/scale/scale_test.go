@@ -1,0 +1,251 @@
+// Package scale measures the living mesh's cost as the fleet grows: N
+// simulated hosts, each its own connection with its own credential,
+// against an in-process nats-server on the composed configuration and the
+// controller on a real PostgreSQL, enrolling and then applying one push.
+//
+//	go test -run X -bench Fleet -benchtime 1x ./mesh/controller/scale
+//
+// Each phase's time is reported per run (enrol-s, push-s) and per node.
+package scale
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/meshbus/mesh/internal/pgtest"
+	"github.com/meshbus/mesh/internal/testutil"
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/pgstore"
+	"github.com/meshbus/mesh/mesh/host"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// fleet is a description of n nodes, each running one module that emits.
+func fleet(t testing.TB, n int) *meshdesc.Mesh {
+	t.Helper()
+	m := &meshdesc.Mesh{
+		Name: "fleet",
+		Bus:  meshdesc.Bus{Names: []string{"localhost", "127.0.0.1"}, Port: testutil.FreePort(t), Monitor: "127.0.0.1"},
+		Modules: []meshdesc.Module{{Name: "agent", Emits: []string{"beat"}, Version: "1.0.0"}},
+	}
+	for i := range n {
+		m.Nodes = append(m.Nodes, meshdesc.Node{Name: fmt.Sprintf("node-%04d", i), Modules: []string{"agent"}})
+	}
+	data, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := meshdesc.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func BenchmarkFleet(b *testing.B) {
+	for _, n := range []int{50, 200, 500} {
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
+			var enrol, push time.Duration
+			for range b.N {
+				e, p := runFleet(b, n)
+				enrol += e
+				push += p
+			}
+			b.ReportMetric(enrol.Seconds()/float64(b.N), "enrol-s")
+			b.ReportMetric(push.Seconds()/float64(b.N), "push-s")
+			b.ReportMetric(enrol.Seconds()*1000/float64(b.N*n), "enrol-ms/node")
+			b.ReportMetric(push.Seconds()*1000/float64(b.N*n), "push-ms/node")
+		})
+	}
+}
+
+// runFleet raises a mesh of n nodes and returns how long its hosts took
+// to enrol (tokens issued → every host's first report taken) and to
+// apply one push (sent → every node reporting the new version).
+func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
+	b.StopTimer()
+	m := fleet(b, n)
+	root := b.TempDir()
+	dir := filepath.Join(root, "state")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	st, err := pgstore.Open(ctx, pgtest.Start(b).NewDatabase(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	o := controller.Options{
+		BcryptCost: bcrypt.MinCost,
+		Server: compose.Inputs{
+			ConfigDir: filepath.Join(dir, controller.NATSDir),
+			StoreDir:  filepath.Join(root, "js"),
+			Listen:    net.JoinHostPort("127.0.0.1", strconv.Itoa(m.Bus.Port)),
+			Monitor:   "127.0.0.1:0",
+		},
+	}
+	if _, err := controller.Genesis(ctx, m, st, dir, o); err != nil {
+		b.Fatal(err)
+	}
+	srv := startServer(b, controller.Layout{Dir: dir}.NATSConfig())
+	defer srv.Shutdown()
+	stopWatch := watch(b, srv, controller.Layout{Dir: dir}.NATSConfig())
+	defer stopWatch()
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- controller.Run(runCtx, m, st, controller.RunOptions{Dir: dir, Apply: o, StartTimeout: time.Minute})
+	}()
+	defer func() {
+		stopRun()
+		if err := <-ran; err != nil {
+			b.Errorf("controller: %v", err)
+		}
+	}()
+	// The controller has declared every node once it is up.
+	waitFor(b, time.Minute, "the controller's declarations", func() bool {
+		d, err := st.Declared(ctx)
+		return err == nil && len(d) == n
+	})
+
+	b.StartTimer()
+	start := time.Now()
+	nodes := make([]string, n)
+	for i, node := range m.Nodes {
+		nodes[i] = node.Name
+	}
+	_, docs, err := controller.IssueTokens(ctx, m, st, dir, nodes, time.Hour, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hostCtx, stopHosts := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i, doc := range docs {
+		hdir := filepath.Join(root, "hosts", nodes[i])
+		if err := os.MkdirAll(hdir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		token := filepath.Join(hdir, "token.json")
+		if err := os.WriteFile(token, doc, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() {
+			err := host.Run(hostCtx, host.Options{State: host.State{Dir: filepath.Join(hdir, "state")}, TokenFile: token,
+				Poll: 500 * time.Millisecond, ReportEvery: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Errorf("host %s: %v", nodes[i], err)
+			}
+		})
+	}
+	defer func() {
+		stopHosts()
+		wg.Wait()
+	}()
+	waitFor(b, 20*time.Minute, "every host's first report", func() bool { return reportedAt(ctx, st, n, 1) })
+	enrol = time.Since(start)
+
+	pushed := *m
+	pushed.Modules = []meshdesc.Module{m.Modules[0]}
+	pushed.Modules[0].Version = "2.0.0"
+	data, err := yaml.Marshal(&pushed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start = time.Now()
+	if _, err := controller.SendPush(ctx, st, data); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, 20*time.Minute, "every node reporting the push", func() bool { return reportedAt(ctx, st, n, 2) })
+	push = time.Since(start)
+	b.StopTimer()
+	return enrol, push
+}
+
+// reportedAt says whether n nodes' last reports are of revision rev.
+func reportedAt(ctx context.Context, st controller.Store, n int, rev uint64) bool {
+	reps, err := st.Reports(ctx)
+	if err != nil {
+		return false
+	}
+	got := 0
+	for _, r := range reps {
+		if r.Report.Applied == rev {
+			got++
+		}
+	}
+	return got == n
+}
+
+func startServer(b *testing.B, conf string) *server.Server {
+	b.Helper()
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(20 * time.Second) {
+		b.Fatal("nats-server not ready")
+	}
+	return srv
+}
+
+// watch reloads the server when its configuration changes, as the nats
+// image's entrypoint does.
+func watch(b *testing.B, srv *server.Server, conf string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		last, _ := os.ReadFile(conf)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			now, err := os.ReadFile(conf)
+			if err != nil || bytes.Equal(now, last) {
+				continue
+			}
+			last = now
+			if err := srv.Reload(); err != nil {
+				b.Errorf("reload: %v", err)
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+func waitFor(b *testing.B, d time.Duration, what string, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
+	}
+}
+
