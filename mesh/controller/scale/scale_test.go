@@ -4,6 +4,7 @@
 // controller on a real PostgreSQL, enrolling and then applying one push.
 //
 //	go test -run X -bench Fleet -benchtime 1x ./mesh/controller/scale
+//	MESH_FLEET_SIZES=50,200 go test -run X -bench Fleet -benchtime 1x ./mesh/controller/scale
 //
 // Each phase's time is reported per run (enrol-s, push-s) and per node.
 package scale
@@ -17,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +45,10 @@ func fleet(t testing.TB, n int) *meshdesc.Mesh {
 		Name: "fleet",
 		Bus:  meshdesc.Bus{Names: []string{"localhost", "127.0.0.1"}, Port: testutil.FreePort(t), Monitor: "127.0.0.1"},
 		Modules: []meshdesc.Module{{Name: "agent", Emits: []string{"beat"}, Version: "1.0.0"}},
+		// A description token keeps the enrolment account composed from
+		// genesis on: an account and its service import that appear only
+		// by a reload are not live (found here; see the note).
+		Tokens: []meshdesc.Token{{ID: "tok-genesis"}},
 	}
 	for i := range n {
 		m.Nodes = append(m.Nodes, meshdesc.Node{Name: fmt.Sprintf("node-%04d", i), Modules: []string{"agent"}})
@@ -59,7 +65,18 @@ func fleet(t testing.TB, n int) *meshdesc.Mesh {
 }
 
 func BenchmarkFleet(b *testing.B) {
-	for _, n := range []int{50, 200, 500} {
+	sizes := []int{50, 200, 500}
+	if env := os.Getenv("MESH_FLEET_SIZES"); env != "" {
+		sizes = nil
+		for _, f := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatalf("MESH_FLEET_SIZES: %v", err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
 		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
 			var enrol, push time.Duration
 			for range b.N {
