@@ -63,6 +63,14 @@ func applyCmd() command {
 			if err != nil {
 				return err
 			}
+			// Once a description was pushed, the mesh runs that one: an
+			// apply of another file would undo the push's users behind the
+			// controller's back.
+			if _, err := st.Description(ctx); err == nil {
+				return fmt.Errorf("the mesh runs a pushed description; send this one with mesh-controller push instead")
+			} else if !errors.Is(err, controller.ErrNotFound) {
+				return err
+			}
 			res, err := controller.Apply(ctx, m, st, c.stateDir, c.options())
 			if err != nil {
 				return err

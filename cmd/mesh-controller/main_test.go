@@ -208,6 +208,25 @@ func TestTokenIssue(t *testing.T) {
 	}
 }
 
+// TestApplyAfterAPushIsRefused: once a description was pushed the mesh
+// runs it, and apply of a file would undo the push's users.
+func TestApplyAfterAPushIsRefused(t *testing.T) {
+	root := t.TempDir()
+	meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", "4222", 1))
+	state := filepath.Join(root, "state")
+	ctx := context.Background()
+	if code, _, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitOK {
+		t.Fatalf("genesis: exit %d\n%s", code, stderr)
+	}
+	st := controller.FileStore(state)
+	if err := st.Update(ctx, func(tx controller.Tx) error { return tx.PutDescription(ctx, []byte(good)) }); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cli(t, ctx, "apply", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitFailed || !strings.Contains(stderr, "mesh-controller push instead") {
+		t.Fatalf("apply after a push: expected exit 1 pointing to push, got %d:\n%s", code, stderr)
+	}
+}
+
 func TestGenesisApplyAndRun(t *testing.T) {
 	root := t.TempDir()
 	port := testutil.FreePort(t)
