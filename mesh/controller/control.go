@@ -126,7 +126,7 @@ func (l *ControlLoop) handle(msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	key := LedgerKey(msg.Headers().Get(jetstream.MsgIDHeader), meta.Sequence.Stream)
+	key := LedgerKey(msg.Subject(), msg.Headers().Get(jetstream.MsgIDHeader), meta.Sequence.Stream)
 	log := l.log.With("subject", msg.Subject(), "seq", meta.Sequence.Stream, "delivered", meta.NumDelivered)
 	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
 	defer cancel()

@@ -272,7 +272,7 @@ func TestEnrolmentRefusals(t *testing.T) {
 		{"wrong proof", "the proof is not token " + tok.ID + "'s", request(tok.ID, "not-the-secret"), b.opts},
 		{"expired", "token " + tok.ID + " expired at", request(tok.ID, cred.Password()), late},
 	} {
-		e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("", 1000+uint64(i)), c.data, c.o, nothing)
+		e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "", 1000+uint64(i)), c.data, c.o, nothing)
 		if err != nil || !bytes.Contains([]byte(e.Answer.Refused), []byte(c.want)) || e.Answer.Sealed != nil {
 			t.Errorf("%s: expected refused %q, got %+v (%v)", c.name, c.want, e.Answer, err)
 		}
@@ -284,7 +284,7 @@ func TestEnrolmentRefusals(t *testing.T) {
 		t.Errorf("a refused claim recorded a node: %+v (%v)", nodes, err)
 	}
 	// The refusals are in the ledger: the same message is answered alike.
-	e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("", 1000), request(tok.ID, cred.Password()), b.opts, nothing)
+	e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "", 1000), request(tok.ID, cred.Password()), b.opts, nothing)
 	if err != nil || !e.Replayed || e.Answer.Refused == "" {
 		t.Errorf("a redelivered refusal: %+v (%v)", e, err)
 	}
@@ -306,25 +306,25 @@ func TestARedeliveredEnrolmentAppliesOnce(t *testing.T) {
 	req := wire.EnrolRequest{Token: tokenCred.Name, Proof: tokenCred.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: wire.EnrolInbox(tokenCred.Name) + ".r"}
 	var delivered []Enrolment
 	deliver := func(e Enrolment) error { delivered = append(delivered, e); return nil }
-	first, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("m1", 5), req.Marshal(), b.opts, deliver)
+	first, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "m1", 5), req.Marshal(), b.opts, deliver)
 	if err != nil || first.Answer.Refused != "" {
 		t.Fatalf("first: %+v (%v)", first, err)
 	}
 	secrets, _ := b.st.Secrets(ctx)
-	again, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("m1", 5), req.Marshal(), b.opts, deliver)
+	again, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "m1", 5), req.Marshal(), b.opts, deliver)
 	if err != nil || !again.Replayed || !bytes.Equal(again.Answer.Sealed, first.Answer.Sealed) {
 		t.Fatalf("the same message again: %+v (%v)", again, err)
 	}
 	if now, _ := b.st.Secrets(ctx); now[wire.HostUser("node-a")] != secrets[wire.HostUser("node-a")] {
 		t.Fatal("a redelivery minted the node a new password")
 	}
-	asked, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("m2", 6), req.Marshal(), b.opts, deliver)
+	asked, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "m2", 6), req.Marshal(), b.opts, deliver)
 	if err != nil || asked.Replayed || !bytes.Equal(asked.Answer.Sealed, first.Answer.Sealed) {
 		t.Fatalf("the node asking again: %+v (%v)", asked, err)
 	}
 	other, _ := seal.NewKey()
 	req.SealingKey = seal.EncodePublic(other.Public)
-	stolen, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("m3", 7), req.Marshal(), b.opts, deliver)
+	stolen, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "m3", 7), req.Marshal(), b.opts, deliver)
 	if err != nil || stolen.Answer.Refused == "" || stolen.Answer.Sealed != nil {
 		t.Fatalf("another key claiming the spent token: %+v (%v)", stolen, err)
 	}
@@ -534,4 +534,19 @@ func publishDeclarations(ctx context.Context, js jetstream.JetStream, key ed2551
 		}
 	}
 	return nil
+}
+
+// TestLedgerKeysAreScopedBySubject: a message id is its publisher's to
+// choose; the same id on another subject (a host's report, an enrolment)
+// is another message.
+func TestLedgerKeysAreScopedBySubject(t *testing.T) {
+	if LedgerKey(wire.SubjectEnrol, "x", 1) == LedgerKey(wire.NodeReport("node-a"), "x", 2) {
+		t.Error("a report's message id collides with an enrolment's")
+	}
+	if LedgerKey(wire.SubjectEnrol, "x", 1) != LedgerKey(wire.SubjectEnrol, "x", 9) {
+		t.Error("a duplicate publish of one message is not recognised")
+	}
+	if LedgerKey(wire.SubjectEnrol, "", 1) == LedgerKey(wire.SubjectEnrol, "", 2) {
+		t.Error("two messages without ids collide")
+	}
 }

@@ -48,12 +48,15 @@ type Applied struct {
 	Outcome []byte    `json:"outcome,omitempty"`
 }
 
-// LedgerKey is the ledger's key of a CONTROL message: its publisher's
-// message id when it has one (a duplicate publish is the same message),
-// else its stream sequence (a redelivery is the same message).
-func LedgerKey(msgID string, streamSeq uint64) string {
+// LedgerKey is the ledger's key of a CONTROL message on subject: its
+// publisher's message id when it has one (a duplicate publish is the same
+// message), else its stream sequence (a redelivery is the same message).
+// A message id is the publisher's to choose, so it is scoped by subject: a
+// publisher can make its id collide only with its own messages', never
+// with another node's report or an enrolment.
+func LedgerKey(subject, msgID string, streamSeq uint64) string {
 	if msgID != "" {
-		return "id:" + msgID
+		return subject + " id:" + msgID
 	}
 	return fmt.Sprintf("seq:%d", streamSeq)
 }
