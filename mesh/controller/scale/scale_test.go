@@ -42,8 +42,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func fleet(t testing.TB, n int) *meshdesc.Mesh {
 	t.Helper()
 	m := &meshdesc.Mesh{
-		Name: "fleet",
-		Bus:  meshdesc.Bus{Names: []string{"localhost", "127.0.0.1"}, Port: testutil.FreePort(t), Monitor: "127.0.0.1"},
+		Name:    "fleet",
+		Bus:     meshdesc.Bus{Names: []string{"localhost", "127.0.0.1"}, Port: testutil.FreePort(t), Monitor: "127.0.0.1"},
 		Modules: []meshdesc.Module{{Name: "agent", Emits: []string{"beat"}, Version: "1.0.0"}},
 		// A description token keeps the enrolment account composed from
 		// genesis on: an account and its service import that appear only
@@ -265,4 +265,3 @@ func waitFor(b *testing.B, d time.Duration, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
 	}
 }
-
