@@ -17,6 +17,7 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness/controllerctr"
 	ctl "github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
@@ -73,7 +74,8 @@ func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 	sc.Step(`^within (\d+) seconds CONTROL holds at least (\d+) reports of "([^"]+)" made while it was cut off$`, s.reportsMadeWhileCutOff)
 }
 
-// fullStatus is `mesh-controller status --json` whole.
+// fullStatus is `mesh-controller status --json` whole, asked as a person
+// with the state would, in a container of its own.
 type fullStatus struct {
 	ctl.Status
 	Nodes []ctl.NodeStatus `json:"nodes"`
@@ -301,7 +303,7 @@ func (s *scenario) theKeptIsPublishedAgain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	node, _ := strings.CutSuffix(strings.TrimPrefix(s.ro.kept.Subject, "mesh.node."), ".declare")
+	node, _ := wire.NodeOfDeclare(s.ro.kept.Subject)
 	if err := s.noteReports(ctx, node); err != nil {
 		return err
 	}
@@ -558,7 +560,7 @@ func (s *scenario) eachModuleIsAProcess(ctx context.Context) error {
 		for _, mod := range n.Modules {
 			found := false
 			for _, p := range procs {
-				if strings.HasPrefix(p.Command, "mesh-module-"+mod) && p.PPID == hostPID {
+				if strings.HasPrefix(p.Command, host.ProcessName(mod)) && p.PPID == hostPID {
 					found = true
 				}
 			}

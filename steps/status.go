@@ -2,7 +2,6 @@ package steps
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/meshbus/mesh/harness/controllerctr"
 	ctl "github.com/meshbus/mesh/mesh/controller"
 )
 
@@ -23,25 +21,10 @@ func (s *scenario) bindStatus(sc *godog.ScenarioContext) {
 	sc.Step(`^the controller's status names no failing provision$`, s.theStatusNamesNone)
 }
 
-// status asks `mesh-controller status --json`, as a person with the state
-// directory would, in a container of its own.
+// status is the failing provisions' part of the status (fullStatus).
 func (s *scenario) status(ctx context.Context) (ctl.Status, error) {
-	r, err := s.cluster()
-	if err != nil {
-		return ctl.Status{}, err
-	}
-	out, exit, err := r.cluster.RunController(ctx, "status", "--state", controllerctr.StateDir, "--json")
-	if err != nil {
-		return ctl.Status{}, err
-	}
-	if exit != 0 {
-		return ctl.Status{}, fmt.Errorf("mesh-controller status exited %d:\n%s", exit, out)
-	}
-	var st ctl.Status
-	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &st); err != nil {
-		return ctl.Status{}, fmt.Errorf("mesh-controller status printed no status: %w:\n%s", err, out)
-	}
-	return st, nil
+	st, err := s.fullStatus(ctx)
+	return st.Status, err
 }
 
 // failingRows are the status's failing provisions in the feature's

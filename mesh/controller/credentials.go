@@ -22,8 +22,8 @@ import (
 // enrolled, or asking from anywhere but its inbox, is refused.
 func AnswerCredentials(ctx context.Context, nc *nats.Conn, st Store, log *slog.Logger) (stop func(), err error) {
 	sub, err := nc.Subscribe(wire.SubjectCredentialsAll, func(m *nats.Msg) {
-		node, ok := strings.CutSuffix(strings.TrimPrefix(m.Subject, "mesh.control."), ".credentials")
-		if !ok || wire.NodeCredentials(node) != m.Subject {
+		node, ok := wire.NodeOfCredentials(m.Subject)
+		if !ok {
 			return
 		}
 		if err := wire.CheckInboxReply(m.Reply); err != nil || !strings.HasPrefix(m.Reply, wire.HostInbox(node)+".") {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,13 +113,5 @@ func saveDead(ctx context.Context, st Store, d DeadLetter, log *slog.Logger) {
 }
 
 func sortDead(ds []DeadLetter) {
-	slices.SortFunc(ds, func(a, b DeadLetter) int {
-		switch {
-		case a.DeadSeq < b.DeadSeq:
-			return -1
-		case a.DeadSeq > b.DeadSeq:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ds, func(a, b DeadLetter) int { return cmp.Compare(a.DeadSeq, b.DeadSeq) })
 }

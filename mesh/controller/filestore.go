@@ -649,7 +649,7 @@ func (tx *fileTx) putRegistry(ctx context.Context, change func(r *registry)) err
 }
 
 func (tx *fileTx) PutToken(ctx context.Context, t Token) error {
-	if err := checkToken(t); err != nil {
+	if err := CheckToken(t); err != nil {
 		return err
 	}
 	return tx.putRegistry(ctx, func(r *registry) {
@@ -659,7 +659,7 @@ func (tx *fileTx) PutToken(ctx context.Context, t Token) error {
 }
 
 func (tx *fileTx) PutNode(ctx context.Context, n Node) error {
-	if err := checkNode(n); err != nil {
+	if err := CheckNode(n); err != nil {
 		return err
 	}
 	return tx.putRegistry(ctx, func(r *registry) {
@@ -700,7 +700,7 @@ func (v fileView) Reports(ctx context.Context) ([]Reported, error) {
 }
 
 func (tx *fileTx) PutDeclared(ctx context.Context, d wire.Declaration) error {
-	if err := checkDeclared(d); err != nil {
+	if err := CheckDeclared(d); err != nil {
 		return err
 	}
 	return tx.putRegistry(ctx, func(r *registry) {
@@ -723,7 +723,7 @@ func (tx *fileTx) PutDescription(ctx context.Context, yaml []byte) error {
 }
 
 func (tx *fileTx) PutReport(ctx context.Context, rep Reported) error {
-	if err := checkReported(rep); err != nil {
+	if err := CheckReported(rep); err != nil {
 		return err
 	}
 	return tx.putRegistry(ctx, func(r *registry) {
@@ -747,8 +747,8 @@ func (v fileView) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
 }
 
 func (tx *fileTx) PutDeadLetter(ctx context.Context, d DeadLetter) error {
-	if d.DeadSeq == 0 || d.Consumer == "" {
-		return fmt.Errorf("put dead letter: a DEAD sequence and a consumer are required, got %+v", d)
+	if err := CheckDeadLetter(d); err != nil {
+		return err
 	}
 	return tx.putRegistry(ctx, func(r *registry) {
 		r.Dead = slices.DeleteFunc(r.Dead, func(o DeadLetter) bool { return o.DeadSeq == d.DeadSeq })

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -71,14 +72,6 @@ func NodesStatus(ctx context.Context, st Reader, now time.Time) ([]NodeStatus, e
 		s.Quiet, s.QuietUnknown = live.Quiet(s.Node, now)
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(a, b NodeStatus) int {
-		if a.Node < b.Node {
-			return -1
-		}
-		if a.Node > b.Node {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Node, b.Node) })
 	return out, nil
 }

@@ -101,30 +101,45 @@ func (r registry) marshal() []byte {
 	return append(b, '\n')
 }
 
-func checkToken(t Token) error {
+// The checks every store makes of a record before it keeps it.
+
+// CheckToken refuses a token without an id, a node or an expiry.
+func CheckToken(t Token) error {
 	if t.ID == "" || t.Node == "" || t.Expires.IsZero() {
 		return fmt.Errorf("put token: id, node and expiry are required, got %+v", t)
 	}
 	return nil
 }
 
-func checkDeclared(d wire.Declaration) error {
+// CheckDeclared refuses a declaration without a node or a revision.
+func CheckDeclared(d wire.Declaration) error {
 	if err := wire.CheckName(d.Node); err != nil || d.Revision == 0 {
 		return fmt.Errorf("put declaration: a node name and a revision above 0 are required, got %+v", d)
 	}
 	return nil
 }
 
-func checkReported(r Reported) error {
+// CheckReported refuses a report without a node or an id.
+func CheckReported(r Reported) error {
 	if err := wire.CheckName(r.Report.Node); err != nil || r.Report.ID == "" {
 		return fmt.Errorf("put report: a node and an id are required, got %+v", r.Report)
 	}
 	return nil
 }
 
-func checkNode(n Node) error {
+// CheckNode refuses a node without a name or a sealing key.
+func CheckNode(n Node) error {
 	if n.Name == "" || n.SealingKey == "" {
 		return fmt.Errorf("put node: name and sealing key are required, got %+v", n)
+	}
+	return nil
+}
+
+// CheckDeadLetter refuses a dead letter without its DEAD sequence or its
+// consumer.
+func CheckDeadLetter(d DeadLetter) error {
+	if d.DeadSeq == 0 || d.Consumer == "" {
+		return fmt.Errorf("put dead letter: a DEAD sequence and a consumer are required, got %+v", d)
 	}
 	return nil
 }

@@ -59,10 +59,10 @@ func newest(ctx context.Context, nc *nats.Conn, key ed25519.PublicKey, node stri
 	if err != nil {
 		return wire.Declaration{}, 0, fmt.Errorf("read %s: %w", subject, err)
 	}
-	if status := msg.Header.Get("Status"); status == "404" {
+	if status := msg.Header.Get(wire.HeaderNATSStatus); status == "404" {
 		return wire.Declaration{}, 0, errNoDeclaration
 	} else if status != "" {
-		return wire.Declaration{}, 0, fmt.Errorf("read %s: status %s %s", subject, status, msg.Header.Get("Description"))
+		return wire.Declaration{}, 0, fmt.Errorf("read %s: status %s %s", subject, status, msg.Header.Get(wire.HeaderNATSDescription))
 	}
 	// The server adds the sequence to the stored headers; a publisher may
 	// have put one there itself, to pass an old declaration for a new one:

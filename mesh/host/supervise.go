@@ -28,6 +28,10 @@ const (
 	stopGrace   = 10 * time.Second
 )
 
+// ProcessName is what a module's process is called in the node's
+// process list.
+func ProcessName(module string) string { return "mesh-module-" + module }
+
 // DefaultProgram is the program run for a module that has none of its
 // own in the programs directory (installation, the next issue, puts each
 // module's there); in the beds it is a stand-in that connects with the
@@ -183,7 +187,7 @@ func (s *supervisor) runOnce(ctx context.Context, p *supervised, module string) 
 	}
 	cmd := exec.Command(path)
 	// Named for its module in the process list.
-	cmd.Args = []string{"mesh-module-" + module}
+	cmd.Args = []string{ProcessName(module)}
 	cmd.Env = append(os.Environ(),
 		wire.EnvCredential+"="+s.state.ModuleCredential(module),
 		wire.EnvNode+"="+s.node,

@@ -89,22 +89,6 @@ func (a EnrolAnswer) Marshal() []byte {
 	return b
 }
 
-// FormatToken is the token as an operator hands it to a node: its id and
-// its secret, one string.
-func FormatToken(id, secret string) string { return id + "." + secret }
-
-// ParseToken splits what FormatToken joined.
-func ParseToken(s string) (id, secret string, err error) {
-	id, secret, ok := strings.Cut(strings.TrimSpace(s), ".")
-	if !ok || id == "" || secret == "" {
-		return "", "", errors.New("a token is <id>.<secret>, as mesh-controller token issue printed it")
-	}
-	if err := CheckName(id); err != nil {
-		return "", "", fmt.Errorf("token id: %w", err)
-	}
-	return id, secret, nil
-}
-
 // CredentialsAnswer is the controller's answer to a host asking for its
 // modules' credentials (NodeCredentials): each declared module's
 // credential document sealed to the node's key, by module, or Refused.

@@ -29,14 +29,20 @@ func TestParseEnrolRequest(t *testing.T) {
 	}
 }
 
-func TestTokenRoundTrips(t *testing.T) {
-	id, secret, err := ParseToken(" " + FormatToken("tok-1a2b", "s3cr_t-x") + "\n")
-	if err != nil || id != "tok-1a2b" || secret != "s3cr_t-x" {
-		t.Fatalf("round trip: %q %q %v", id, secret, err)
-	}
-	for _, bad := range []string{"", "tok-1a2b", ".secret", "tok-1a2b.", "Tok.secret"} {
-		if _, _, err := ParseToken(bad); err == nil {
-			t.Errorf("%q was read as a token", bad)
+// TestNodeOfSubjects reads the node back out of each subject made of one,
+// and nothing out of a subject that is not one.
+func TestNodeOfSubjects(t *testing.T) {
+	for _, c := range []struct {
+		of    func(string) (string, bool)
+		spell func(string) string
+	}{{NodeOfReport, NodeReport}, {NodeOfCredentials, NodeCredentials}, {NodeOfDeclare, NodeDeclare}} {
+		if node, ok := c.of(c.spell("node-a")); !ok || node != "node-a" {
+			t.Errorf("%s: read %q, %v", c.spell("node-a"), node, ok)
+		}
+		for _, bad := range []string{c.spell("a.b"), c.spell("*"), c.spell(">"), c.spell(""), "mesh.control.enrol", SubjectPush, c.spell("node-a") + ".x"} {
+			if node, ok := c.of(bad); ok {
+				t.Errorf("%q read as node %q", bad, node)
+			}
 		}
 	}
 }

@@ -69,6 +69,10 @@ const (
 // there, and a reader refuses it on either bus.
 const HeaderNATSStatus = "Status"
 
+// HeaderNATSDescription is the header nats.go reads a status line's
+// description into ("No Messages" of a 404).
+const HeaderNATSDescription = "Description"
+
 // HeaderError refuses one header of an envelope and names it, so that a
 // refusal can be logged and reported with the header's name.
 type HeaderError struct {

@@ -70,11 +70,27 @@ func ParseReport(subject string, data []byte) (Report, error) {
 	return r, nil
 }
 
-// NodeOfReport is the node a report subject names.
-func NodeOfReport(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, "mesh.control.")
-	node, ok2 := strings.CutSuffix(rest, ".report")
-	return node, ok && ok2 && node != "" && !strings.Contains(node, ".")
+// NodeOfReport is the node a report subject (NodeReport) names.
+func NodeOfReport(subject string) (string, bool) { return nodeOf(subject, NodeReport) }
+
+// NodeOfCredentials is the node a credential request's subject
+// (NodeCredentials) names.
+func NodeOfCredentials(subject string) (string, bool) { return nodeOf(subject, NodeCredentials) }
+
+// NodeOfDeclare is the node a declaration subject (NodeDeclare) names.
+func NodeOfDeclare(subject string) (string, bool) { return nodeOf(subject, NodeDeclare) }
+
+// nodeOf reads the node out of subject, which spell makes of a node: the
+// one token where spell puts it, and the rest as spell writes it.
+func nodeOf(subject string, spell func(node string) string) (string, bool) {
+	const mark = "\x00"
+	before, after, _ := strings.Cut(spell(mark), mark)
+	node, ok := strings.CutPrefix(subject, before)
+	if !ok {
+		return "", false
+	}
+	node, ok = strings.CutSuffix(node, after)
+	return node, ok && node != "" && !strings.ContainsAny(node, ".*> ")
 }
 
 // Marshal is the report as it goes on the wire.

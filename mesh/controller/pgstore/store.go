@@ -590,8 +590,8 @@ func (t *pgTx) Applied(ctx context.Context, key string) (controller.Applied, err
 }
 
 func (t *pgTx) PutToken(ctx context.Context, tok controller.Token) error {
-	if tok.ID == "" || tok.Node == "" || tok.Expires.IsZero() {
-		return fmt.Errorf("put token: id, node and expiry are required, got %+v", tok)
+	if err := controller.CheckToken(tok); err != nil {
+		return err
 	}
 	var spent *time.Time
 	if !tok.Spent.IsZero() {
@@ -604,8 +604,8 @@ func (t *pgTx) PutToken(ctx context.Context, tok controller.Token) error {
 }
 
 func (t *pgTx) PutNode(ctx context.Context, n controller.Node) error {
-	if n.Name == "" || n.SealingKey == "" {
-		return fmt.Errorf("put node: name and sealing key are required, got %+v", n)
+	if err := controller.CheckNode(n); err != nil {
+		return err
 	}
 	return t.write(ctx, "put node "+n.Name,
 		`INSERT INTO nodes (name, sealing_key, enrolled, token) VALUES ($1, $2, $3, $4)
@@ -682,8 +682,8 @@ func (t *pgTx) Description(ctx context.Context) ([]byte, error) {
 }
 
 func (t *pgTx) PutDeclared(ctx context.Context, d wire.Declaration) error {
-	if wire.CheckName(d.Node) != nil || d.Revision == 0 {
-		return fmt.Errorf("put declaration: a node name and a revision above 0 are required, got %+v", d)
+	if err := controller.CheckDeclared(d); err != nil {
+		return err
 	}
 	doc, err := json.Marshal(d)
 	if err != nil {
@@ -708,8 +708,8 @@ func (t *pgTx) PutDescription(ctx context.Context, yaml []byte) error {
 }
 
 func (t *pgTx) PutReport(ctx context.Context, r controller.Reported) error {
-	if wire.CheckName(r.Report.Node) != nil || r.Report.ID == "" {
-		return fmt.Errorf("put report: a node and an id are required, got %+v", r.Report)
+	if err := controller.CheckReported(r); err != nil {
+		return err
 	}
 	doc, err := json.Marshal(r)
 	if err != nil {
@@ -750,8 +750,8 @@ func (t *pgTx) DeadLetters(ctx context.Context) ([]controller.DeadLetter, error)
 }
 
 func (t *pgTx) PutDeadLetter(ctx context.Context, d controller.DeadLetter) error {
-	if d.DeadSeq == 0 || d.Consumer == "" {
-		return fmt.Errorf("put dead letter: a DEAD sequence and a consumer are required, got %+v", d)
+	if err := controller.CheckDeadLetter(d); err != nil {
+		return err
 	}
 	doc, err := json.Marshal(d)
 	if err != nil {
