@@ -367,7 +367,7 @@ func TestRefusesToStart(t *testing.T) {
 		checked             int // how many times the server's check ran
 	}{
 		{"torn", whole[:len(whole)/2], "not one whole JSON document", 0},
-		{"no users", `{"listen":"127.0.0.1:4222","accounts":{"A":{"jetstream":"enabled"}}}`, `account \"A\" has no users`, 0},
+		{"no users", `{"listen":"127.0.0.1:4222","accounts":{"A":{"jetstream":"enabled"}}}`, "no account has a user", 0},
 		{"anonymous user", conf(4222, `"no_auth_user":"u",`), "no_auth_user", 0},
 		{"refused by the server", conf(4222, markRefuse), "fake refusal", 1},
 	} {
@@ -412,7 +412,7 @@ func TestKeepsTheLastGoodConfiguration(t *testing.T) {
 	next := conf(4223, "")
 	for i, tc := range []struct{ name, content, says string }{
 		{"torn", next[:len(next)-20], "not one whole JSON document: it ends in the middle of a value"},
-		{"no users", `{"listen":"127.0.0.1:4222","accounts":{"A":{"users":[]}}}`, "empty users list"},
+		{"no users", `{"listen":"127.0.0.1:4222","accounts":{"A":{"users":[]}}}`, "no account has a user"},
 		{"open to anonymous clients", conf(4222, `"no_auth_user":"u",`), "no_auth_user"},
 		{"refused by the server", conf(4222, markRefuse), "fake refusal"},
 		{"not reloadable", conf(4222, markRestart), "config reload not supported"},

@@ -42,7 +42,12 @@ func DefaultLimits() Limits {
 //     payload names, is heard there by the token's own user.
 //
 // The enrolment account has no JetStream: no API answers, no stream
-// writes. With no token issued it is left out, with the exports.
+// writes. It is composed with its imports even while no token is
+// outstanding, with no users: an import added by a reload does not route
+// requests into CONTROL, whose stream was made before it (see
+// docs/decisions/0003-enrolment-account-from-genesis.md), so the first
+// token issued after a genesis without tokens must find the account
+// already there. An account without users lets nobody in.
 func accounts(users map[string][]user, l Limits) map[string]account {
 	out := map[string]account{
 		wire.AccountControl: {
@@ -53,9 +58,6 @@ func accounts(users map[string][]user, l Limits) map[string]account {
 			JetStream: &jsLimits{MaxFile: l.MeshFile, MaxStreams: l.MeshStreams, MaxBytesRequired: true},
 			Users:     users[wire.AccountMesh],
 		},
-	}
-	if len(users[wire.AccountEnrol]) == 0 {
-		return out
 	}
 	ctl := out[wire.AccountControl]
 	ctl.Exports = []export{

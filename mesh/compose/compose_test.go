@@ -2,6 +2,7 @@ package compose
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -56,6 +57,28 @@ func TestConfigGolden(t *testing.T) {
 	again, _ := Config(m, Inputs{Hashes: fakeHashes(m)})
 	if !bytes.Equal(got, again) {
 		t.Fatal("expected the same bytes from the same inputs")
+	}
+}
+
+// TestTheEnrolmentAccountIsComposedWithoutTokens: with no token
+// outstanding, the enrolment account is still there with its imports and
+// the control account's exports, and no users: a token issued later only
+// adds a user to it (docs/decisions/0003-enrolment-account-from-genesis.md).
+func TestTheEnrolmentAccountIsComposedWithoutTokens(t *testing.T) {
+	m := sample(t)
+	m.Tokens = nil
+	data, err := Config(m, Inputs{Hashes: fakeHashes(m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg config
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	accts := cfg.Accounts
+	enrol, ok := accts[wire.AccountEnrol]
+	if !ok || len(enrol.Users) != 0 || len(enrol.Imports) != 2 || len(accts[wire.AccountControl].Exports) != 2 {
+		t.Fatalf("expected the enrolment account with its two imports, no users, and the control account's two exports, got %+v and %+v", enrol, accts[wire.AccountControl])
 	}
 }
 

@@ -121,7 +121,7 @@ type jetstream struct {
 type account struct {
 	JetStream *jsLimits     `json:"jetstream,omitempty"`
 	Limits    *accountLimit `json:"limits,omitempty"`
-	Users     []user        `json:"users"`
+	Users     []user        `json:"users,omitempty"`
 	Exports   []export      `json:"exports,omitempty"`
 	Imports   []imp         `json:"imports,omitempty"`
 }

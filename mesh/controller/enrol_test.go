@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/mesh/host"
+	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -29,13 +30,18 @@ type living struct {
 	conns *Conns
 }
 
-func newLiving(t *testing.T) *living { return newLivingGuarded(t, true) }
+func newLiving(t *testing.T) *living { return newLivingOf(t, sampleMesh(t), true) }
 
 // newLivingGuarded is newLiving, with the declarations' guard or without
 // it (a test that must see what lands on NODES before it is put back).
 func newLivingGuarded(t *testing.T, guarded bool) *living {
+	return newLivingOf(t, sampleMesh(t), guarded)
+}
+
+// newLivingOf is newLivingGuarded for the description m.
+func newLivingOf(t *testing.T, m *meshdesc.Mesh, guarded bool) *living {
 	t.Helper()
-	b := newBed(t, sampleMesh(t))
+	b := newBed(t, m)
 	b.start()
 	b.watch()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -132,19 +138,25 @@ func (l *living) issue(node string) wire.Credential {
 	return c
 }
 
-// enrol runs the host's side of the handshake, retrying the connection
-// while the token's user is not yet live.
+// enrolWith runs the host's side of the handshake as the host does,
+// asking again while the claim was not sent: the token's user not yet
+// live, or the connection closed by a reload it was caught in.
 func enrolWith(t *testing.T, token wire.Credential) (wire.Credential, seal.Key, error) {
+	return enrolWithin(t, token, 20*time.Second)
+}
+
+// enrolWithin is enrolWith, giving up after d.
+func enrolWithin(t *testing.T, token wire.Credential, d time.Duration) (wire.Credential, seal.Key, error) {
 	t.Helper()
 	key, err := seal.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	for {
 		cred, err := host.Enrol(ctx, token, key)
-		if err == nil || !errors.Is(err, nats.ErrAuthorization) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, host.ErrNotSent) || ctx.Err() != nil {
 			return cred, key, err
 		}
 	}
@@ -200,6 +212,24 @@ func TestEnrolmentSpendsTheTokenAndSealsTheNodesCredential(t *testing.T) {
 	})
 }
 
+// TestATokenIssuedAfterAGenesisWithoutTokensEnrols: a description that
+// names no enrolment token still gives the server the enrolment account,
+// so the first token issued later, whose user arrives by a reload, routes
+// its claim to CONTROL and is answered.
+func TestATokenIssuedAfterAGenesisWithoutTokensEnrols(t *testing.T) {
+	m := sampleMesh(t)
+	m.Tokens = nil
+	l := newLivingOf(t, revalidate(t, m), true)
+	cred, _, err := enrolWith(t, l.issue("node-a"))
+	if err != nil {
+		t.Fatalf("enrol: %v", err)
+	}
+	dialEventually(t, cred)
+	eventually(t, 5*time.Second, "one enrolment applied", func() bool {
+		return l.loop.Counts() == ControlCounts{Enrolled: 1}
+	})
+}
+
 // TestATokenIsSpentExactlyOnce: two nodes claim one token at once; one is
 // enrolled, the other refused with the reason.
 func TestATokenIsSpentExactlyOnce(t *testing.T) {
@@ -213,7 +243,9 @@ func TestATokenIsSpentExactlyOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			cred, _, err := enrolWith(t, token)
+			// The loser's token user is revoked once the winner is
+			// enrolled: its claim is then never sent.
+			cred, _, err := enrolWithin(t, token, 5*time.Second)
 			results <- result{cred, err}
 		})
 	}

@@ -45,10 +45,6 @@ func fleet(t testing.TB, n int) *meshdesc.Mesh {
 		Name:    "fleet",
 		Bus:     meshdesc.Bus{Names: []string{"localhost", "127.0.0.1"}, Port: testutil.FreePort(t), Monitor: "127.0.0.1"},
 		Modules: []meshdesc.Module{{Name: "agent", Emits: []string{"beat"}, Version: "1.0.0"}},
-		// A description token keeps the enrolment account composed from
-		// genesis on: an account and its service import that appear only
-		// by a reload are not live (found here; see the note).
-		Tokens: []meshdesc.Token{{ID: "tok-genesis"}},
 	}
 	for i := range n {
 		m.Nodes = append(m.Nodes, meshdesc.Node{Name: fmt.Sprintf("node-%04d", i), Modules: []string{"agent"}})

@@ -30,9 +30,11 @@ var (
 	// short, empty, followed by something else, or not JSON at all.
 	ErrNotWhole = errors.New("not one whole JSON document")
 	// ErrOpen means the file is whole but would let a client in without
-	// the mesh's users: no accounts, an account without users, a user
-	// without a name or password, or a default user for password-less
-	// clients.
+	// the mesh's users: no accounts, no user in any of them (the server
+	// then asks no client for a password), a user without a name or
+	// password, or a default user for password-less clients. An account
+	// may have no users of its own (one reached only through imports):
+	// nobody can log in to it, and it opens nothing.
 	ErrOpen = errors.New("would admit clients without a user and password")
 	// ErrAmbiguous means one option is given twice (also as "Users" and
 	// "users", or "pass" and "password"): nats-server reads option names
@@ -65,13 +67,19 @@ func Check(data []byte) error {
 	if err := options(top, "the top level"); err != nil {
 		return err
 	}
-	if err := accounts(top); err != nil {
+	users, err := accounts(top)
+	if err != nil {
 		return err
 	}
 	if authz, ok := top.get("authorization"); ok {
-		if err := authorization(authz); err != nil {
+		n, err := authorization(authz)
+		if err != nil {
 			return err
 		}
+		users += n
+	}
+	if users == 0 {
+		return fmt.Errorf("%w: no account has a user, so the server would ask no client for a password", ErrOpen)
 	}
 	return nil
 }
@@ -101,82 +109,89 @@ func whole(data []byte) error {
 	return fmt.Errorf("%w: the document ends at byte %d of %d (line %d) and something follows it", ErrNotWhole, at, len(data), line(at))
 }
 
-func accounts(top *object) error {
+// accounts checks every account's users and says how many there are in
+// all.
+func accounts(top *object) (int, error) {
 	v, ok := top.get("accounts")
 	if !ok {
-		return fmt.Errorf("%w: no accounts block, so no users", ErrOpen)
+		return 0, fmt.Errorf("%w: no accounts block, so no users", ErrOpen)
 	}
 	accts, ok := v.(*object)
 	if !ok {
-		return fmt.Errorf("%w: accounts is %s, not an object of accounts with their users", ErrOpen, kind(v))
+		return 0, fmt.Errorf("%w: accounts is %s, not an object of accounts with their users", ErrOpen, kind(v))
 	}
 	if len(accts.keys) == 0 {
-		return fmt.Errorf("%w: accounts is empty, so no users", ErrOpen)
+		return 0, fmt.Errorf("%w: accounts is empty, so no users", ErrOpen)
 	}
+	total := 0
 	for i, name := range accts.keys {
 		where := fmt.Sprintf("account %q", name)
 		acct, ok := accts.vals[i].(*object)
 		if !ok {
-			return fmt.Errorf("%w: %s is %s, not an object", ErrOpen, where, kind(accts.vals[i]))
+			return 0, fmt.Errorf("%w: %s is %s, not an object", ErrOpen, where, kind(accts.vals[i]))
 		}
 		if err := options(acct, where); err != nil {
-			return err
+			return 0, err
 		}
 		users, ok := acct.get("users")
 		if !ok {
-			return fmt.Errorf("%w: %s has no users", ErrOpen, where)
+			continue
 		}
-		if err := userList(users, where); err != nil {
-			return err
+		n, err := userList(users, where)
+		if err != nil {
+			return 0, err
 		}
+		total += n
 	}
-	return nil
+	return total, nil
 }
 
 // authorization checks a top-level authorization block: whatever users it
-// lists, and a single user it names, must each have a password.
-func authorization(v any) error {
+// lists, and a single user it names, must each have a password. It says
+// how many users the block gives.
+func authorization(v any) (int, error) {
 	const where = "the authorization block"
 	authz, ok := v.(*object)
 	if !ok {
-		return fmt.Errorf("%w: %s is %s, not an object", ErrOpen, where, kind(v))
+		return 0, fmt.Errorf("%w: %s is %s, not an object", ErrOpen, where, kind(v))
 	}
 	if err := options(authz, where); err != nil {
-		return err
+		return 0, err
 	}
+	n := 0
 	if users, ok := authz.get("users"); ok {
-		if err := userList(users, where); err != nil {
-			return err
+		var err error
+		if n, err = userList(users, where); err != nil {
+			return 0, err
 		}
 	}
 	if _, named := authz.get("user", "username"); named {
-		return user(authz, where)
+		return n + 1, user(authz, where)
 	}
-	return nil
+	return n, nil
 }
 
-func userList(v any, where string) error {
+// userList checks each user of a list (an empty one is no users) and says
+// how many there are.
+func userList(v any, where string) (int, error) {
 	list, ok := v.([]any)
 	if !ok {
-		return fmt.Errorf("%w: the users of %s are %s, not a list", ErrOpen, where, kind(v))
-	}
-	if len(list) == 0 {
-		return fmt.Errorf("%w: %s has an empty users list", ErrOpen, where)
+		return 0, fmt.Errorf("%w: the users of %s are %s, not a list", ErrOpen, where, kind(v))
 	}
 	for i, u := range list {
 		at := fmt.Sprintf("%s, users[%d]", where, i)
 		entry, ok := u.(*object)
 		if !ok {
-			return fmt.Errorf("%w: %s is %s, not an object", ErrOpen, at, kind(u))
+			return 0, fmt.Errorf("%w: %s is %s, not an object", ErrOpen, at, kind(u))
 		}
 		if err := options(entry, at); err != nil {
-			return err
+			return 0, err
 		}
 		if err := user(entry, at); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(list), nil
 }
 
 // user checks that an entry names a user and gives it a password. The

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 func golden(t *testing.T) []byte {
@@ -82,8 +86,10 @@ func TestStructure(t *testing.T) {
 		{"no accounts", `{"listen":"0.0.0.0:4222","jetstream":{"store_dir":"/data"}}`, ErrOpen, "no accounts"},
 		{"empty accounts", `{"accounts":{}}`, ErrOpen, "accounts is empty"},
 		{"accounts as a list of names", `{"accounts":["A"]}`, ErrOpen, "not an object"},
-		{"an account without users", `{"accounts":{"A":{"users":[{"user":"u","password":"p"}]},"B":{"jetstream":"enabled"}}}`, ErrOpen, `account "B" has no users`},
-		{"an empty users list", `{"accounts":{"A":{"users":[]}}}`, ErrOpen, "empty users list"},
+		{"an account without users beside one with", `{"accounts":{"A":{"users":[{"user":"u","password":"p"}]},"B":{"jetstream":"enabled"}}}`, nil, ""},
+		{"no account with a user", `{"accounts":{"A":{"jetstream":"enabled"},"B":{}}}`, ErrOpen, "no account has a user"},
+		{"only an empty users list", `{"accounts":{"A":{"users":[]}}}`, ErrOpen, "no account has a user"},
+		{"a user only in the authorization block", `{"authorization":{"user":"x","password":"y"},"accounts":{"A":{}}}`, nil, ""},
 		{"users not a list", `{"accounts":{"A":{"users":{"user":"u"}}}}`, ErrOpen, "not a list"},
 		{"a user without a password", `{"accounts":{"A":{"users":[{"user":"u","password":"p"},{"user":"v"}]}}}`, ErrOpen, `users[1] (user "v") has no password`},
 		{"an empty password", `{"accounts":{"A":{"users":[{"user":"u","password":""}]}}}`, ErrOpen, "no password"},
@@ -130,5 +136,51 @@ func TestErrorsNeverQuoteAPassword(t *testing.T) {
 		if strings.Contains(err.Error(), secret) {
 			t.Fatalf("the error quotes the password: %v", err)
 		}
+	}
+}
+
+// TestOpenIsWhatTheServerLetsIn holds the check to the server: of two
+// whole configurations that differ in one account's users, the one
+// refused as open lets a client without a password in, and the one passed
+// (an account with no users beside one with) does not. An account without
+// users opens nothing: what opens the bus is no user anywhere.
+func TestOpenIsWhatTheServerLetsIn(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf string
+		open       bool
+	}{
+		{"a user in one account, none in the other", `{"listen":"127.0.0.1:-1","accounts":{"A":{"users":[{"user":"u","password":"p"}]},"B":{}}}`, false},
+		{"no user in any account", `{"listen":"127.0.0.1:-1","accounts":{"A":{},"B":{}}}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := Check([]byte(tc.conf)); errors.Is(err, ErrOpen) != tc.open {
+				t.Fatalf("expected the check to call it open: %v, got %v", tc.open, err)
+			}
+			path := filepath.Join(t.TempDir(), "nats.conf")
+			if err := os.WriteFile(path, []byte(tc.conf), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			opts, err := server.ProcessConfigFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.NoLog, opts.NoSigs = true, true
+			s, err := server.NewServer(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go s.Start()
+			t.Cleanup(s.Shutdown)
+			if !s.ReadyForConnections(10 * time.Second) {
+				t.Fatal("server not ready")
+			}
+			nc, err := nats.Connect(s.ClientURL(), nats.NoReconnect())
+			if err == nil {
+				nc.Close()
+			}
+			if admitted := err == nil; admitted != tc.open {
+				t.Fatalf("expected a client without a password admitted: %v, got %v (%v)", tc.open, admitted, err)
+			}
+		})
 	}
 }

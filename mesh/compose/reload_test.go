@@ -1,0 +1,96 @@
+package compose
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// TestAnAccountIntroducedByAReloadRoutesNoImport pins the server's
+// behaviour that makes the enrolment account part of every composition
+// (docs/decisions/0003-enrolment-account-from-genesis.md). Account C
+// exports a service to account E; a subscriber in C listens on it; a
+// client of E publishes. Where E and its import exist from the start and
+// only E's user arrives by reload, the message is routed; where E first
+// appears in a reload, it is not. If the second case ever starts routing,
+// the server has changed, and the decision may be revisited; the
+// composition is right either way.
+func TestAnAccountIntroducedByAReloadRoutesNoImport(t *testing.T) {
+	const (
+		c       = `"C":{"users":[{"user":"c","password":"c"}],"exports":[{"service":"svc.enrol","accounts":["E"]}]}`
+		cAlone  = `"C":{"users":[{"user":"c","password":"c"}]}`
+		eBare   = `"E":{"imports":[{"service":{"account":"C","subject":"svc.enrol"}}]}`
+		eWhole  = `"E":{"users":[{"user":"e","password":"e"}],"imports":[{"service":{"account":"C","subject":"svc.enrol"}}]}`
+		conf    = `{"listen":"127.0.0.1:-1","accounts":{`
+		closing = `}}`
+	)
+	for _, tc := range []struct {
+		name          string
+		before, after string
+		routed        bool
+	}{
+		{"E and its import there from the start, its user added", conf + c + "," + eBare + closing, conf + c + "," + eWhole + closing, true},
+		{"E and its import introduced by the reload", conf + cAlone + closing, conf + c + "," + eWhole + closing, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "nats.conf")
+			write := func(s string) {
+				if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(tc.before)
+			opts, err := server.ProcessConfigFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.NoLog, opts.NoSigs = true, true
+			s, err := server.NewServer(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go s.Start()
+			t.Cleanup(s.Shutdown)
+			if !s.ReadyForConnections(10 * time.Second) {
+				t.Fatal("server not ready")
+			}
+			cc, err := nats.Connect(s.ClientURL(), nats.UserInfo("c", "c"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			sub, err := cc.SubscribeSync("svc.enrol")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			write(tc.after)
+			if err := s.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			ec, err := nats.Connect(s.ClientURL(), nats.UserInfo("e", "e"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ec.Close()
+			if err := ec.Publish("svc.enrol", []byte("claim")); err != nil {
+				t.Fatal(err)
+			}
+			if err := ec.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			// A routed message arrives within milliseconds; the second is
+			// the bound on "not routed".
+			_, err = sub.NextMsg(time.Second)
+			if routed := err == nil; routed != tc.routed {
+				t.Fatalf("expected the publication routed into C: %v, got %v (%v)", tc.routed, routed, err)
+			}
+		})
+	}
+}
