@@ -20,7 +20,8 @@ import (
 )
 
 func costFlag(fs *flag.FlagSet, c *call) {
-	fs.IntVar(&c.bcryptCost, "bcrypt-cost", bcrypt.DefaultCost, "bcrypt cost of the password hashes")
+	fs.IntVar(&c.bcryptCost, "bcrypt-cost", controller.DefaultBcryptCost,
+		"bcrypt cost of the password hashes (the passwords are random; the server pays the cost per connection and per reload)")
 }
 
 func checkCost(c *call) error {
@@ -32,11 +33,7 @@ func checkCost(c *call) error {
 
 // options are Apply's options as the flags set them.
 func (c *call) options() controller.Options {
-	cost := c.bcryptCost
-	if cost == 0 {
-		cost = bcrypt.DefaultCost
-	}
-	return controller.Options{BcryptCost: cost, Logger: c.log}
+	return controller.Options{BcryptCost: c.bcryptCost, Logger: c.log}
 }
 
 func (c *call) mesh() (*meshdesc.Mesh, error) { return meshdesc.Load(c.meshFile) }

@@ -57,6 +57,9 @@ type ControlLoop struct {
 	log   *slog.Logger
 	nc    *nats.Conn
 	away  time.Duration // the delay of the next hold while the store is away
+	// composer makes the enrolments answered live, and serialises every
+	// composition of the loop's (a push's too).
+	composer *composer
 
 	mu     sync.Mutex
 	counts ControlCounts
@@ -70,10 +73,14 @@ type ControlLoop struct {
 func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m *meshdesc.Mesh, st Store, dir string, o Options, guard *Guard) (loop *ControlLoop, stop func(), err error) {
 	o = o.withDefaults()
 	l := &ControlLoop{m: m, st: st, guard: guard, dir: dir, o: o, log: o.Logger.With("loop", "control"), nc: nc}
+	l.composer = newComposer(l.mesh, st, dir, o)
 	cons, err := js.Consumer(ctx, wire.StreamControl, wire.ControlConsumer)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bind consumer %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
 	}
+	composing, stopComposing := context.WithCancel(context.WithoutCancel(ctx))
+	var composed sync.WaitGroup
+	composed.Go(func() { l.composer.run(composing) })
 	// PullMaxMessages 1: the next message is not pulled while one is in
 	// hand, so a held message waits for the store with nothing behind it
 	// timing out unacknowledged.
@@ -81,13 +88,21 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 		l.log.Warn("control consumer", "err", err)
 	}))
 	if err != nil {
+		stopComposing()
+		composed.Wait()
 		return nil, nil, fmt.Errorf("consume %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
 	}
 	return l, func() {
 		cc.Stop()
 		<-cc.Closed()
+		stopComposing()
+		composed.Wait()
 	}, nil
 }
+
+// Compositions is how many times the loop made the store's state live in
+// nats.conf for enrolments (a push composes within its own update).
+func (l *ControlLoop) Compositions() int { return l.composer.count() }
 
 // Counts are the loop's counts so far.
 func (l *ControlLoop) Counts() ControlCounts {
@@ -179,6 +194,12 @@ func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error 
 	if err != nil {
 		return err
 	}
+	if e.Answer.Refused == "" {
+		// Acknowledged before it is composed: the store holds the
+		// enrolment, and the composer (or, after a crash, the next
+		// controller's start) makes it live.
+		l.composer.ask()
+	}
 	l.count(func(c *ControlCounts) {
 		switch {
 		case e.Replayed:
@@ -193,7 +214,12 @@ func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error 
 }
 
 func (l *ControlLoop) push(ctx context.Context, key string, data []byte) error {
-	p, err := Push(ctx, l.st, l.dir, key, data, l.o)
+	var p Pushed
+	err := l.composer.locked(func() error {
+		var err error
+		p, err = Push(ctx, l.st, l.dir, key, data, l.o)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -41,12 +41,16 @@ type Enrolment struct {
 // controller killed between commit and ack) is answered as it was then,
 // and changes nothing; so is a claim of a spent token by the node that
 // spent it, with the same sealing key (a node that asked again before the
-// answer reached it). Once committed, the answer is handed to deliver;
-// then the server's configuration is composed again (Apply), which makes
-// the node's user live and the token's gone. The answer goes first: the
-// reload ends the enrolment user's connection, which the answer must have
-// reached. A deliver or compose that fails is returned, and the message
-// asked again, answered and composed again from the ledger.
+// answer reached it). Once committed, the answer is handed to deliver. A
+// deliver that fails is returned, and the message asked again and
+// answered from the ledger.
+//
+// Enrol does not compose: the caller makes the node's user live and the
+// token's gone (Apply) once the answer is delivered, for every enrolment
+// whose Answer is not a refusal. The answer must go first: the reload
+// ends the enrolment user's connection, which the answer must have
+// reached. The CONTROL loop composes once for all the enrolments it
+// answered meanwhile (composer).
 //
 // A request that cannot be read is ErrBadControl, and gets no answer: its
 // reply subject is not known to be the requester's. A store that cannot
@@ -78,11 +82,6 @@ func Enrol(ctx context.Context, m *meshdesc.Mesh, st Store, dir, key string, dat
 	}
 	if err := deliver(out); err != nil {
 		return out, fmt.Errorf("answer the enrolment: %w", err)
-	}
-	if out.Answer.Refused == "" {
-		if _, err := Apply(ctx, m, st, dir, o); err != nil {
-			return out, fmt.Errorf("enrol %s: compose its user: %w", out.Answer.Node, err)
-		}
 	}
 	if !out.Replayed {
 		o.Logger.Info("enrolment", "token", req.Token, "node", out.Answer.Node, "refused", out.Answer.Refused)

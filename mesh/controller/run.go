@@ -52,7 +52,8 @@ func (o RunOptions) withDefaults() RunOptions {
 	return o
 }
 
-// Run connects as the controller, asserts the streams and consumers,
+// Run composes the store's state into nats.conf (given a Dir), connects
+// as the controller, asserts the streams and consumers,
 // publishes every node's declaration and guards them (GuardDeclarations),
 // logs "ready", and folds the provisioner events into the status
 // (FollowStatus) and handles CONTROL (FollowControl, given a Dir) until
@@ -74,6 +75,14 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return err
 	}); err != nil {
 		return fmt.Errorf("declare: %w", err)
+	}
+	if o.Dir != "" {
+		// The CONTROL loop acknowledges an enrolment once it is answered
+		// and composes it a moment later: what a controller stopped in
+		// between left uncomposed is made live here.
+		if _, err := Apply(ctx, m, st, o.Dir, o.Apply); err != nil {
+			return fmt.Errorf("compose: %w", err)
+		}
 	}
 	key, err := st.DeclarationKey(ctx)
 	if errors.Is(err, ErrNotFound) {

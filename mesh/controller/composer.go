@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+)
+
+// composer makes what the store holds live in nats.conf (Apply) once for
+// all the changes asked of it while it was busy: the enrolments a loop
+// handles while one composition runs cost one composition more, not one
+// each. A composition costs O(users) in the store and a reload costs the
+// server O(connected clients), so composing per enrolment made a fleet's
+// enrolment grow as N² (docs/living-mesh.md, "Scale").
+//
+// Every composition of the controller process goes through its lock, a
+// push's as well as the composer's own: each reads the store and then
+// writes nats.conf, and two of them interleaved could leave the older
+// composition written last.
+type composer struct {
+	mu   sync.Mutex // held across a composition: its update and nats.conf
+	kick chan struct{}
+	mesh func() *meshdesc.Mesh
+	st   Store
+	dir  string
+	o    Options
+
+	countMu  sync.Mutex
+	composed int
+}
+
+func newComposer(mesh func() *meshdesc.Mesh, st Store, dir string, o Options) *composer {
+	return &composer{kick: make(chan struct{}, 1), mesh: mesh, st: st, dir: dir, o: o.withDefaults()}
+}
+
+// ask asks for a composition soon; asks made before it starts are one.
+func (c *composer) ask() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// locked runs f holding the composition lock.
+func (c *composer) locked(f func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f()
+}
+
+// run composes whenever asked, until ctx ends; then it makes a
+// composition still asked for, so a stopped controller leaves nothing of
+// what it answered uncomposed (and the next one composes at its start
+// anyway: Run). A composition that fails is tried again, waiting longer
+// each time up to controlRetryMax; asks meanwhile are the same one.
+func (c *composer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			select {
+			case <-c.kick:
+				c.last(ctx)
+			default:
+			}
+			return
+		case <-c.kick:
+		}
+		if !c.retrying(ctx) {
+			c.last(ctx)
+			return
+		}
+	}
+}
+
+// retrying composes until it succeeds (true) or ctx ends (false).
+func (c *composer) retrying(ctx context.Context) bool {
+	wait := time.Duration(0)
+	for ctx.Err() == nil {
+		err := c.compose(ctx)
+		if err == nil {
+			return true
+		}
+		wait = min(max(2*wait, controlRetry), controlRetryMax)
+		c.o.Logger.Warn("composition failed; tried again", "delay", wait, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return false
+}
+
+// last is the one composition made on the way out, bounded by
+// handleTimeout.
+func (c *composer) last(ctx context.Context) {
+	if err := c.compose(context.WithoutCancel(ctx)); err != nil {
+		c.o.Logger.Warn("composition on stopping failed; the next start composes", "err", err)
+	}
+}
+
+func (c *composer) compose(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
+	defer cancel()
+	err := c.locked(func() error {
+		_, err := Apply(ctx, c.mesh(), c.st, c.dir, c.o)
+		return err
+	})
+	if err == nil {
+		c.countMu.Lock()
+		c.composed++
+		c.countMu.Unlock()
+	}
+	return err
+}
+
+// count is how many compositions the composer made.
+func (c *composer) count() int {
+	c.countMu.Lock()
+	defer c.countMu.Unlock()
+	return c.composed
+}

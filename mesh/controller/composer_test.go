@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshbus/mesh/internal/testutil"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/seal"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// gatedStore holds each Update until the test lets it through.
+type gatedStore struct {
+	Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *gatedStore) Update(ctx context.Context, fn func(Tx) error) error {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Store.Update(ctx, fn)
+}
+
+// runComposer runs c until the test ends.
+func runComposer(t *testing.T, c *composer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// TestTheComposerComposesOnceForWhatWasAskedWhileBusy: asks made while a
+// composition runs are one composition more, whatever their number, and
+// that one sees what they asked for.
+func TestTheComposerComposesOnceForWhatWasAskedWhileBusy(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	st := &gatedStore{Store: b.st, entered: make(chan struct{}), release: make(chan struct{})}
+	c := newComposer(func() *meshdesc.Mesh { return b.m }, st, b.dir, b.opts)
+	runComposer(t, c)
+
+	c.ask()
+	<-st.entered // the first composition is under way
+	// A token issued meanwhile (its user must appear), then five asks.
+	if _, _, err := IssueToken(ctxT(t), b.m, b.st, b.dir, "node-a", time.Hour, b.opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(Layout{b.dir}.NATSConfig()); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		c.ask()
+	}
+	st.release <- struct{}{}
+	<-st.entered // the one composition for the five
+	st.release <- struct{}{}
+	eventually(t, 5*time.Second, "two compositions", func() bool { return c.count() == 2 })
+	if len(c.kick) != 0 {
+		t.Fatalf("expected nothing more asked of the composer, got %d asks pending", len(c.kick))
+	}
+	conf, err := os.ReadFile(Layout{b.dir}.NATSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _ := b.st.Tokens(ctxT(t))
+	if len(toks) != 1 || !containsUser(conf, wire.EnrolUser(toks[0].ID)) {
+		t.Fatalf("expected the second composition to hold the token issued meanwhile, got tokens %+v", toks)
+	}
+}
+
+// TestTheComposerTriesAgainUntilTheStoreTakesIt: a composition the store
+// refuses is tried again, with no further ask, once the store is back.
+func TestTheComposerTriesAgainUntilTheStoreTakesIt(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	st := &unavailableStore{Store: b.st}
+	st.set(true)
+	c := newComposer(func() *meshdesc.Mesh { return b.m }, st, b.dir, b.opts)
+	runComposer(t, c)
+	c.ask()
+	// The first retry comes after controlRetry: still refused if it
+	// comes before the store is back, and tried again later.
+	time.AfterFunc(controlRetry/2, func() { st.set(false) })
+	eventually(t, 3*controlRetry+5*time.Second, "a composition once the store is back", func() bool { return c.count() == 1 })
+}
+
+// TestAStoppedComposerMakesWhatWasAsked: a controller stopped with a
+// composition asked for makes it before it goes.
+func TestAStoppedComposerMakesWhatWasAsked(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	c := newComposer(func() *meshdesc.Mesh { return b.m }, b.st, b.dir, b.opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.ask()
+	c.run(ctx)
+	if c.count() != 1 {
+		t.Fatalf("expected the composition asked for made on the way out, got %d", c.count())
+	}
+}
+
+// containsUser says whether the composed configuration conf has user.
+func containsUser(conf []byte, user string) bool {
+	return bytes.Contains(conf, []byte(strconv.Quote(user)))
+}
+
+// TestRunComposesWhatAStoppedControllerLeft: an enrolment answered and
+// acknowledged, its composition never made (the controller stopped in
+// between), is made live by the next controller's start: the node's new
+// password is in nats.conf before the controller is ready.
+func TestRunComposesWhatAStoppedControllerLeft(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	ctx := ctxT(t)
+	_, doc, err := IssueToken(ctx, b.m, b.st, b.dir, "node-a", time.Hour, b.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := wire.ParseCredential(doc)
+	key, _ := seal.NewKey()
+	req := wire.EnrolRequest{Token: tok.Name, Proof: tok.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: wire.EnrolInbox(tok.Name) + ".r"}
+	e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey(wire.SubjectEnrol, "m1", 1), req.Marshal(), b.opts, func(Enrolment) error { return nil })
+	if err != nil || e.Answer.Refused != "" {
+		t.Fatalf("enrol: %+v (%v)", e, err)
+	}
+	secrets, _ := b.st.Secrets(ctx)
+	hash := secrets[wire.HostUser("node-a")].Hash
+	conf := func() []byte { c, _ := os.ReadFile(Layout{b.dir}.NATSConfig()); return c }
+	if bytes.Contains(conf(), []byte(hash)) {
+		t.Fatal("the enrolment was composed before the controller ran: the test shows nothing")
+	}
+	b.start()
+	var logs testutil.SyncBuffer
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, b.m, b.st, RunOptions{Dir: b.dir, Apply: b.opts, StartTimeout: 20 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	}()
+	defer func() { cancel(); <-done }()
+	eventually(t, 20*time.Second, "the controller ready", func() bool { return strings.Contains(logs.String(), `"msg":"ready"`) })
+	if !bytes.Contains(conf(), []byte(hash)) || containsUser(conf(), wire.EnrolUser(tok.Name)) {
+		t.Fatal("expected the node's new password composed and the spent token's user gone once the controller is ready")
+	}
+}
