@@ -40,6 +40,16 @@ Feature: Living — the mesh living on its bus
     And the store still records "node-a" enrolled once, as it first did
 
   @enrol
+  Scenario: An expired token is refused by the controller, with the reason, and status counts it
+    A token's user may log in until a composition drops it; a claim made after the token's
+    lifetime reaches the controller, which answers it with the reason and counts it once.
+
+    Given the controller issues a token for "node-b" good for 3 seconds
+    When that token has expired
+    Then a claim with it is answered by the controller with a refusal saying "expired at"
+    And status counts that token's claim refused once, saying "expired at"
+
+  @enrol
   Scenario: A host stopped or killed comes back as itself, with no token to spend
     The node's sealing key and its own credential are in the host's state: started again, it
     connects as itself at once, and the store's record of it is the one its enrolment made.

@@ -45,6 +45,9 @@ type Mesh interface {
 	// can present it again, and when it was issued and the host was
 	// connected as itself.
 	IssueToken(ctx context.Context, node string) (wire.Credential, []byte, error)
+	// IssueTokenFor is IssueToken for a token that may be claimed for
+	// ttl (the controller's default when zero).
+	IssueTokenFor(ctx context.Context, node string, ttl time.Duration) (wire.Credential, []byte, error)
 	Enrolment(node string) (Enrolment, error)
 
 	// QueryStore reads the controller's PostgreSQL store itself (psql in

@@ -35,7 +35,13 @@ func (e Enrolment) Took() time.Duration { return e.Ready.Sub(e.Issued) }
 // (`mesh-controller token issue`, a one-shot beside the state; its user is
 // composed into nats.conf at once) and returns it.
 func (c *Cluster) IssueToken(ctx context.Context, node string) (wire.Credential, []byte, error) {
-	doc, err := c.controllerStdout(ctx, "token", controllerctr.TokenArgs(filepath.Base(controllerctr.MeshFile), node))
+	return c.IssueTokenFor(ctx, node, 0)
+}
+
+// IssueTokenFor is IssueToken for a token that may be claimed for ttl
+// (the controller's default when zero).
+func (c *Cluster) IssueTokenFor(ctx context.Context, node string, ttl time.Duration) (wire.Credential, []byte, error) {
+	doc, err := c.controllerStdout(ctx, "token", controllerctr.TokenArgs(filepath.Base(controllerctr.MeshFile), node, ttl))
 	if err != nil {
 		return wire.Credential{}, nil, fmt.Errorf("issue a token for %s: %w", node, err)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cucumber/godog"
 
 	"github.com/meshbus/mesh/beds"
+	ctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
@@ -24,6 +26,9 @@ type living struct {
 	tokenClient *client
 	// loginErr is what the server answered the last token's login.
 	loginErr error
+	// expiredBy is when the last token issued with a lifetime is past it
+	// for certain: its lifetime after the issue returned.
+	expiredBy time.Time
 }
 
 // claimWithin bounds a claim with a token the server should refuse at
@@ -42,6 +47,10 @@ func (s *scenario) bindLiving(sc *godog.ScenarioContext) {
 	sc.Step(`^the server refuses its user's login$`, s.theServerRefusesTheLogin)
 	sc.Step(`^a claim with it is refused by the server before it reaches the controller$`, s.aClaimIsRefused)
 	sc.Step(`^the store still records "([^"]+)" enrolled once, as it first did$`, s.theStoreStillRecords)
+	sc.Step(`^the controller issues a token for "([^"]+)" good for (\d+) seconds$`, s.aShortLivedToken)
+	sc.Step(`^that token has expired$`, s.thatTokenHasExpired)
+	sc.Step(`^a claim with it is answered by the controller with a refusal saying "([^"]+)"$`, s.aClaimIsAnsweredRefused)
+	sc.Step(`^status counts that token's claim refused once, saying "([^"]+)"$`, s.statusCountsTheRefusal)
 }
 
 func (s *scenario) theServerShowsTheHostConnected(ctx context.Context, node, user string) error {
@@ -281,6 +290,77 @@ func (s *scenario) theStoreStillRecords(ctx context.Context, node string) error 
 	}
 	if now := nodes[node]; now != first {
 		return fmt.Errorf("expected the store's record of %s unchanged (%+v), it is %+v", node, first, now)
+	}
+	return nil
+}
+
+func (s *scenario) aShortLivedToken(ctx context.Context, node string, seconds int) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	// Its user stays in the server until a composition drops it: later
+	// scenarios get a cluster without it.
+	r.tainted = true
+	ttl := time.Duration(seconds) * time.Second
+	token, _, err := r.cluster.IssueTokenFor(ctx, node, ttl)
+	if err != nil {
+		return err
+	}
+	s.live.token, s.live.expiredBy = token, time.Now().Add(ttl)
+	return nil
+}
+
+// thatTokenHasExpired waits for the instant the token is past its
+// lifetime: a wait on the clock, for a moment known in advance.
+func (s *scenario) thatTokenHasExpired(ctx context.Context) error {
+	if s.live.expiredBy.IsZero() {
+		return errors.New("no token with a lifetime issued in this scenario")
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(s.live.expiredBy)):
+		return nil
+	}
+}
+
+func (s *scenario) aClaimIsAnsweredRefused(ctx context.Context, says string) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	addr, err := r.cluster.BusAddress(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimWithin)
+	defer cancel()
+	cred, err := observe.Claim(ctx, s.live.token, addr)
+	switch {
+	case err == nil:
+		return fmt.Errorf("expected the claim of token %s refused, it was answered with %s's credential", s.live.token.Name, cred.User())
+	case !errors.Is(err, host.ErrRefused):
+		return fmt.Errorf("expected the controller to answer the claim of token %s with a refusal, got %w", s.live.token.Name, err)
+	case !strings.Contains(err.Error(), says):
+		return fmt.Errorf("expected the refusal to say %q, got %v", says, err)
+	}
+	return nil
+}
+
+func (s *scenario) statusCountsTheRefusal(ctx context.Context, says string) error {
+	st, err := s.fullStatus(ctx)
+	if err != nil {
+		return err
+	}
+	var of []ctl.Refusal
+	for _, x := range st.Refusals.Last {
+		if x.Kind == ctl.RefusedEnrolment && strings.Contains(x.Reason, s.live.token.Name) {
+			of = append(of, x)
+		}
+	}
+	if len(of) != 1 || !strings.Contains(of[0].Reason, says) || st.Refusals.Counts[ctl.RefusedEnrolment] < 1 {
+		return fmt.Errorf("expected status to count one enrolment refused for token %s, saying %q, got %+v", s.live.token.Name, says, st.Refusals)
 	}
 	return nil
 }

@@ -78,8 +78,9 @@ func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 // with the state would, in a container of its own.
 type fullStatus struct {
 	ctl.Status
-	Nodes []ctl.NodeStatus `json:"nodes"`
-	Dead  []ctl.DeadLetter `json:"dead_letters"`
+	Nodes    []ctl.NodeStatus `json:"nodes"`
+	Dead     []ctl.DeadLetter `json:"dead_letters"`
+	Refusals ctl.Refusals     `json:"refusals"`
 }
 
 func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {

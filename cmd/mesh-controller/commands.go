@@ -221,12 +221,17 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 	if err != nil {
 		return err
 	}
+	refused, err := store.Refusals(ctx)
+	if err != nil {
+		return err
+	}
 	if asJSON {
 		return printJSON(w, struct {
 			controller.Status
-			Nodes []controller.NodeStatus `json:"nodes"`
-			Dead  []controller.DeadLetter `json:"dead_letters"`
-		}{st, nodes, dead})
+			Nodes    []controller.NodeStatus `json:"nodes"`
+			Dead     []controller.DeadLetter `json:"dead_letters"`
+			Refusals controller.Refusals     `json:"refusals"`
+		}{st, nodes, dead, refused})
 	}
 	if len(st.Failing) == 0 {
 		fmt.Fprintln(w, "no provision is failing")
@@ -250,7 +255,28 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 		fmt.Fprintf(w, "  module %s on %s (consumer %s) gave up on event %s (%s, EVENTS sequence %d) after %d deliveries, at %s\n",
 			d.Module, d.Node, d.Consumer, d.EventID, d.Subject, d.StreamSeq, d.Deliveries, d.At.UTC().Format(time.RFC3339))
 	}
+	printRefusals(w, refused)
 	return nil
+}
+
+// shownRefusals is how many of the newest refusals the text status lists
+// (--json has every one the store keeps).
+const shownRefusals = 5
+
+// printRefusals says how many CONTROL messages were refused, of which
+// kinds, and the newest of them with their reasons.
+func printRefusals(w io.Writer, r controller.Refusals) {
+	if r.Total() == 0 {
+		return
+	}
+	var kinds []string
+	for _, k := range slices.Sorted(maps.Keys(r.Counts)) {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, r.Counts[k]))
+	}
+	fmt.Fprintf(w, "%d CONTROL message(s) refused (%s); the newest:\n", r.Total(), strings.Join(kinds, ", "))
+	for _, x := range r.Last[max(0, len(r.Last)-shownRefusals):] {
+		fmt.Fprintf(w, "  %s %s %s: %s\n", x.At.UTC().Format(time.RFC3339), x.Kind, x.Key, x.Reason)
+	}
 }
 
 // nodeLine says a node's state in one line.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -128,6 +129,30 @@ func TestStatus(t *testing.T) {
 	var got controller.Status
 	if code != exitOK || json.Unmarshal([]byte(stdout), &got) != nil || got.Through != 7 || len(got.Failing) != 1 || got.Failing[0] != st.Failing[0] {
 		t.Fatalf("status --json: got %d %q", code, stdout)
+	}
+
+	// Refusals: counted by kind, the newest five listed with their reasons.
+	var refused controller.Refusals
+	refused.Counts = map[string]int{controller.RefusedEnrolment: 6, controller.RefusedPush: 1}
+	for i := range 7 {
+		refused.Last = append(refused.Last, controller.Refusal{Kind: controller.RefusedEnrolment, Key: fmt.Sprintf("seq:%d", i+1), At: since, Reason: fmt.Sprintf("reason %d", i+1)})
+	}
+	if err := controller.FileStore(state).Update(ctx, func(tx controller.Tx) error { return tx.PutRefusals(ctx, refused) }); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = cli(t, ctx, "status", "--state", state)
+	want += "7 CONTROL message(s) refused (enrolment 6, push 1); the newest:\n" +
+		"  2026-11-01T10:00:00Z enrolment seq:3: reason 3\n  2026-11-01T10:00:00Z enrolment seq:4: reason 4\n  2026-11-01T10:00:00Z enrolment seq:5: reason 5\n" +
+		"  2026-11-01T10:00:00Z enrolment seq:6: reason 6\n  2026-11-01T10:00:00Z enrolment seq:7: reason 7\n"
+	if code != exitOK || stdout != want {
+		t.Fatalf("status with refusals:\n got %d %q\nwant 0 %q", code, stdout, want)
+	}
+	code, stdout, _ = cli(t, ctx, "status", "--state", state, "--json")
+	var withRefusals struct {
+		Refusals controller.Refusals `json:"refusals"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(stdout), &withRefusals) != nil || withRefusals.Refusals.Total() != 7 || len(withRefusals.Refusals.Last) != 7 {
+		t.Fatalf("status --json with refusals: got %d %q", code, stdout)
 	}
 }
 

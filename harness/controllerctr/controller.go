@@ -149,8 +149,12 @@ func WithStore(url string) testcontainers.CustomizeRequestOption {
 
 // TokenArgs is the command line of `token issue` for node, on the
 // description named file in MeshDir and the state in StateDir.
-func TokenArgs(file, node string) []string {
-	return append([]string{"token", "issue"}, append(Args("", file)[1:], node)...)
+func TokenArgs(file, node string, ttl time.Duration) []string {
+	args := append([]string{"token", "issue"}, Args("", file)[1:]...)
+	if ttl > 0 {
+		args = append(args, "--ttl", ttl.String())
+	}
+	return append(args, node)
 }
 
 // CredentialArgs is the command line of `credential` for user, reading

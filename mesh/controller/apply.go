@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -162,21 +161,11 @@ func applyIn(ctx context.Context, tx Tx, m *meshdesc.Mesh, dir string, o Options
 		if err := tx.PutSecrets(ctx, secrets); err != nil {
 			return err
 		}
-		for _, p := range principals {
-			was, err := tx.Credential(ctx, p.User)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				return err
-			}
-			if !bytes.Equal(was, docs[p.User]) {
-				res.CredentialsWritten = append(res.CredentialsWritten, p.User)
-			}
-			// Put even when unchanged (a store does not rewrite what it
-			// holds): the put is what lets a file store clear the
-			// leftovers of interrupted writes.
-			if err := tx.PutCredential(ctx, p.User, docs[p.User]); err != nil {
-				return err
-			}
+		written, err := tx.PutCredentials(ctx, docs)
+		if err != nil {
+			return err
 		}
+		res.CredentialsWritten = append(res.CredentialsWritten, written...)
 		for _, u := range res.Removed {
 			if err := tx.DeleteCredential(ctx, u); err != nil {
 				return fmt.Errorf("revoke %s: %w", u, err)

@@ -164,19 +164,46 @@ func (l *ControlLoop) handle(msg jetstream.Msg) {
 		l.away = 0
 		ackControl(msg, log)
 	case errors.Is(err, ErrBadControl):
+		// Counted in the store before it is terminated, so status names
+		// it; a store that cannot count it now holds it like any other.
+		x := Refusal{Kind: refusedKind(msg.Subject()), Key: key, At: l.o.Now(), Reason: err.Error()}
+		if _, rerr := RecordRefusal(ctx, l.st, x); rerr != nil {
+			l.hold(msg, log, rerr)
+			return
+		}
 		log.Warn("CONTROL message refused; terminated", "err", err)
 		l.count(func(c *ControlCounts) { c.Terminated++ })
 		_ = msg.TermWithReason(err.Error())
-	case errors.Is(err, ErrStoreUnavailable):
+	default:
+		l.hold(msg, log, err)
+	}
+}
+
+// hold asks for msg again later: while the store is unavailable, later
+// each time; after any other failure, in controlRetry.
+func (l *ControlLoop) hold(msg jetstream.Msg, log *slog.Logger, err error) {
+	l.count(func(c *ControlCounts) { c.Held++ })
+	if errors.Is(err, ErrStoreUnavailable) {
 		l.away = min(max(2*l.away, controlRetry), controlRetryMax)
 		log.Warn("the store is unavailable; the message is held and comes again", "delay", l.away, "err", err)
-		l.count(func(c *ControlCounts) { c.Held++ })
 		_ = msg.NakWithDelay(l.away)
-	default:
-		log.Error("CONTROL message not applied; it comes again", "delay", controlRetry, "err", err)
-		l.count(func(c *ControlCounts) { c.Held++ })
-		_ = msg.NakWithDelay(controlRetry)
+		return
 	}
+	log.Error("CONTROL message not applied; it comes again", "delay", controlRetry, "err", err)
+	_ = msg.NakWithDelay(controlRetry)
+}
+
+// refusedKind is what a refused message on subject is counted as.
+func refusedKind(subject string) string {
+	switch {
+	case subject == wire.SubjectEnrol:
+		return RefusedEnrolment
+	case subject == wire.SubjectPush:
+		return RefusedPush
+	case isReport(subject):
+		return RefusedReport
+	}
+	return RefusedOther
 }
 
 func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error {

@@ -52,6 +52,9 @@ type Enrolment struct {
 // reached. The CONTROL loop composes once for all the enrolments it
 // answered meanwhile (composer).
 //
+// A refusal is counted in the store's Refusals with it (once: the ledger
+// entry keeps a redelivery from counting it again).
+//
 // A request that cannot be read is ErrBadControl, and gets no answer: its
 // reply subject is not known to be the requester's. A store that cannot
 // take the update is an error wrapping ErrStoreUnavailable: nothing
@@ -75,6 +78,11 @@ func Enrol(ctx context.Context, m *meshdesc.Mesh, st Store, dir, key string, dat
 			return err
 		}
 		out.Answer = answer
+		if answer.Refused != "" {
+			if err := countRefusal(ctx, tx, Refusal{Kind: RefusedEnrolment, Key: key, At: o.Now(), Reason: answer.Refused}); err != nil {
+				return err
+			}
+		}
 		return tx.PutApplied(ctx, Applied{Key: key, At: o.Now(), Outcome: answer.Marshal()})
 	})
 	if err != nil {

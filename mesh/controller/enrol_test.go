@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -580,5 +581,61 @@ func TestLedgerKeysAreScopedBySubject(t *testing.T) {
 	}
 	if LedgerKey(wire.SubjectEnrol, "", 1) == LedgerKey(wire.SubjectEnrol, "", 2) {
 		t.Error("two messages without ids collide")
+	}
+}
+
+// TestASealedAnswerThatDoesNotOpenIsRefused: an answer on the node's
+// inbox whose sealed credential does not open with the node's key (here
+// published by the test, as the controller, in place of the loop) is
+// refused by the host with the reason, and nothing is taken from it.
+func TestASealedAnswerThatDoesNotOpenIsRefused(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	b.start()
+	b.watch()
+	ctx := ctxT(t)
+	conns, _, err := Start(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conns.Close)
+	_, doc, err := IssueToken(ctx, b.m, b.st, b.dir, "node-a", time.Hour, b.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _ := wire.ParseCredential(doc)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := enrolWith(t, token)
+		done <- err
+	}()
+	js, err := jetstream.New(conns.Control)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test takes the controller's place as CONTROL's consumer.
+	cons, err := js.Consumer(ctx, wire.StreamControl, wire.ControlConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(15 * time.Second))
+	if err != nil {
+		t.Fatalf("the claim did not reach CONTROL: %v", err)
+	}
+	req, err := wire.ParseEnrolRequest(msg.Data())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := seal.NewKey()
+	sealed, _ := seal.To(other.Public, []byte(`{"principal":"host"}`))
+	if err := conns.Control.Publish(req.Reply, wire.EnrolAnswer{Node: "node-a", Sealed: sealed}.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, seal.ErrOpen) || !strings.Contains(err.Error(), "not sealed to this node's key") {
+			t.Fatalf("expected the answer refused as not opening, got %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the host did not refuse the answer within 20s")
 	}
 }

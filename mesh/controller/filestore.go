@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -537,6 +538,25 @@ func (tx *fileTx) PutCredential(ctx context.Context, user string, doc []byte) er
 	return tx.hold(ctx, fileOp{path: tx.l.Credential(user), data: slices.Clone(doc), perm: 0o600, user: user})
 }
 
+// PutCredentials puts every document, changed or not: a put is what lets
+// the commit clear the leftovers of interrupted writes in credentials/.
+func (tx *fileTx) PutCredentials(ctx context.Context, docs map[string][]byte) ([]string, error) {
+	var changed []string
+	for _, u := range slices.Sorted(maps.Keys(docs)) {
+		was, err := tx.Credential(ctx, u)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if !bytes.Equal(was, docs[u]) {
+			changed = append(changed, u)
+		}
+		if err := tx.PutCredential(ctx, u, docs[u]); err != nil {
+			return nil, err
+		}
+	}
+	return changed, nil
+}
+
 func (tx *fileTx) DeleteCredential(ctx context.Context, user string) error {
 	if err := checkUser(user); err != nil {
 		return err
@@ -754,4 +774,16 @@ func (tx *fileTx) PutDeadLetter(ctx context.Context, d DeadLetter) error {
 		r.Dead = slices.DeleteFunc(r.Dead, func(o DeadLetter) bool { return o.DeadSeq == d.DeadSeq })
 		r.Dead = append(r.Dead, d)
 	})
+}
+
+func (v fileView) Refusals(ctx context.Context) (Refusals, error) {
+	r, err := v.registry(ctx)
+	return r.Refusals.Normalised(), err
+}
+
+func (tx *fileTx) PutRefusals(ctx context.Context, x Refusals) error {
+	if err := CheckRefusals(x); err != nil {
+		return err
+	}
+	return tx.putRegistry(ctx, func(r *registry) { r.Refusals = x.Normalised() })
 }

@@ -80,6 +80,7 @@ type registry struct {
 	Reports     []Reported         `json:"reports"`
 	Liveness    Liveness           `json:"liveness"`
 	Dead        []DeadLetter       `json:"dead"`
+	Refusals    Refusals           `json:"refusals"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {
@@ -140,6 +141,20 @@ func CheckNode(n Node) error {
 func CheckDeadLetter(d DeadLetter) error {
 	if d.DeadSeq == 0 || d.Consumer == "" {
 		return fmt.Errorf("put dead letter: a DEAD sequence and a consumer are required, got %+v", d)
+	}
+	return nil
+}
+
+// CheckRefusals refuses a refusals record holding more than
+// MaxRefusalsKept, or a refusal without its kind or its key.
+func CheckRefusals(r Refusals) error {
+	if len(r.Last) > MaxRefusalsKept {
+		return fmt.Errorf("put refusals: %d kept, more than %d", len(r.Last), MaxRefusalsKept)
+	}
+	for _, x := range r.Last {
+		if x.Kind == "" || x.Key == "" {
+			return fmt.Errorf("put refusals: a kind and a key are required, got %+v", x)
+		}
 	}
 	return nil
 }

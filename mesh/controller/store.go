@@ -83,6 +83,9 @@ type Reader interface {
 	Liveness(ctx context.Context) (Liveness, error)
 	// DeadLetters are the dead letters folded from DEAD, oldest first.
 	DeadLetters(ctx context.Context) ([]DeadLetter, error)
+	// Refusals are the CONTROL messages refused; the zero Refusals
+	// before the first.
+	Refusals(ctx context.Context) (Refusals, error)
 }
 
 // Tx is what one Update reads and writes: its reads see its own writes at
@@ -97,6 +100,11 @@ type Tx interface {
 	PutDeclarationKey(ctx context.Context, key ed25519.PrivateKey) error
 	// PutCredential replaces user's credential document.
 	PutCredential(ctx context.Context, user string, doc []byte) error
+	// PutCredentials replaces the credential document of every user in
+	// docs, as PutCredential each would, and says which of them differed
+	// from the one the store held (sorted): a composition's whole set in
+	// a few round trips rather than two per user.
+	PutCredentials(ctx context.Context, docs map[string][]byte) (changed []string, err error)
 	// DeleteCredential revokes user's credential document; a user holding
 	// none is no error.
 	DeleteCredential(ctx context.Context, user string) error
@@ -123,6 +131,8 @@ type Tx interface {
 	// PutDeadLetter records a dead letter, replacing one of its DEAD
 	// sequence.
 	PutDeadLetter(ctx context.Context, d DeadLetter) error
+	// PutRefusals replaces the refusals record.
+	PutRefusals(ctx context.Context, r Refusals) error
 }
 
 // State is what genesis puts into a store: everything the controller

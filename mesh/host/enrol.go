@@ -73,7 +73,7 @@ func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...lin
 	}
 	doc, err := key.Open(a.Sealed)
 	if err != nil {
-		return wire.Credential{}, fmt.Errorf("enrol: %w", err)
+		return wire.Credential{}, fmt.Errorf("enrol: the answer for node %s on %s: %w (not sealed to this node's key; nothing kept)", a.Node, reply, err)
 	}
 	cred, err := wire.ParseCredential(doc)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -501,6 +502,49 @@ func (t *pgTx) PutCredential(ctx context.Context, user string, doc []byte) error
 		`INSERT INTO credentials (username, document) VALUES ($1, $2) ON CONFLICT (username) DO UPDATE SET document = excluded.document`, user, doc)
 }
 
+// PutCredentials reads what is held for docs' users in one statement and
+// writes the documents that differ in one more.
+func (t *pgTx) PutCredentials(ctx context.Context, docs map[string][]byte) ([]string, error) {
+	users := slices.Sorted(maps.Keys(docs))
+	for _, u := range users {
+		if err := checkUser(u); err != nil {
+			return nil, err
+		}
+		if len(docs[u]) == 0 {
+			return nil, fmt.Errorf("put credential of %s: empty document", u)
+		}
+	}
+	held, err := locked(t, func() (map[string][]byte, error) {
+		rows, err := t.q.Query(ctx, `SELECT username, document FROM credentials WHERE username = ANY($1)`, users)
+		if err != nil {
+			return nil, storeErr(ctx, "read credentials", err)
+		}
+		out := map[string][]byte{}
+		var u string
+		var doc []byte
+		if _, err := pgx.ForEachRow(rows, []any{&u, &doc}, func() error { out[u] = slices.Clone(doc); return nil }); err != nil {
+			return nil, storeErr(ctx, "read credentials", err)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var changed []string
+	var changedDocs [][]byte
+	for _, u := range users {
+		if !bytes.Equal(held[u], docs[u]) {
+			changed, changedDocs = append(changed, u), append(changedDocs, docs[u])
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	return changed, t.write(ctx, "put credentials",
+		`INSERT INTO credentials (username, document) SELECT * FROM unnest($1::text[], $2::bytea[])
+		 ON CONFLICT (username) DO UPDATE SET document = excluded.document`, changed, changedDocs)
+}
+
 func (t *pgTx) DeleteCredential(ctx context.Context, user string) error {
 	if err := checkUser(user); err != nil {
 		return err
@@ -760,4 +804,28 @@ func (t *pgTx) PutDeadLetter(ctx context.Context, d controller.DeadLetter) error
 	return t.write(ctx, "put dead letter",
 		`INSERT INTO dead_letters (dead_seq, document) VALUES ($1, $2) ON CONFLICT (dead_seq) DO UPDATE SET document = excluded.document`,
 		int64(d.DeadSeq), string(doc))
+}
+
+func (v view) Refusals(ctx context.Context) (controller.Refusals, error) {
+	r, err := documents[controller.Refusals](ctx, v.q, "read refusals", `SELECT document FROM refusals`)
+	if err != nil || len(r) == 0 {
+		return controller.Refusals{}.Normalised(), err
+	}
+	return r[0].Normalised(), nil
+}
+
+func (t *pgTx) Refusals(ctx context.Context) (controller.Refusals, error) {
+	return locked(t, func() (controller.Refusals, error) { return t.view.Refusals(ctx) })
+}
+
+func (t *pgTx) PutRefusals(ctx context.Context, r controller.Refusals) error {
+	if err := controller.CheckRefusals(r); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(r.Normalised())
+	if err != nil {
+		return fmt.Errorf("put refusals: %w", err)
+	}
+	return t.write(ctx, "put refusals",
+		`INSERT INTO refusals (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
 }

@@ -132,7 +132,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		}
 	}()
 	// The controller has declared every node once it is up.
-	waitFor(b, time.Minute, "the controller's declarations", func() bool {
+	waitFor(b, time.Minute, nil, "the controller's declarations", func() bool {
 		d, err := st.Declared(ctx)
 		return err == nil && len(d) == n
 	})
@@ -148,6 +148,9 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		b.Fatal(err)
 	}
 	hostCtx, stopHosts := context.WithCancel(ctx)
+	// A host that gives up ends the run at once, with its reason, rather
+	// than leaving the wait to its deadline.
+	failed := make(chan error, n)
 	var wg sync.WaitGroup
 	for i, doc := range docs {
 		hdir := filepath.Join(root, "hosts", nodes[i])
@@ -161,8 +164,8 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		wg.Go(func() {
 			err := host.Run(hostCtx, host.Options{State: host.State{Dir: filepath.Join(hdir, "state")}, TokenFile: token,
 				Poll: 500 * time.Millisecond, ReportEvery: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Errorf("host %s: %v", nodes[i], err)
+			if err != nil && hostCtx.Err() == nil {
+				failed <- fmt.Errorf("host %s: %w", nodes[i], err)
 			}
 		})
 	}
@@ -170,7 +173,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		stopHosts()
 		wg.Wait()
 	}()
-	waitFor(b, 20*time.Minute, "every host's first report", func() bool { return reportedAt(ctx, st, n, 1) })
+	waitFor(b, 20*time.Minute, failed, "every host's first report", func() bool { return reportedAt(ctx, st, n, 1) })
 	enrol = time.Since(start)
 
 	pushed := *m
@@ -184,7 +187,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	if _, err := controller.SendPush(ctx, st, data); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, 20*time.Minute, "every node reporting the push", func() bool { return reportedAt(ctx, st, n, 2) })
+	waitFor(b, 20*time.Minute, failed, "every node reporting the push", func() bool { return reportedAt(ctx, st, n, 2) })
 	push = time.Since(start)
 	b.StopTimer()
 	return enrol, push
@@ -251,13 +254,21 @@ func watch(b *testing.B, srv *server.Server, conf string) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-func waitFor(b *testing.B, d time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds, failing the run at d or at the
+// first error from failed.
+func waitFor(b *testing.B, d time.Duration, failed <-chan error, what string, cond func() bool) {
 	b.Helper()
 	deadline := time.Now().Add(d)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			b.Fatalf("not within %v: %s", d, what)
 		}
-		time.Sleep(50 * time.Millisecond) // polling, bounded by the deadline
+		select {
+		case err := <-failed:
+			b.Fatalf("waiting for %s: %v", what, err)
+		case <-tick.C:
+		}
 	}
 }

@@ -236,6 +236,36 @@ func updateCommits(t *testing.T, open func() controller.Store) {
 	if _, err := open().Credential(ctxT(t), tok); !errors.Is(err, controller.ErrNotFound) {
 		t.Errorf("a deleted credential: expected ErrNotFound, got %v", err)
 	}
+
+	// PutCredentials: the whole set, one changed, one new, one as held.
+	dave := wire.PersonUser("dave")
+	set := map[string][]byte{
+		carol:                want.Credentials[carol],
+		wire.ControllerUser: []byte("{\"url\": \"tls://controller:pw-c2@bus2:4222\"}\n"),
+		dave:                 []byte("{\"url\": \"tls://person.dave:pw-d@bus:4222\"}\n"),
+	}
+	var changed []string
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		var err error
+		changed, err = tx.PutCredentials(ctx, set)
+		return err
+	})
+	if wantChanged := []string{wire.ControllerUser, dave}; !slices.Equal(changed, wantChanged) {
+		t.Errorf("PutCredentials: expected %v said changed, got %v", wantChanged, changed)
+	}
+	for u, doc := range set {
+		if got, err := open().Credential(ctxT(t), u); err != nil || !bytes.Equal(got, doc) {
+			t.Errorf("PutCredentials: %s holds %q (%v), expected %q", u, got, err, doc)
+		}
+	}
+	want.Credentials[wire.ControllerUser], want.Credentials[dave] = set[wire.ControllerUser], set[dave]
+	holds(t, open(), want)
+	if err := open().Update(ctxT(t), func(tx controller.Tx) error {
+		_, err := tx.PutCredentials(ctxT(t), map[string][]byte{dave: nil})
+		return err
+	}); err == nil {
+		t.Error("PutCredentials: expected an empty document refused")
+	}
 	if s, err := open().Status(ctxT(t)); err != nil || s.Through != 12 {
 		t.Errorf("status: expected through 12, got %+v (%v)", s, err)
 	}
@@ -539,6 +569,22 @@ func declaredAndReported(t *testing.T, open func() controller.Store) {
 	})
 	if dead, err := open().DeadLetters(ctx); err != nil || len(dead) != 2 || dead[0].DeadSeq != 3 || dead[1].EventID != "e1" || !dead[1].At.Equal(at) {
 		t.Fatalf("dead letters: expected 3 then 7, got %+v (%v)", dead, err)
+	}
+	if r, err := open().Refusals(ctx); err != nil || r.Total() != 0 || r.Counts == nil || r.Last == nil {
+		t.Fatalf("refusals before any: expected none, with a map and a list, got %+v (%v)", r, err)
+	}
+	refused := controller.Refusals{Counts: map[string]int{controller.RefusedEnrolment: 3, controller.RefusedPush: 1},
+		Last: []controller.Refusal{{Kind: controller.RefusedPush, Key: "seq:4", At: at, Reason: "modules[0]: no name"}}}
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error { return tx.PutRefusals(ctx, refused) })
+	if r, err := open().Refusals(ctx); err != nil || r.Total() != 4 || len(r.Last) != 1 || r.Last[0].Key != "seq:4" || !r.Last[0].At.Equal(at) || r.Last[0].Reason != refused.Last[0].Reason {
+		t.Fatalf("refusals: expected %+v, got %+v (%v)", refused, r, err)
+	}
+	tooMany := controller.Refusals{Last: make([]controller.Refusal, controller.MaxRefusalsKept+1)}
+	for i := range tooMany.Last {
+		tooMany.Last[i] = controller.Refusal{Kind: controller.RefusedOther, Key: fmt.Sprintf("seq:%d", i+1)}
+	}
+	if err := open().Update(ctx, func(tx controller.Tx) error { return tx.PutRefusals(ctx, tooMany) }); err == nil {
+		t.Fatal("expected more refusals than are kept refused")
 	}
 }
 
