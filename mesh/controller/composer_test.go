@@ -3,8 +3,8 @@ package controller
 import (
 	"bytes"
 	"context"
-	"os"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"

@@ -240,9 +240,9 @@ func updateCommits(t *testing.T, open func() controller.Store) {
 	// PutCredentials: the whole set, one changed, one new, one as held.
 	dave := wire.PersonUser("dave")
 	set := map[string][]byte{
-		carol:                want.Credentials[carol],
+		carol:               want.Credentials[carol],
 		wire.ControllerUser: []byte("{\"url\": \"tls://controller:pw-c2@bus2:4222\"}\n"),
-		dave:                 []byte("{\"url\": \"tls://person.dave:pw-d@bus:4222\"}\n"),
+		dave:                []byte("{\"url\": \"tls://person.dave:pw-d@bus:4222\"}\n"),
 	}
 	var changed []string
 	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
