@@ -52,17 +52,32 @@ func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...lin
 	}
 	defer nc.Close()
 	reply := wire.EnrolInbox(token.Name) + "." + nuid.Next()
-	answers, err := nc.SubscribeSync(reply)
-	if err != nil {
+	// A channel, not a synchronous subscription: the composition that
+	// follows the answer revokes the token's user, and the server then
+	// closes this connection, perhaps before the answer it has already
+	// delivered is read. nats.go refuses NextMsg on a closed connection
+	// even with the message pending; a channel keeps what arrived.
+	answers := make(chan *nats.Msg, 4)
+	closed := nc.StatusChanged(nats.CLOSED)
+	if _, err := nc.ChanSubscribe(reply, answers); err != nil {
 		return wire.Credential{}, fmt.Errorf("enrol: subscribe %s: %w", reply, err)
 	}
 	req := wire.EnrolRequest{Token: token.Name, Proof: token.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: reply}
 	if err := publishConfirmed(ctx, nc, req.Marshal()); err != nil {
 		return wire.Credential{}, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
-	msg, err := answers.NextMsgWithContext(ctx)
-	if err != nil {
-		return wire.Credential{}, fmt.Errorf("enrol: no answer on %s: %w", reply, err)
+	var msg *nats.Msg
+	select {
+	case msg = <-answers:
+	case <-closed:
+		// Whatever the connection read before it closed is in answers.
+		select {
+		case msg = <-answers:
+		default:
+			return wire.Credential{}, fmt.Errorf("enrol: no answer on %s: %w", reply, nats.ErrConnectionClosed)
+		}
+	case <-ctx.Done():
+		return wire.Credential{}, fmt.Errorf("enrol: no answer on %s: %w", reply, context.Cause(ctx))
 	}
 	var a wire.EnrolAnswer
 	if err := json.Unmarshal(msg.Data, &a); err != nil {

@@ -1,0 +1,97 @@
+package host
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// TestAnAnswerReadBeforeTheCloseIsKept pins what Enrol's wait is built
+// on. The answer reaches the token's connection, then the reload that
+// revokes the token's user closes it before the answer is taken: a
+// synchronous subscription then refuses NextMsg (ErrConnectionClosed),
+// the message pending or not, while a channel subscription keeps it.
+func TestAnAnswerReadBeforeTheCloseIsKept(t *testing.T) {
+	const (
+		both   = `{"listen":"127.0.0.1:-1","accounts":{"A":{"users":[{"user":"token","password":"t"},{"user":"controller","password":"c"}]}}}`
+		revoke = `{"listen":"127.0.0.1:-1","accounts":{"A":{"users":[{"user":"controller","password":"c"}]}}}`
+	)
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(both), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	tok, err := nats.Connect(srv.ClientURL(), nats.UserInfo("token", "t"), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Close()
+	closed := tok.StatusChanged(nats.CLOSED)
+	sync, err := tok.SubscribeSync("answer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan *nats.Msg, 1)
+	if _, err := tok.ChanSubscribe("answer", answers); err != nil {
+		t.Fatal(err)
+	}
+	if err := tok.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := nats.Connect(srv.ClientURL(), nats.UserInfo("controller", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	if err := ctl.Publish("answer", []byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// A round trip of the token's connection: the answer, sent before
+	// its PONG, has been read by it.
+	if err := tok.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(revoke), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked user's connection was not closed")
+	}
+	if _, err := sync.NextMsg(time.Second); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("expected the synchronous subscription to refuse after the close, got %v", err)
+	}
+	select {
+	case msg := <-answers:
+		if string(msg.Data) != "sealed" {
+			t.Fatalf("expected the answer, got %q", msg.Data)
+		}
+	default:
+		t.Fatal("expected the channel subscription to keep the answer read before the close")
+	}
+}
