@@ -35,13 +35,15 @@ const enrolRetry = 2 * time.Second
 // token issue printed it) for the node, with key as the node's sealing
 // key, and returns the node's own credential, opened from the sealed
 // answer. It publishes the request until CONTROL confirms it holds it,
-// then waits on the token's inbox for as long as ctx allows: the
-// controller answers once its store takes the claim, which may be after
-// several of its own retries (design 25 §2: the reply travels in the
-// payload for exactly this). Before the request is confirmed, an error
-// wraps ErrNotSent, and asking again may help. After, the answer is
-// awaited only here: once it is given the token's user is revoked, so an
-// answer missed (the connection down at that moment) needs a new token.
+// and waits on the token's inbox, from the first publish, for as long as
+// ctx allows: the controller answers once its store takes the claim,
+// which may be after several of its own retries (design 25 §2: the reply
+// travels in the payload for exactly this). An answer ends the wait
+// however far the confirmation has come. Before the request is
+// confirmed, an error wraps ErrNotSent, and asking again may help. After,
+// the answer is awaited only here: once it is given the token's user is
+// revoked, so an answer missed (the connection down at that moment)
+// needs a new token.
 func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...link.Option) (wire.Credential, error) {
 	if token.Principal != wire.PrincipalEnrol {
 		return wire.Credential{}, fmt.Errorf("enrol: the credential is %s's, not an enrolment token's", token.User())
@@ -63,21 +65,20 @@ func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...lin
 		return wire.Credential{}, fmt.Errorf("enrol: subscribe %s: %w", reply, err)
 	}
 	req := wire.EnrolRequest{Token: token.Name, Proof: token.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: reply}
-	if err := publishConfirmed(ctx, nc, req.Marshal()); err != nil {
-		return wire.Credential{}, fmt.Errorf("%w: %w", ErrNotSent, err)
+	// The request is published until it is confirmed, and the answer
+	// awaited all the while: under load the answer may come before the
+	// confirmation does, and the composition after it revokes the
+	// token's user, so a confirmation still awaited then never comes.
+	pctx, stopPublishing := context.WithCancel(ctx)
+	defer stopPublishing()
+	confirmed := make(chan error, 1)
+	go func() { confirmed <- publishConfirmed(pctx, nc, req.Marshal()) }()
+	msg, err := awaitAnswer(ctx, answers, confirmed, closed)
+	if errors.Is(err, ErrNotSent) {
+		return wire.Credential{}, err
 	}
-	var msg *nats.Msg
-	select {
-	case msg = <-answers:
-	case <-closed:
-		// Whatever the connection read before it closed is in answers.
-		select {
-		case msg = <-answers:
-		default:
-			return wire.Credential{}, fmt.Errorf("enrol: no answer on %s: %w", reply, nats.ErrConnectionClosed)
-		}
-	case <-ctx.Done():
-		return wire.Credential{}, fmt.Errorf("enrol: no answer on %s: %w", reply, context.Cause(ctx))
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("enrol: no answer on %s: %w", reply, err)
 	}
 	var a wire.EnrolAnswer
 	if err := json.Unmarshal(msg.Data, &a); err != nil {
@@ -98,6 +99,38 @@ func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...lin
 		return wire.Credential{}, fmt.Errorf("enrol: the sealed credential is %s's, not node %s's host", cred.User(), a.Node)
 	}
 	return cred, nil
+}
+
+// awaitAnswer waits for the answer, whatever the confirmation's state: an
+// answer ends the wait. A confirmation that fails, or a connection closed
+// before the request was confirmed with no answer read, is ErrNotSent; a
+// connection closed after is an answer missed. Whatever the connection
+// read before it closed is in answers, and is taken.
+func awaitAnswer(ctx context.Context, answers <-chan *nats.Msg, confirmed <-chan error, closed <-chan nats.Status) (*nats.Msg, error) {
+	sent := false
+	for {
+		select {
+		case msg := <-answers:
+			return msg, nil
+		case err := <-confirmed:
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
+			}
+			sent, confirmed = true, nil
+		case <-closed:
+			select {
+			case msg := <-answers:
+				return msg, nil
+			default:
+			}
+			if !sent {
+				return nil, fmt.Errorf("%w: the connection closed before CONTROL confirmed the request", ErrNotSent)
+			}
+			return nil, nats.ErrConnectionClosed
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
 }
 
 // publishConfirmed publishes the request on SubjectEnrol until CONTROL

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -93,5 +94,70 @@ func TestAnAnswerReadBeforeTheCloseIsKept(t *testing.T) {
 		}
 	default:
 		t.Fatal("expected the channel subscription to keep the answer read before the close")
+	}
+}
+
+// TestAwaitAnswer: an answer ends the wait whatever the confirmation's
+// state; a connection closed before the request was confirmed, with no
+// answer read, is ErrNotSent, and after it an answer missed.
+func TestAwaitAnswer(t *testing.T) {
+	answer := &nats.Msg{Data: []byte("answer")}
+	for _, tc := range []struct {
+		name      string
+		answered  bool  // an answer is in the channel
+		confirm   error // sent on confirmed, if set
+		confirmed bool  // a confirmation (nil) comes first
+		close     bool
+		want      error // nil: the answer
+	}{
+		{name: "answered before the confirmation", answered: true},
+		{name: "answered, then closed", answered: true, close: true},
+		{name: "confirmed, then answered", confirmed: true, answered: true},
+		{name: "closed before the confirmation", close: true, want: ErrNotSent},
+		{name: "confirmed, then closed unanswered", confirmed: true, close: true, want: nats.ErrConnectionClosed},
+		{name: "the confirmation failed", confirm: errors.New("timeout"), want: ErrNotSent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answers := make(chan *nats.Msg, 1)
+			confirmed := make(chan error, 1)
+			closed := make(chan nats.Status, 1)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if tc.confirm != nil {
+				confirmed <- tc.confirm
+			}
+			if tc.confirmed {
+				confirmed <- nil
+				// Taken before anything else is offered.
+				go func() {
+					for len(confirmed) > 0 {
+						time.Sleep(time.Millisecond) // polling a channel's length, bounded by ctx
+					}
+					if tc.answered {
+						answers <- answer
+					}
+					if tc.close {
+						closed <- nats.CLOSED
+					}
+				}()
+			} else {
+				if tc.answered {
+					answers <- answer
+				}
+				if tc.close && !tc.answered {
+					closed <- nats.CLOSED
+				}
+			}
+			msg, err := awaitAnswer(ctx, answers, confirmed, closed)
+			if tc.want == nil {
+				if err != nil || msg != answer {
+					t.Fatalf("expected the answer, got %v (%v)", msg, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("expected %v, got %v (%v)", tc.want, err, msg)
+			}
+		})
 	}
 }
