@@ -119,7 +119,7 @@ func (s *Store) Create(ctx context.Context, st controller.State) error {
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("%w: the database holds its secrets; use apply to change an existing mesh", controller.ErrGenesisExists)
 		}
-		if err := putSecrets(ctx, tx, st.Secrets); err != nil {
+		if err := upsertSecrets(ctx, tx, st.Secrets); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO declaration_key (key) VALUES ($1)`, key); err != nil {
@@ -466,22 +466,49 @@ func (t *pgTx) PutSecrets(ctx context.Context, s controller.Secrets) error {
 			return fmt.Errorf("put secrets: %w", err)
 		}
 	}
-	if err := t.write(ctx, "put secrets", `DELETE FROM secrets`); err != nil {
+	// Only what differs is written: an enrolment changes two secrets of
+	// thousands, and rewriting them all made a fleet's enrolment grow as
+	// N² (docs/living-mesh.md, "Scale").
+	held, err := t.Secrets(ctx)
+	if err != nil {
 		return err
 	}
-	_, err := locked(t, func() (struct{}, error) { return struct{}{}, storeErr(ctx, "put secrets", putSecrets(ctx, t.q, s)) })
+	var gone []string
+	for u := range held {
+		if _, ok := s[u]; !ok {
+			gone = append(gone, u)
+		}
+	}
+	changed := controller.Secrets{}
+	for u, sec := range s {
+		if was, ok := held[u]; !ok || was != sec {
+			changed[u] = sec
+		}
+	}
+	if len(gone) > 0 {
+		if err := t.write(ctx, "put secrets", `DELETE FROM secrets WHERE username = ANY($1)`, gone); err != nil {
+			return err
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	_, err = locked(t, func() (struct{}, error) { return struct{}{}, storeErr(ctx, "put secrets", upsertSecrets(ctx, t.q, changed)) })
 	return err
 }
 
-// putSecrets inserts s in one statement.
-func putSecrets(ctx context.Context, q querier, s controller.Secrets) error {
+// upsertSecrets writes s in one statement, replacing what is held of its
+// users.
+func upsertSecrets(ctx context.Context, q querier, s controller.Secrets) error {
 	users, pws, hashes := make([]string, 0, len(s)), make([]string, 0, len(s)), make([]string, 0, len(s))
 	for u, sec := range s {
 		users, pws, hashes = append(users, u), append(pws, sec.Password), append(hashes, sec.Hash)
 	}
-	_, err := q.Exec(ctx, `INSERT INTO secrets (username, password, hash) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])`, users, pws, hashes)
+	_, err := q.Exec(ctx, `INSERT INTO secrets (username, password, hash) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+		ON CONFLICT (username) DO UPDATE SET password = excluded.password, hash = excluded.hash`, users, pws, hashes)
 	return err
 }
+
 
 func (t *pgTx) PutDeclarationKey(ctx context.Context, key ed25519.PrivateKey) error {
 	if len(key) != ed25519.PrivateKeySize {
