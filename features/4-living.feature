@@ -18,7 +18,8 @@ Feature: Living — the mesh living on its bus
     Design 25 §6: the node connects with the enrolment user, the controller spends the token,
     records the node and composes the node's own user, and the node reconnects as itself. The
     enrolment user's permissions make a leaked token useless for anything but enrolling; once
-    spent, its user is gone from the server.
+    spent, its user stays for a grace of 30 seconds (so that no composition closes its
+    connection before the answer reaches it), then is gone from the server.
 
     Then the server shows the host of "node-a" connected as "host.node-a" over TLS
     And the store records "node-a" enrolled with the token the harness issued it
@@ -34,7 +35,7 @@ Feature: Living — the mesh living on its bus
       | subscribe | mesh.mod.sensor.event.>                           |
       | subscribe | _INBOX.enrol.tok-node-c.>                         |
     And the server lets that enrolment user subscribe its own token's inbox
-    When the token "node-a" enrolled with is presented again
+    When the token "node-a" enrolled with is presented again, once its grace after the spend is over
     Then the server refuses its user's login
     And a claim with it is refused by the server before it reaches the controller
     And the store still records "node-a" enrolled once, as it first did

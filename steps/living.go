@@ -43,7 +43,7 @@ func (s *scenario) bindLiving(sc *godog.ScenarioContext) {
 	sc.Step(`^the controller issues a token for "([^"]+)" and its enrolment user connects with it$`, s.aFreshTokenConnects)
 	sc.Step(`^the server refuses that enrolment user each of these:$`, s.theServerRefusesTheTokenUser)
 	sc.Step(`^the server lets that enrolment user subscribe its own token's inbox$`, s.theTokenUserHasItsInbox)
-	sc.Step(`^the token "([^"]+)" enrolled with is presented again$`, s.theSpentTokenIsPresented)
+	sc.Step(`^the token "([^"]+)" enrolled with is presented again, once its grace after the spend is over$`, s.theSpentTokenIsPresented)
 	sc.Step(`^the server refuses its user's login$`, s.theServerRefusesTheLogin)
 	sc.Step(`^a claim with it is refused by the server before it reaches the controller$`, s.aClaimIsRefused)
 	sc.Step(`^the store still records "([^"]+)" enrolled once, as it first did$`, s.theStoreStillRecords)
@@ -237,13 +237,32 @@ func (s *scenario) theSpentTokenIsPresented(ctx context.Context, node string) er
 		return err
 	}
 	s.live.token = e.Token
-	c, err := s.dial(ctx, e.Token)
-	if err == nil {
-		c.Close()
+	// The spent token's user stays for its grace (ctl.SpentTokenGrace)
+	// after the spend, which came before the host was connected as
+	// itself; the composition after it revokes the user, and the watcher
+	// reloads within its poll.
+	graceOver := e.Ready.Add(ctl.SpentTokenGrace)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(graceOver)):
 	}
-	s.live.loginErr = err
-	return nil
+	return eventually(ctx, revokedWithin, func(ctx context.Context) error {
+		c, err := s.dial(ctx, e.Token)
+		if err == nil {
+			c.Close()
+		}
+		s.live.loginErr = err
+		if !observe.RefusedLogin(err) {
+			return fmt.Errorf("expected %s's login refused once the token's grace was over, got %v", e.Token.User(), err)
+		}
+		return nil
+	})
 }
+
+// revokedWithin bounds, past a spent token's grace, the composition that
+// revokes its user and the watcher's reload.
+const revokedWithin = 15 * time.Second
 
 func (s *scenario) theServerRefusesTheLogin() error {
 	if s.live.token.Name == "" {

@@ -87,7 +87,7 @@ func applyIn(ctx context.Context, tx Tx, m *meshdesc.Mesh, dir string, o Options
 		if err != nil {
 			return err
 		}
-		m := withTokens(m, tokens, o.Now())
+		m := withTokens(m, tokens, o.Now(), o.SpentTokenGrace)
 		certPEM, err := os.ReadFile(l.ServerCert())
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrNoGenesis, err)

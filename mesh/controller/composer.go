@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,7 +23,12 @@ import (
 type composer struct {
 	mu   sync.Mutex // held across a composition: its update and nats.conf
 	kick chan struct{}
-	mesh func() *meshdesc.Mesh
+	// due are the compositions asked for later (askAt), and wake says a
+	// new one was asked.
+	dueMu sync.Mutex
+	due   []time.Time
+	wake  chan struct{}
+	mesh  func() *meshdesc.Mesh
 	st   Store
 	dir  string
 	o    Options
@@ -32,7 +38,38 @@ type composer struct {
 }
 
 func newComposer(mesh func() *meshdesc.Mesh, st Store, dir string, o Options) *composer {
-	return &composer{kick: make(chan struct{}, 1), mesh: mesh, st: st, dir: dir, o: o.withDefaults()}
+	return &composer{kick: make(chan struct{}, 1), wake: make(chan struct{}, 1), mesh: mesh, st: st, dir: dir, o: o.withDefaults()}
+}
+
+// askAt asks for a composition at t (a spent token's grace ending).
+func (c *composer) askAt(t time.Time) {
+	c.dueMu.Lock()
+	c.due = append(c.due, t)
+	c.dueMu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// nextDue is the earliest composition asked for later, if any.
+func (c *composer) nextDue() (time.Time, bool) {
+	c.dueMu.Lock()
+	defer c.dueMu.Unlock()
+	if len(c.due) == 0 {
+		return time.Time{}, false
+	}
+	return slices.MinFunc(c.due, time.Time.Compare), true
+}
+
+// takeDue forgets the compositions asked for at or before now, which one
+// composition now makes, and says whether there were any.
+func (c *composer) takeDue(now time.Time) bool {
+	c.dueMu.Lock()
+	defer c.dueMu.Unlock()
+	n := len(c.due)
+	c.due = slices.DeleteFunc(c.due, func(t time.Time) bool { return !t.After(now) })
+	return len(c.due) < n
 }
 
 // ask asks for a composition soon; asks made before it starts are one.
@@ -50,13 +87,18 @@ func (c *composer) locked(f func() error) error {
 	return f()
 }
 
-// run composes whenever asked, until ctx ends; then it makes a
+// run composes whenever asked, now or at a time asked for, until ctx
+// ends; then it makes a
 // composition still asked for, so a stopped controller leaves nothing of
 // what it answered uncomposed (and the next one composes at its start
 // anyway: Run). A composition that fails is tried again, waiting longer
 // each time up to controlRetryMax; asks meanwhile are the same one.
 func (c *composer) run(ctx context.Context) {
 	for {
+		var due <-chan time.Time
+		if t, ok := c.nextDue(); ok {
+			due = time.After(time.Until(t))
+		}
 		select {
 		case <-ctx.Done():
 			select {
@@ -65,8 +107,15 @@ func (c *composer) run(ctx context.Context) {
 			default:
 			}
 			return
+		case <-c.wake:
+			continue
+		case <-due:
+			if !c.takeDue(time.Now()) {
+				continue
+			}
 		case <-c.kick:
 		}
+		c.takeDue(time.Now())
 		if !c.retrying(ctx) {
 			c.last(ctx)
 			return

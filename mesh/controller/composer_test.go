@@ -143,7 +143,11 @@ func TestRunComposesWhatAStoppedControllerLeft(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	eventually(t, 20*time.Second, "the controller ready", func() bool { return strings.Contains(logs.String(), `"msg":"ready"`) })
-	if !bytes.Contains(conf(), []byte(hash)) || containsUser(conf(), wire.EnrolUser(tok.Name)) {
-		t.Fatal("expected the node's new password composed and the spent token's user gone once the controller is ready")
+	if !bytes.Contains(conf(), []byte(hash)) {
+		t.Fatal("expected the node's new password composed once the controller is ready")
 	}
+	// The spent token's user stays for its grace, then is revoked.
+	eventually(t, b.opts.SpentTokenGrace+10*time.Second, "the spent token's user revoked after its grace", func() bool {
+		return !containsUser(conf(), wire.EnrolUser(tok.Name))
+	})
 }

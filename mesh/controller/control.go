@@ -78,6 +78,17 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 	if err != nil {
 		return nil, nil, fmt.Errorf("bind consumer %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
 	}
+	// The tokens spent lately, by this controller or one before it, are
+	// revoked when their grace is over.
+	tokens, err := st.Tokens(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, t := range tokens {
+		if t.InGrace(o.Now(), o.SpentTokenGrace) {
+			l.composer.askAt(t.Spent.Add(o.SpentTokenGrace))
+		}
+	}
 	composing, stopComposing := context.WithCancel(context.WithoutCancel(ctx))
 	var composed sync.WaitGroup
 	composed.Go(func() { l.composer.run(composing) })
@@ -224,8 +235,10 @@ func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error 
 	if e.Answer.Refused == "" {
 		// Acknowledged before it is composed: the store holds the
 		// enrolment, and the composer (or, after a crash, the next
-		// controller's start) makes it live.
+		// controller's start) makes it live, and once the token's grace
+		// is over, revokes its user.
 		l.composer.ask()
+		l.composer.askAt(time.Now().Add(l.o.SpentTokenGrace))
 	}
 	l.count(func(c *ControlCounts) {
 		switch {

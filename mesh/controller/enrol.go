@@ -35,22 +35,21 @@ type Enrolment struct {
 // Enrol applies one enrolment request (design 25 §6), keyed in the ledger
 // by key (LedgerKey). In one Update it spends the token, records the node
 // and its sealing key, gives the node's host user a new password and its
-// credential, revokes the token's user, and enters the answer — the host
-// credential sealed to the node's key, or the refusal — in the ledger. A
-// message already in the ledger (a redelivery, a duplicate publish, a
-// controller killed between commit and ack) is answered as it was then,
-// and changes nothing; so is a claim of a spent token by the node that
-// spent it, with the same sealing key (a node that asked again before the
-// answer reached it). Once committed, the answer is handed to deliver. A
-// deliver that fails is returned, and the message asked again and
-// answered from the ledger.
+// credential, and enters the answer — the host credential sealed to the
+// node's key, or the refusal — in the ledger. A message already in the
+// ledger (a redelivery, a duplicate publish, a controller killed between
+// commit and ack) is answered as it was then, and changes nothing; so is
+// a claim of a spent token by the node that spent it, with the same
+// sealing key (a node that asked again before the answer reached it).
+// Once committed, the answer is handed to deliver. A deliver that fails
+// is returned, and the message asked again and answered from the ledger.
 //
-// Enrol does not compose: the caller makes the node's user live and the
-// token's gone (Apply) once the answer is delivered, for every enrolment
-// whose Answer is not a refusal. The answer must go first: the reload
-// ends the enrolment user's connection, which the answer must have
-// reached. The CONTROL loop composes once for all the enrolments it
-// answered meanwhile (composer).
+// Enrol does not compose: the caller makes the node's user live (Apply)
+// once the answer is delivered, for every enrolment whose Answer is not a
+// refusal. The token's user stays composed for Options.SpentTokenGrace
+// after the spend, so that no composition made meanwhile (another
+// enrolment's, another process's) closes its connection before the answer
+// has reached it; the composition after the grace revokes it.
 //
 // A refusal is counted in the store's Refusals with it (once: the ledger
 // entry keeps a redelivery from counting it again).
@@ -158,7 +157,8 @@ func enrol(ctx context.Context, tx Tx, m *meshdesc.Mesh, dir string, req wire.En
 		return wire.EnrolAnswer{}, err
 	}
 	secrets[wire.HostUser(t.Node)] = hostSec
-	delete(secrets, wire.EnrolUser(t.ID))
+	// The token's own secret stays: its user is composed for the grace
+	// (SpentTokenGrace), and the composition after it drops both.
 	certPEM, err := os.ReadFile(Layout{dir}.ServerCert())
 	if err != nil {
 		return wire.EnrolAnswer{}, fmt.Errorf("%w: %v", ErrNoGenesis, err)
@@ -184,7 +184,6 @@ func enrol(ctx context.Context, tx Tx, m *meshdesc.Mesh, dir string, req wire.En
 	if err := errors.Join(
 		tx.PutSecrets(ctx, secrets),
 		tx.PutCredential(ctx, wire.HostUser(t.Node), doc),
-		tx.DeleteCredential(ctx, wire.EnrolUser(t.ID)),
 		tx.PutToken(ctx, t),
 		tx.PutNode(ctx, Node{Name: t.Node, SealingKey: req.SealingKey, Enrolled: now, Token: t.ID}),
 		tx.PutApplied(ctx, Applied{Key: enrolledKey(t.ID), At: now, Outcome: answer.Marshal()}),

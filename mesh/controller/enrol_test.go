@@ -20,6 +20,7 @@ import (
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
 )
 
 // living is a bed whose controller runs with its CONTROL loop, and whose
@@ -195,10 +196,23 @@ func TestEnrolmentSpendsTheTokenAndSealsTheNodesCredential(t *testing.T) {
 		t.Fatalf("expected a new credential of %s, got %s's (new password: %v)", wire.HostUser("node-a"), cred.User(), cred.Password() != before.Password())
 	}
 	dialEventually(t, cred)
-	eventually(t, 10*time.Second, "the token's user and the old host credential are refused", func() bool {
-		_, errTok := dialWith(token)
-		_, errOld := dialWith(before)
-		return errTok != nil && errOld != nil
+	// Within its grace the spent token's user still logs in (the answer
+	// may still be on its way); after, it is refused, as the old host
+	// credential is.
+	if nc, err := dialWith(token); err != nil {
+		t.Fatalf("the token's user refused within its grace: %v", err)
+	} else {
+		nc.Close()
+	}
+	refused := func(c wire.Credential) bool {
+		nc, err := dialWith(c)
+		if err == nil {
+			nc.Close()
+		}
+		return observe.RefusedLogin(err)
+	}
+	eventually(t, l.opts.SpentTokenGrace+10*time.Second, "the token's user and the old host credential refused", func() bool {
+		return refused(token) && refused(before)
 	})
 	nodes, err := l.st.Nodes(ctxT(t))
 	if err != nil || len(nodes) != 1 || nodes[0].Name != "node-a" || nodes[0].SealingKey != seal.EncodePublic(key.Public) {
@@ -639,3 +653,4 @@ func TestASealedAnswerThatDoesNotOpenIsRefused(t *testing.T) {
 		t.Fatal("the host did not refuse the answer within 20s")
 	}
 }
+

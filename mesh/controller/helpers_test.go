@@ -86,6 +86,8 @@ func newBed(t *testing.T, m *meshdesc.Mesh) *bed {
 	b.st = newFileStore(b.dir)
 	b.opts = Options{
 		BcryptCost: bcrypt.MinCost,
+		// Short, so that a test sees a spent token's user revoked.
+		SpentTokenGrace: 2 * time.Second,
 		Server: compose.Inputs{
 			ConfigDir: filepath.Join(b.dir, NATSDir),
 			StoreDir:  filepath.Join(root, "js"),

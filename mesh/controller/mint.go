@@ -44,6 +44,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives what changed; default discards.
 	Logger *slog.Logger
+	// SpentTokenGrace is how long a spent token's user stays composed;
+	// default controller.SpentTokenGrace.
+	SpentTokenGrace time.Duration
 
 	// syncDir fsyncs a directory after entries in it were created, renamed
 	// or removed; default the real one. A test records the calls.
@@ -59,6 +62,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SpentTokenGrace == 0 {
+		o.SpentTokenGrace = SpentTokenGrace
 	}
 	if o.syncDir == nil {
 		o.syncDir = syncDir

@@ -30,6 +30,29 @@ type Token struct {
 // Usable reports whether the token may still be claimed at now.
 func (t Token) Usable(now time.Time) bool { return t.Spent.IsZero() && now.Before(t.Expires) }
 
+// SpentTokenGrace is how long a spent token's user stays in the server's
+// configuration. The answer goes out within milliseconds of the spend,
+// but a composition made meanwhile (the loop's composer, another
+// process's apply, the start of a controller killed before it answered)
+// would otherwise revoke the user and close its connection with the
+// answer not yet delivered; within the grace, a node whose answer was
+// lost asks again with its key and is answered from the ledger. The user
+// can do nothing it could not before the spend, and a claim with another
+// key is refused.
+// (Options.SpentTokenGrace sets another.)
+const SpentTokenGrace = 30 * time.Second
+
+// Composed reports whether the token's user belongs in the configuration
+// at now: usable, or spent less than grace ago.
+func (t Token) Composed(now time.Time, grace time.Duration) bool {
+	return t.Usable(now) || t.InGrace(now, grace)
+}
+
+// InGrace reports whether the token was spent less than grace before now.
+func (t Token) InGrace(now time.Time, grace time.Duration) bool {
+	return !t.Spent.IsZero() && now.Before(t.Spent.Add(grace))
+}
+
 // Node is a node that enrolled: the key its credentials are sealed to.
 type Node struct {
 	Name string `json:"name"`

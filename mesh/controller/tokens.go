@@ -86,14 +86,15 @@ func IssueTokens(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, no
 }
 
 // withTokens is m with the tokens the store holds that may still be
-// claimed at now: the description the server's users are composed from.
-// A spent or expired token's user is left out, and so revoked by the
-// apply that composes without it.
-func withTokens(m *meshdesc.Mesh, tokens []Token, now time.Time) *meshdesc.Mesh {
+// claimed at now, or were spent less than grace before: the description
+// the server's users are composed from. An expired token's user, or a
+// spent one's past its grace, is left out, and so revoked by the apply
+// that composes without it.
+func withTokens(m *meshdesc.Mesh, tokens []Token, now time.Time, grace time.Duration) *meshdesc.Mesh {
 	out := *m
 	out.Tokens = slices.Clone(m.Tokens)
 	for _, t := range tokens {
-		if t.Usable(now) && !slices.ContainsFunc(out.Tokens, func(d meshdesc.Token) bool { return d.ID == t.ID }) {
+		if t.Composed(now, grace) && !slices.ContainsFunc(out.Tokens, func(d meshdesc.Token) bool { return d.ID == t.ID }) {
 			out.Tokens = append(out.Tokens, meshdesc.Token{ID: t.ID})
 		}
 	}
