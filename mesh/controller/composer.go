@@ -29,9 +29,9 @@ type composer struct {
 	due   []time.Time
 	wake  chan struct{}
 	mesh  func() *meshdesc.Mesh
-	st   Store
-	dir  string
-	o    Options
+	st    Store
+	dir   string
+	o     Options
 
 	countMu  sync.Mutex
 	composed int

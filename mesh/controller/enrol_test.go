@@ -653,4 +653,3 @@ func TestASealedAnswerThatDoesNotOpenIsRefused(t *testing.T) {
 		t.Fatal("the host did not refuse the answer within 20s")
 	}
 }
-

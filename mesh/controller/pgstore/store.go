@@ -493,7 +493,9 @@ func (t *pgTx) PutSecrets(ctx context.Context, s controller.Secrets) error {
 	if len(changed) == 0 {
 		return nil
 	}
-	_, err = locked(t, func() (struct{}, error) { return struct{}{}, storeErr(ctx, "put secrets", upsertSecrets(ctx, t.q, changed)) })
+	_, err = locked(t, func() (struct{}, error) {
+		return struct{}{}, storeErr(ctx, "put secrets", upsertSecrets(ctx, t.q, changed))
+	})
 	return err
 }
 
@@ -508,7 +510,6 @@ func upsertSecrets(ctx context.Context, q querier, s controller.Secrets) error {
 		ON CONFLICT (username) DO UPDATE SET password = excluded.password, hash = excluded.hash`, users, pws, hashes)
 	return err
 }
-
 
 func (t *pgTx) PutDeclarationKey(ctx context.Context, key ed25519.PrivateKey) error {
 	if len(key) != ed25519.PrivateKeySize {
