@@ -158,7 +158,7 @@ func enrolWithin(t *testing.T, token wire.Credential, d time.Duration) (wire.Cre
 	defer cancel()
 	for {
 		cred, err := host.Enrol(ctx, token, key)
-		if err == nil || !errors.Is(err, host.ErrNotSent) || ctx.Err() != nil {
+		if err == nil || !(errors.Is(err, host.ErrNotSent) || errors.Is(err, host.ErrNoAnswer)) || ctx.Err() != nil {
 			return cred, key, err
 		}
 	}

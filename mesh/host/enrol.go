@@ -27,6 +27,13 @@ var ErrRefused = errors.New("enrolment refused")
 // was away, or did not let the token's user in yet. Asking again may help.
 var ErrNotSent = errors.New("the enrolment request did not reach the controller")
 
+// ErrNoAnswer is wrapped when the request reached CONTROL but the
+// connection closed with no answer read. Asking again with the same
+// sealing key is answered from the controller's ledger while the spent
+// token's user is in its grace (controller.SpentTokenGrace); past it, the
+// login is refused, and the node needs a new token.
+var ErrNoAnswer = errors.New("the connection closed before the enrolment was answered")
+
 // enrolRetry is how long a request the bus did not confirm waits before it
 // is published again (with the same message id, so CONTROL keeps one).
 const enrolRetry = 2 * time.Second
@@ -126,7 +133,7 @@ func awaitAnswer(ctx context.Context, answers <-chan *nats.Msg, confirmed <-chan
 			if !sent {
 				return nil, fmt.Errorf("%w: the connection closed before CONTROL confirmed the request", ErrNotSent)
 			}
-			return nil, nats.ErrConnectionClosed
+			return nil, fmt.Errorf("%w: %w", ErrNoAnswer, nats.ErrConnectionClosed)
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}

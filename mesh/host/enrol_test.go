@@ -114,7 +114,7 @@ func TestAwaitAnswer(t *testing.T) {
 		{name: "answered, then closed", answered: true, close: true},
 		{name: "confirmed, then answered", confirmed: true, answered: true},
 		{name: "closed before the confirmation", close: true, want: ErrNotSent},
-		{name: "confirmed, then closed unanswered", confirmed: true, close: true, want: nats.ErrConnectionClosed},
+		{name: "confirmed, then closed unanswered", confirmed: true, close: true, want: ErrNoAnswer},
 		{name: "the confirmation failed", confirm: errors.New("timeout"), want: ErrNotSent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -295,7 +295,9 @@ func (n *node) report(a Applied, refused string) {
 
 // enrolOnce claims the token, asking again while the bus does not let the
 // token's user in yet (its user is composed a moment after the token was
-// issued) or is away, and keeps the credential it was given.
+// issued) or is away, or closed the connection before the answer came
+// (the same key is answered again), and keeps the credential it was
+// given.
 func enrolOnce(ctx context.Context, o Options) (wire.Credential, error) {
 	data, err := os.ReadFile(o.TokenFile)
 	if err != nil {
@@ -314,7 +316,7 @@ func enrolOnce(ctx context.Context, o Options) (wire.Credential, error) {
 	// controller held the request for as long as its store was away.
 	err = retrying(ctx, o.Logger, "enrol", 0, func(ctx context.Context) (bool, error) {
 		cred, err = Enrol(ctx, token, key, o.Dial...)
-		return errors.Is(err, ErrNotSent), err
+		return errors.Is(err, ErrNotSent) || errors.Is(err, ErrNoAnswer), err
 	})
 	if err != nil {
 		return wire.Credential{}, err
