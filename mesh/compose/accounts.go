@@ -12,21 +12,30 @@ type Limits struct {
 	ControlFile, MeshFile int64
 	// ControlStreams and MeshStreams are how many streams each may hold.
 	ControlStreams, MeshStreams int
-	// EnrolConnections and EnrolPayload bound the enrolment account: a
-	// leaked token may open this many connections, and send requests this
-	// large, and no more.
-	EnrolConnections, EnrolPayload int
+	// The enrolment account's connections are bounded by
+	// EnrolConnectionsPerToken for each token outstanding (a claim's
+	// connection and a retry's), and by EnrolConnectionsMin at least; a
+	// leaked token may open that many, and send requests EnrolPayload
+	// large, and no more. The bound grows with the tokens because
+	// nats-server, reloading while an account is at its connection limit
+	// and more clients are logging in, closes connections already
+	// established in it ("maximum account active connections exceeded",
+	// seen at 1 of 60 held connections in 20 reloads): a fleet enrolling
+	// at once under a fixed bound of 64 lost claims that way
+	// (docs/living-mesh.md, "Scale").
+	EnrolConnectionsPerToken, EnrolConnectionsMin, EnrolPayload int
 }
 
 // DefaultLimits are the limits the configuration is composed with.
 func DefaultLimits() Limits {
 	return Limits{
-		ControlFile:      1 << 30,
-		MeshFile:         2 << 30,
-		ControlStreams:   3,
-		MeshStreams:      2,
-		EnrolConnections: 64,
-		EnrolPayload:     64 << 10,
+		ControlFile:              1 << 30,
+		MeshFile:                 2 << 30,
+		ControlStreams:           3,
+		MeshStreams:              2,
+		EnrolConnectionsPerToken: 4,
+		EnrolConnectionsMin:      64,
+		EnrolPayload:             64 << 10,
 	}
 }
 
@@ -66,7 +75,7 @@ func accounts(users map[string][]user, l Limits) map[string]account {
 	}
 	out[wire.AccountControl] = ctl
 	out[wire.AccountEnrol] = account{
-		Limits: &accountLimit{MaxConnections: l.EnrolConnections, MaxPayload: l.EnrolPayload},
+		Limits: &accountLimit{MaxConnections: max(l.EnrolConnectionsMin, l.EnrolConnectionsPerToken*len(users[wire.AccountEnrol])), MaxPayload: l.EnrolPayload},
 		Users:  users[wire.AccountEnrol],
 		Imports: []imp{
 			{Service: &source{Account: wire.AccountControl, Subject: wire.SubjectEnrol}},

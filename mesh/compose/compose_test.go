@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -245,5 +246,31 @@ modules:
 	}
 	if !p.Permissions.AllowResponses {
 		t.Error("expected a provider to answer its tools (allow_responses)")
+	}
+}
+
+// TestTheEnrolmentAccountsBoundGrowsWithItsTokens: the connections the
+// enrolment account admits are EnrolConnectionsPerToken a token, never
+// fewer than EnrolConnectionsMin.
+func TestTheEnrolmentAccountsBoundGrowsWithItsTokens(t *testing.T) {
+	l := DefaultLimits()
+	for _, n := range []int{0, 1, l.EnrolConnectionsMin / l.EnrolConnectionsPerToken, 100} {
+		m := sample(t)
+		m.Tokens = nil
+		for i := range n {
+			m.Tokens = append(m.Tokens, meshdesc.Token{ID: fmt.Sprintf("tok-%012d", i)})
+		}
+		data, err := Config(m, Inputs{Hashes: fakeHashes(m)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg config
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		want := max(l.EnrolConnectionsMin, l.EnrolConnectionsPerToken*n)
+		if got := cfg.Accounts[wire.AccountEnrol].Limits.MaxConnections; got != want {
+			t.Errorf("%d tokens: expected the enrolment account bounded at %d connections, got %d", n, want, got)
+		}
 	}
 }
