@@ -111,10 +111,6 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 	}, nil
 }
 
-// Compositions is how many times the loop made the store's state live in
-// nats.conf for enrolments (a push composes within its own update).
-func (l *ControlLoop) Compositions() int { return l.composer.count() }
-
 // Counts are the loop's counts so far.
 func (l *ControlLoop) Counts() ControlCounts {
 	l.mu.Lock()

@@ -28,7 +28,7 @@ var ErrRefused = errors.New("enrolment refused")
 var ErrNotSent = errors.New("the enrolment request did not reach the controller")
 
 // ErrNoAnswer is wrapped when the request reached CONTROL but the
-// connection closed with no answer read. Asking again with the same
+// connection closed, or dropped to reconnect, with no answer read. Asking again with the same
 // sealing key is answered from the controller's ledger while the spent
 // token's user is in its grace (controller.SpentTokenGrace); past it, the
 // login is refused, and the node needs a new token.
@@ -67,7 +67,9 @@ func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...lin
 	// delivered is read. nats.go refuses NextMsg on a closed connection
 	// even with the message pending; a channel keeps what arrived.
 	answers := make(chan *nats.Msg, 4)
-	closed := nc.StatusChanged(nats.CLOSED)
+	// A connection that closes, or drops and comes back, may have missed
+	// the answer: the core publish is not kept for it.
+	interrupted := nc.StatusChanged(nats.CLOSED, nats.RECONNECTING)
 	if _, err := nc.ChanSubscribe(reply, answers); err != nil {
 		return wire.Credential{}, fmt.Errorf("enrol: subscribe %s: %w", reply, err)
 	}
@@ -80,7 +82,7 @@ func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...lin
 	defer stopPublishing()
 	confirmed := make(chan error, 1)
 	go func() { confirmed <- publishConfirmed(pctx, nc, req.Marshal()) }()
-	msg, err := awaitAnswer(ctx, answers, confirmed, closed)
+	msg, err := awaitAnswer(ctx, answers, confirmed, interrupted)
 	if errors.Is(err, ErrNotSent) {
 		return wire.Credential{}, err
 	}
@@ -109,11 +111,13 @@ func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...lin
 }
 
 // awaitAnswer waits for the answer, whatever the confirmation's state: an
-// answer ends the wait. A confirmation that fails, or a connection closed
-// before the request was confirmed with no answer read, is ErrNotSent; a
-// connection closed after is an answer missed. Whatever the connection
-// read before it closed is in answers, and is taken.
-func awaitAnswer(ctx context.Context, answers <-chan *nats.Msg, confirmed <-chan error, closed <-chan nats.Status) (*nats.Msg, error) {
+// answer ends the wait. A confirmation that fails, or a connection
+// interrupted (closed, or dropped to reconnect) before the request was
+// confirmed with no answer read, is ErrNotSent; one interrupted after is
+// an answer perhaps missed, ErrNoAnswer, and the caller asks again with
+// the same key. Whatever the connection read before the interruption is
+// in answers, and is taken.
+func awaitAnswer(ctx context.Context, answers <-chan *nats.Msg, confirmed <-chan error, interrupted <-chan nats.Status) (*nats.Msg, error) {
 	sent := false
 	for {
 		select {
@@ -124,16 +128,16 @@ func awaitAnswer(ctx context.Context, answers <-chan *nats.Msg, confirmed <-chan
 				return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 			}
 			sent, confirmed = true, nil
-		case <-closed:
+		case st := <-interrupted:
 			select {
 			case msg := <-answers:
 				return msg, nil
 			default:
 			}
 			if !sent {
-				return nil, fmt.Errorf("%w: the connection closed before CONTROL confirmed the request", ErrNotSent)
+				return nil, fmt.Errorf("%w: the connection was %s before CONTROL confirmed the request", ErrNotSent, st)
 			}
-			return nil, fmt.Errorf("%w: %w", ErrNoAnswer, nats.ErrConnectionClosed)
+			return nil, fmt.Errorf("%w: the connection was %s", ErrNoAnswer, st)
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}

@@ -137,7 +137,7 @@ func TestAwaitAnswer(t *testing.T) {
 						answers <- answer
 					}
 					if tc.close {
-						closed <- nats.CLOSED
+						closed <- nats.RECONNECTING
 					}
 				}()
 			} else {

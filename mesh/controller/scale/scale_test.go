@@ -151,6 +151,24 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	// A host that gives up ends the run at once, with its reason, rather
 	// than leaving the wait to its deadline.
 	failed := make(chan error, n)
+	// Each host's log is kept, and told for the hosts a wait gave up on.
+	logs := make([]testutil.SyncBuffer, n)
+	defer func() {
+		if !b.Failed() {
+			return
+		}
+		reported := map[string]bool{}
+		if reps, err := st.Reports(context.WithoutCancel(ctx)); err == nil {
+			for _, r := range reps {
+				reported[r.Report.Node] = true
+			}
+		}
+		for i, node := range nodes {
+			if !reported[node] {
+				b.Logf("host %s, which never reported:\n%s", node, logs[i].String())
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for i, doc := range docs {
 		hdir := filepath.Join(root, "hosts", nodes[i])
@@ -163,7 +181,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		}
 		wg.Go(func() {
 			err := host.Run(hostCtx, host.Options{State: host.State{Dir: filepath.Join(hdir, "state")}, TokenFile: token,
-				Poll: 500 * time.Millisecond, ReportEvery: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+				Poll: 500 * time.Millisecond, ReportEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs[i], nil))})
 			if err != nil && hostCtx.Err() == nil {
 				failed <- fmt.Errorf("host %s: %w", nodes[i], err)
 			}
@@ -173,7 +191,8 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		stopHosts()
 		wg.Wait()
 	}()
-	waitFor(b, 20*time.Minute, failed, "every host's first report", func() bool { return reportedAt(ctx, st, n, 1) })
+	// Bounded well above what a run takes (docs/living-mesh.md, "Scale").
+	waitFor(b, time.Minute+time.Duration(n)*500*time.Millisecond, failed, "every host's first report", func() bool { return reportedAt(ctx, st, n, 1) })
 	enrol = time.Since(start)
 
 	pushed := *m
@@ -187,7 +206,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	if _, err := controller.SendPush(ctx, st, data); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, 20*time.Minute, failed, "every node reporting the push", func() bool { return reportedAt(ctx, st, n, 2) })
+	waitFor(b, time.Minute+time.Duration(n)*100*time.Millisecond, failed, "every node reporting the push", func() bool { return reportedAt(ctx, st, n, 2) })
 	push = time.Since(start)
 	b.StopTimer()
 	return enrol, push
