@@ -261,8 +261,9 @@ func (s *scenario) theSpentTokenIsPresented(ctx context.Context, node string) er
 }
 
 // revokedWithin bounds, past a spent token's grace, the composition that
-// revokes its user and the watcher's reload.
-const revokedWithin = 15 * time.Second
+// revokes its user (put off up to 10 s to be made once for several) and
+// the watcher's reload.
+const revokedWithin = 25 * time.Second
 
 func (s *scenario) theServerRefusesTheLogin() error {
 	if s.live.token.Name == "" {
