@@ -139,6 +139,9 @@ func awaitAnswer(ctx context.Context, answers <-chan *nats.Msg, confirmed <-chan
 			}
 			return nil, fmt.Errorf("%w: the connection was %s", ErrNoAnswer, st)
 		case <-ctx.Done():
+			if !sent {
+				return nil, fmt.Errorf("%w: the request was not confirmed: %w", ErrNotSent, context.Cause(ctx))
+			}
 			return nil, context.Cause(ctx)
 		}
 	}

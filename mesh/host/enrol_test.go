@@ -108,6 +108,7 @@ func TestAwaitAnswer(t *testing.T) {
 		confirm   error // sent on confirmed, if set
 		confirmed bool  // a confirmation (nil) comes first
 		close     bool
+		ended     bool  // the caller's context ends first
 		want      error // nil: the answer
 	}{
 		{name: "answered before the confirmation", answered: true},
@@ -116,6 +117,7 @@ func TestAwaitAnswer(t *testing.T) {
 		{name: "closed before the confirmation", close: true, want: ErrNotSent},
 		{name: "confirmed, then closed unanswered", confirmed: true, close: true, want: ErrNoAnswer},
 		{name: "the confirmation failed", confirm: errors.New("timeout"), want: ErrNotSent},
+		{name: "ended before the confirmation", ended: true, want: ErrNotSent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answers := make(chan *nats.Msg, 1)
@@ -123,6 +125,9 @@ func TestAwaitAnswer(t *testing.T) {
 			closed := make(chan nats.Status, 1)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			if tc.ended {
+				cancel()
+			}
 			if tc.confirm != nil {
 				confirmed <- tc.confirm
 			}
