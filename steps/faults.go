@@ -96,6 +96,9 @@ func (s *scenario) undo(ctx context.Context, member string) error {
 		return err
 	}
 	beds.Logf(ctx, "%s on %s undone, healthy in %s", fault, member, took.Round(time.Millisecond))
+	if member == harness.AliasStore {
+		s.storeBack = time.Now()
+	}
 	if member == harness.MemberBus {
 		for user, c := range s.clients {
 			c.Close()

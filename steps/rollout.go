@@ -215,6 +215,9 @@ func (s *scenario) everyNodeRuns(ctx context.Context, seconds int, version strin
 	if err == nil && !s.ro.pushed.IsZero() {
 		beds.Measure(ctx, "push to applied on every node", time.Since(s.ro.pushed))
 	}
+	if err == nil && s.storeBack.After(s.ro.pushed) {
+		beds.Measure(ctx, "store healthy again to the push applied on every node", time.Since(s.storeBack))
+	}
 	return err
 }
 

@@ -54,6 +54,7 @@ type scenario struct {
 	landed     chan jetstream.Msg // what a watch of a declaration subject saw
 	cleanups   []func()
 	faultAt    time.Time // when the scenario's last fault took effect
+	storeBack  time.Time // when the store was last healthy again after a fault
 	durable    durability
 	live       living
 	ro         rollout
