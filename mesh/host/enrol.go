@@ -28,10 +28,11 @@ var ErrRefused = errors.New("enrolment refused")
 var ErrNotSent = errors.New("the enrolment request did not reach the controller")
 
 // ErrNoAnswer is wrapped when the request reached CONTROL but the
-// connection closed, or dropped to reconnect, with no answer read. Asking again with the same
-// sealing key is answered from the controller's ledger while the spent
-// token's user is in its grace (controller.SpentTokenGrace); past it, the
-// login is refused, and the node needs a new token.
+// connection closed, or dropped to reconnect, with no answer read.
+// Asking again with the same sealing key is answered from the
+// controller's ledger while the spent token's user is in its grace
+// (controller.SpentTokenGrace); past it, the login is refused, and the
+// node needs a new token.
 var ErrNoAnswer = errors.New("the connection closed before the enrolment was answered")
 
 // enrolRetry is how long a request the bus did not confirm waits before it
@@ -48,9 +49,8 @@ const enrolRetry = 2 * time.Second
 // travels in the payload for exactly this). An answer ends the wait
 // however far the confirmation has come. Before the request is
 // confirmed, an error wraps ErrNotSent, and asking again may help. After,
-// the answer is awaited only here: once it is given the token's user is
-// revoked, so an answer missed (the connection down at that moment)
-// needs a new token.
+// a connection interrupted with no answer read wraps ErrNoAnswer: asking
+// again with the same key is answered while the token is in its grace.
 func Enrol(ctx context.Context, token wire.Credential, key seal.Key, opts ...link.Option) (wire.Credential, error) {
 	if token.Principal != wire.PrincipalEnrol {
 		return wire.Credential{}, fmt.Errorf("enrol: the credential is %s's, not an enrolment token's", token.User())
