@@ -52,16 +52,39 @@ type ApplyResult struct {
 // revocations; then nats.conf, last, since it makes the change live.
 func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Options) (ApplyResult, error) {
 	o = o.withDefaults()
-	var a applied
-	err := st.Update(ctx, func(tx Tx) error {
-		var err error
-		a, err = applyIn(ctx, tx, m, dir, o)
+	var res ApplyResult
+	err := composing(ctx, dir, func() error {
+		var a applied
+		err := st.Update(ctx, func(tx Tx) error {
+			var err error
+			a, err = applyIn(ctx, tx, m, dir, o)
+			return err
+		})
+		res = a.res
+		if err != nil {
+			return err
+		}
+		res, err = a.finish(dir, o)
 		return err
 	})
+	return res, err
+}
+
+// composing runs fn, a composition (its update and its nats.conf), holding
+// the state directory's composition lock: two compositions, of one
+// process or of two (the controller's and a token issue's), never
+// interleave, so the one committed last is the one written last. Without
+// it an older composition could be written over a newer one and stay
+// until the next.
+func composing(ctx context.Context, dir string, fn func() error) error {
+	f, ok, err := lockFile(ctx, Layout{dir}.ComposeLock())
 	if err != nil {
-		return a.res, err
+		return fmt.Errorf("compose: %w", err)
 	}
-	return a.finish(dir, o)
+	if ok {
+		defer f.Close() // releases the flock
+	}
+	return fn()
 }
 
 // applied is what applyIn did inside its update, and what is left to do

@@ -47,28 +47,35 @@ func Push(ctx context.Context, st Store, dir, key string, data []byte, o Options
 	}
 	out := Pushed{Mesh: m}
 	var a applied
-	err = st.Update(ctx, func(tx Tx) error {
-		if _, err := tx.Applied(ctx, key); err == nil {
-			out.Replayed = true
-			y, err := tx.Description(ctx)
-			if err != nil {
+	err = composing(ctx, dir, func() error {
+		err := st.Update(ctx, func(tx Tx) error {
+			if _, err := tx.Applied(ctx, key); err == nil {
+				out.Replayed = true
+				y, err := tx.Description(ctx)
+				if err != nil {
+					return err
+				}
+				if out.Mesh, err = meshdesc.Parse(y); err != nil {
+					return err
+				}
+				out.Declared, err = tx.Declared(ctx)
+				return err
+			} else if !errors.Is(err, ErrNotFound) {
 				return err
 			}
-			if out.Mesh, err = meshdesc.Parse(y); err != nil {
+			if a, err = applyIn(ctx, tx, m, dir, o); err != nil {
 				return err
 			}
-			out.Declared, err = tx.Declared(ctx)
-			return err
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		if a, err = applyIn(ctx, tx, m, dir, o); err != nil {
-			return err
-		}
-		if out.Declared, out.Changed, err = Declare(ctx, tx, m); err != nil {
+			if out.Declared, out.Changed, err = Declare(ctx, tx, m); err != nil {
+				return err
+			}
+			return errors.Join(tx.PutDescription(ctx, []byte(p.Mesh)), tx.PutApplied(ctx, Applied{Key: key, At: o.Now()}))
+		})
+		if err != nil || out.Replayed {
 			return err
 		}
-		return errors.Join(tx.PutDescription(ctx, []byte(p.Mesh)), tx.PutApplied(ctx, Applied{Key: key, At: o.Now()}))
+		_, err = a.finish(dir, o)
+		return err
 	})
 	switch {
 	case errors.Is(err, ErrNotReloadable):
@@ -80,9 +87,6 @@ func Push(ctx context.Context, st Store, dir, key string, data []byte, o Options
 		// Composed again from what the push left, in case a crash came
 		// before nats.conf was written.
 		_, err := Apply(ctx, out.Mesh, st, dir, o)
-		return out, err
-	}
-	if _, err := a.finish(dir, o); err != nil {
 		return out, err
 	}
 	o.Logger.Info("pushed", "nodes", len(out.Declared), "changed", out.Changed)

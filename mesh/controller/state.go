@@ -28,6 +28,7 @@ const (
 	AMQPKeyFile         = "key.pem"
 	AMQPDefinitionsFile = "definitions.json"
 	LockFile            = ".lock"
+	ComposeLockFile     = ".compose.lock"
 )
 
 // Layout names the files of a state directory: the one place they are
@@ -54,6 +55,10 @@ func (l Layout) Registry() string { return filepath.Join(l.Dir, RegistryFile) }
 
 // Lock is the file the file store's updates lock against each other.
 func (l Layout) Lock() string { return filepath.Join(l.Dir, LockFile) }
+
+// ComposeLock is the file compositions lock against each other, whatever
+// the store and whichever process composes.
+func (l Layout) ComposeLock() string { return filepath.Join(l.Dir, ComposeLockFile) }
 
 // NATSConfig is the composed server configuration.
 func (l Layout) NATSConfig() string { return filepath.Join(l.NATS(), compose.ConfigFile) }
