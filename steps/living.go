@@ -31,8 +31,8 @@ type living struct {
 	expiredBy time.Time
 }
 
-// claimWithin bounds a claim with a token the server should refuse at
-// login: the host's enrolment fails at once then.
+// claimWithin bounds a claim a step expects refused: at login, at once,
+// or by the controller's answer.
 const claimWithin = 15 * time.Second
 
 func (s *scenario) bindLiving(sc *godog.ScenarioContext) {
@@ -241,11 +241,8 @@ func (s *scenario) theSpentTokenIsPresented(ctx context.Context, node string) er
 	// after the spend, which came before the host was connected as
 	// itself; the composition after it revokes the user, and the watcher
 	// reloads within its poll.
-	graceOver := e.Ready.Add(ctl.SpentTokenGrace)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Until(graceOver)):
+	if err := waitUntil(ctx, e.Ready.Add(ctl.SpentTokenGrace)); err != nil {
+		return err
 	}
 	return eventually(ctx, revokedWithin, func(ctx context.Context) error {
 		c, err := s.dial(ctx, e.Token)
@@ -275,21 +272,27 @@ func (s *scenario) theServerRefusesTheLogin() error {
 	return nil
 }
 
-func (s *scenario) aClaimIsRefused(ctx context.Context) error {
+// claim claims the scenario's token from outside the mesh's network, as
+// a node would, for at most claimWithin.
+func (s *scenario) claim(ctx context.Context) (wire.Credential, error) {
 	r, err := s.cluster()
 	if err != nil {
-		return err
+		return wire.Credential{}, err
 	}
 	if s.live.token.Name == "" {
-		return errors.New("no token presented in this scenario")
+		return wire.Credential{}, errors.New("no token presented in this scenario")
 	}
 	addr, err := r.cluster.BusAddress(ctx)
 	if err != nil {
-		return err
+		return wire.Credential{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, claimWithin)
 	defer cancel()
-	cred, err := observe.Claim(ctx, s.live.token, addr)
+	return observe.Claim(ctx, s.live.token, addr)
+}
+
+func (s *scenario) aClaimIsRefused(ctx context.Context) error {
+	cred, err := s.claim(ctx)
 	if err == nil {
 		return fmt.Errorf("expected the claim of spent token %s refused, it was answered with %s's credential", s.live.token.Name, cred.User())
 	}
@@ -332,31 +335,16 @@ func (s *scenario) aShortLivedToken(ctx context.Context, node string, seconds in
 }
 
 // thatTokenHasExpired waits for the instant the token is past its
-// lifetime: a wait on the clock, for a moment known in advance.
+// lifetime.
 func (s *scenario) thatTokenHasExpired(ctx context.Context) error {
 	if s.live.expiredBy.IsZero() {
 		return errors.New("no token with a lifetime issued in this scenario")
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Until(s.live.expiredBy)):
-		return nil
-	}
+	return waitUntil(ctx, s.live.expiredBy)
 }
 
 func (s *scenario) aClaimIsAnsweredRefused(ctx context.Context, says string) error {
-	r, err := s.cluster()
-	if err != nil {
-		return err
-	}
-	addr, err := r.cluster.BusAddress(ctx)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, claimWithin)
-	defer cancel()
-	cred, err := observe.Claim(ctx, s.live.token, addr)
+	cred, err := s.claim(ctx)
 	switch {
 	case err == nil:
 		return fmt.Errorf("expected the claim of token %s refused, it was answered with %s's credential", s.live.token.Name, cred.User())

@@ -178,6 +178,18 @@ func (s *scenario) streamJetStream(ctx context.Context, stream string) (jetstrea
 	return s.jetStream(ctx, wire.StreamAccount(stream))
 }
 
+// waitUntil waits for the instant at, known in advance (a token's
+// lifetime, its grace): a wait on the clock itself, not a guess at how
+// long something takes.
+func waitUntil(ctx context.Context, at time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(at)):
+		return nil
+	}
+}
+
 // eventually polls check until it succeeds or the deadline passes, and
 // then returns its last error.
 func eventually(ctx context.Context, within time.Duration, check func(context.Context) error) error {

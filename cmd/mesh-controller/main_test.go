@@ -190,17 +190,25 @@ func TestAMQP(t *testing.T) {
 	}
 }
 
+// genesisIn runs genesis of the good description in a directory of the
+// test's, and returns the description's file and the state directory.
+func genesisIn(t *testing.T) (meshFile, state string) {
+	t.Helper()
+	root := t.TempDir()
+	meshFile = writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", "4222", 1))
+	state = filepath.Join(root, "state")
+	if code, _, stderr := cli(t, context.Background(), "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitOK {
+		t.Fatalf("genesis: exit %d\n%s", code, stderr)
+	}
+	return meshFile, state
+}
+
 // TestTokenIssue prints an enrolment credential for a node of the
 // description, composes its user into nats.conf, and refuses a node the
 // description lacks.
 func TestTokenIssue(t *testing.T) {
-	root := t.TempDir()
-	meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", "4222", 1))
-	state := filepath.Join(root, "state")
+	meshFile, state := genesisIn(t)
 	ctx := context.Background()
-	if code, _, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitOK {
-		t.Fatalf("genesis: exit %d\n%s", code, stderr)
-	}
 	code, stdout, stderr := cli(t, ctx, "token", "issue", "--mesh", meshFile, "--state", state, "--ttl", "10m", "a")
 	if code != exitOK {
 		t.Fatalf("token issue: exit %d\n%s", code, stderr)
@@ -236,13 +244,8 @@ func TestTokenIssue(t *testing.T) {
 // TestApplyAfterAPushIsRefused: once a description was pushed the mesh
 // runs it, and apply of a file would undo the push's users.
 func TestApplyAfterAPushIsRefused(t *testing.T) {
-	root := t.TempDir()
-	meshFile := writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", "4222", 1))
-	state := filepath.Join(root, "state")
+	meshFile, state := genesisIn(t)
 	ctx := context.Background()
-	if code, _, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitOK {
-		t.Fatalf("genesis: exit %d\n%s", code, stderr)
-	}
 	st := controller.FileStore(state)
 	if err := st.Update(ctx, func(tx controller.Tx) error { return tx.PutDescription(ctx, []byte(good)) }); err != nil {
 		t.Fatal(err)

@@ -70,9 +70,19 @@ func Start(t testing.TB, m *meshdesc.Mesh) *Server {
 	s.ConfigPath = filepath.Join(dir, compose.ConfigFile)
 	s.writeConfig(m)
 
-	opts, err := server.ProcessConfigFile(s.ConfigPath)
+	s.Server = ServeFile(t, s.ConfigPath)
+	s.fillCreds(m)
+	return s
+}
+
+// ServeFile runs nats-server in-process on the configuration file at
+// path, without signals or logs, and waits until it takes connections.
+// It is shut down when the test ends; Reload reads path again.
+func ServeFile(t testing.TB, path string) *server.Server {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(path)
 	if err != nil {
-		t.Fatalf("process composed config: %v", err)
+		t.Fatalf("process config %s: %v", path, err)
 	}
 	opts.NoSigs = true
 	opts.NoLog = true
@@ -88,9 +98,17 @@ func Start(t testing.TB, m *meshdesc.Mesh) *Server {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("in-process nats-server not ready in 10s")
 	}
-	s.Server = srv
-	s.fillCreds(m)
-	return s
+	return srv
+}
+
+// ServeConfig writes conf to a file of the test's and serves it
+// (ServeFile); it returns the server and the file, which a test rewrites
+// before a Reload.
+func ServeConfig(t testing.TB, conf string) (*server.Server, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), compose.ConfigFile)
+	write(t, path, []byte(conf))
+	return ServeFile(t, path), path
 }
 
 // Apply recomposes the configuration for a changed description and

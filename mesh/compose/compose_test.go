@@ -68,6 +68,16 @@ func TestConfigGolden(t *testing.T) {
 func TestTheEnrolmentAccountIsComposedWithoutTokens(t *testing.T) {
 	m := sample(t)
 	m.Tokens = nil
+	accts := composed(t, m).Accounts
+	enrol, ok := accts[wire.AccountEnrol]
+	if !ok || len(enrol.Users) != 0 || len(enrol.Imports) != 2 || len(accts[wire.AccountControl].Exports) != 2 {
+		t.Fatalf("expected the enrolment account with its two imports, no users, and the control account's two exports, got %+v and %+v", enrol, accts[wire.AccountControl])
+	}
+}
+
+// composed is m's configuration as the server reads it back.
+func composed(t *testing.T, m *meshdesc.Mesh) config {
+	t.Helper()
 	data, err := Config(m, Inputs{Hashes: fakeHashes(m)})
 	if err != nil {
 		t.Fatal(err)
@@ -76,11 +86,7 @@ func TestTheEnrolmentAccountIsComposedWithoutTokens(t *testing.T) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	accts := cfg.Accounts
-	enrol, ok := accts[wire.AccountEnrol]
-	if !ok || len(enrol.Users) != 0 || len(enrol.Imports) != 2 || len(accts[wire.AccountControl].Exports) != 2 {
-		t.Fatalf("expected the enrolment account with its two imports, no users, and the control account's two exports, got %+v and %+v", enrol, accts[wire.AccountControl])
-	}
+	return cfg
 }
 
 func TestConfigRefusesMissingHash(t *testing.T) {
@@ -260,16 +266,8 @@ func TestTheEnrolmentAccountsBoundGrowsWithItsTokens(t *testing.T) {
 		for i := range n {
 			m.Tokens = append(m.Tokens, meshdesc.Token{ID: fmt.Sprintf("tok-%012d", i)})
 		}
-		data, err := Config(m, Inputs{Hashes: fakeHashes(m)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cfg config
-		if err := json.Unmarshal(data, &cfg); err != nil {
-			t.Fatal(err)
-		}
 		want := max(l.EnrolConnectionsMin, l.EnrolConnectionsPerToken*n)
-		if got := cfg.Accounts[wire.AccountEnrol].Limits.MaxConnections; got != want {
+		if got := composed(t, m).Accounts[wire.AccountEnrol].Limits.MaxConnections; got != want {
 			t.Errorf("%d tokens: expected the enrolment account bounded at %d connections, got %d", n, want, got)
 		}
 	}

@@ -1,13 +1,13 @@
-package compose
+package compose_test
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/meshbus/mesh/internal/natstest"
 )
 
 // TestAnAccountIntroducedByAReloadRoutesNoImport pins the server's
@@ -37,27 +37,7 @@ func TestAnAccountIntroducedByAReloadRoutesNoImport(t *testing.T) {
 		{"E and its import introduced by the reload", conf + cAlone + closing, conf + c + "," + eWhole + closing, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "nats.conf")
-			write := func(s string) {
-				if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			write(tc.before)
-			opts, err := server.ProcessConfigFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts.NoLog, opts.NoSigs = true, true
-			s, err := server.NewServer(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			go s.Start()
-			t.Cleanup(s.Shutdown)
-			if !s.ReadyForConnections(10 * time.Second) {
-				t.Fatal("server not ready")
-			}
+			s, path := natstest.ServeConfig(t, tc.before)
 			cc, err := nats.Connect(s.ClientURL(), nats.UserInfo("c", "c"))
 			if err != nil {
 				t.Fatal(err)
@@ -70,7 +50,9 @@ func TestAnAccountIntroducedByAReloadRoutesNoImport(t *testing.T) {
 			if err := cc.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			write(tc.after)
+			if err := os.WriteFile(path, []byte(tc.after), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			if err := s.Reload(); err != nil {
 				t.Fatal(err)
 			}

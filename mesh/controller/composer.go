@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -33,8 +34,7 @@ type composer struct {
 	dir   string
 	o     Options
 
-	countMu  sync.Mutex
-	composed int
+	composed atomic.Int64 // compositions made, for the tests
 }
 
 func newComposer(mesh func() *meshdesc.Mesh, st Store, dir string, o Options) *composer {
@@ -127,8 +127,9 @@ func (c *composer) run(ctx context.Context) {
 				continue
 			}
 		case <-c.kick:
+			// A composition now makes those asked for until now too.
+			c.takeDue(time.Now())
 		}
-		c.takeDue(time.Now())
 		if !c.retrying(ctx) {
 			c.last(ctx)
 			return
@@ -170,16 +171,10 @@ func (c *composer) compose(ctx context.Context) error {
 		return err
 	})
 	if err == nil {
-		c.countMu.Lock()
-		c.composed++
-		c.countMu.Unlock()
+		c.composed.Add(1)
 	}
 	return err
 }
 
 // count is how many compositions the composer made.
-func (c *composer) count() int {
-	c.countMu.Lock()
-	defer c.countMu.Unlock()
-	return c.composed
-}
+func (c *composer) count() int { return int(c.composed.Load()) }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/meshdesc"
-	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -102,13 +101,7 @@ func containsUser(conf []byte, user string) bool {
 func TestRunComposesWhatAStoppedControllerLeft(t *testing.T) {
 	b := newBed(t, sampleMesh(t))
 	ctx := ctxT(t)
-	_, doc, err := IssueToken(ctx, b.m, b.st, b.dir, "node-a", time.Hour, b.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _ := wire.ParseCredential(doc)
-	key, _ := seal.NewKey()
-	req := wire.EnrolRequest{Token: tok.Name, Proof: tok.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: wire.EnrolInbox(tok.Name) + ".r"}
+	tok, _, req := b.claim("node-a")
 	e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey(wire.SubjectEnrol, "m1", 1), req.Marshal(), b.opts, func(Enrolment) error { return nil })
 	if err != nil || e.Answer.Refused != "" {
 		t.Fatalf("enrol: %+v (%v)", e, err)

@@ -127,17 +127,29 @@ func (b *bed) watch() {
 }
 
 // issue issues a token for node and returns it as the node receives it.
-func (l *living) issue(node string) wire.Credential {
-	l.t.Helper()
-	_, doc, err := IssueToken(ctxT(l.t), l.m, l.st, l.dir, node, time.Hour, l.opts)
+func (b *bed) issue(node string) wire.Credential {
+	b.t.Helper()
+	_, doc, err := IssueToken(ctxT(b.t), b.m, b.st, b.dir, node, time.Hour, b.opts)
 	if err != nil {
-		l.t.Fatal(err)
+		b.t.Fatal(err)
 	}
 	c, err := wire.ParseCredential(doc)
 	if err != nil {
-		l.t.Fatal(err)
+		b.t.Fatal(err)
 	}
 	return c
+}
+
+// claim is a claim of a token issued for node, by a node with a new
+// sealing key, answered under the token's inbox.
+func (b *bed) claim(node string) (wire.Credential, seal.Key, wire.EnrolRequest) {
+	b.t.Helper()
+	tok := b.issue(node)
+	key, err := seal.NewKey()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return tok, key, wire.EnrolRequest{Token: tok.Name, Proof: tok.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: wire.EnrolInbox(tok.Name) + ".r"}
 }
 
 // enrolWith runs the host's side of the handshake as the host does,
@@ -319,7 +331,7 @@ func TestEnrolmentRefusals(t *testing.T) {
 		{"wrong proof", "the proof is not token " + tok.ID + "'s", request(tok.ID, "not-the-secret"), b.opts},
 		{"expired", "token " + tok.ID + " expired at", request(tok.ID, cred.Password()), late},
 	} {
-		e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "", 1000+uint64(i)), c.data, c.o, nothing)
+		e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey(wire.SubjectEnrol, "", 1000+uint64(i)), c.data, c.o, nothing)
 		if err != nil || !bytes.Contains([]byte(e.Answer.Refused), []byte(c.want)) || e.Answer.Sealed != nil {
 			t.Errorf("%s: expected refused %q, got %+v (%v)", c.name, c.want, e.Answer, err)
 		}
@@ -331,7 +343,7 @@ func TestEnrolmentRefusals(t *testing.T) {
 		t.Errorf("a refused claim recorded a node: %+v (%v)", nodes, err)
 	}
 	// The refusals are in the ledger: the same message is answered alike.
-	e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "", 1000), request(tok.ID, cred.Password()), b.opts, nothing)
+	e, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey(wire.SubjectEnrol, "", 1000), request(tok.ID, cred.Password()), b.opts, nothing)
 	if err != nil || !e.Replayed || e.Answer.Refused == "" {
 		t.Errorf("a redelivered refusal: %+v (%v)", e, err)
 	}
@@ -344,34 +356,28 @@ func TestEnrolmentRefusals(t *testing.T) {
 func TestARedeliveredEnrolmentAppliesOnce(t *testing.T) {
 	b := newBed(t, sampleMesh(t))
 	ctx := ctxT(t)
-	_, doc, err := IssueToken(ctx, b.m, b.st, b.dir, "node-a", time.Hour, b.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenCred, _ := wire.ParseCredential(doc)
-	key, _ := seal.NewKey()
-	req := wire.EnrolRequest{Token: tokenCred.Name, Proof: tokenCred.Password(), SealingKey: seal.EncodePublic(key.Public), Reply: wire.EnrolInbox(tokenCred.Name) + ".r"}
+	_, key, req := b.claim("node-a")
 	var delivered []Enrolment
 	deliver := func(e Enrolment) error { delivered = append(delivered, e); return nil }
-	first, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "m1", 5), req.Marshal(), b.opts, deliver)
+	first, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey(wire.SubjectEnrol, "m1", 5), req.Marshal(), b.opts, deliver)
 	if err != nil || first.Answer.Refused != "" {
 		t.Fatalf("first: %+v (%v)", first, err)
 	}
 	secrets, _ := b.st.Secrets(ctx)
-	again, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "m1", 5), req.Marshal(), b.opts, deliver)
+	again, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey(wire.SubjectEnrol, "m1", 5), req.Marshal(), b.opts, deliver)
 	if err != nil || !again.Replayed || !bytes.Equal(again.Answer.Sealed, first.Answer.Sealed) {
 		t.Fatalf("the same message again: %+v (%v)", again, err)
 	}
 	if now, _ := b.st.Secrets(ctx); now[wire.HostUser("node-a")] != secrets[wire.HostUser("node-a")] {
 		t.Fatal("a redelivery minted the node a new password")
 	}
-	asked, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "m2", 6), req.Marshal(), b.opts, deliver)
+	asked, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey(wire.SubjectEnrol, "m2", 6), req.Marshal(), b.opts, deliver)
 	if err != nil || asked.Replayed || !bytes.Equal(asked.Answer.Sealed, first.Answer.Sealed) {
 		t.Fatalf("the node asking again: %+v (%v)", asked, err)
 	}
 	other, _ := seal.NewKey()
 	req.SealingKey = seal.EncodePublic(other.Public)
-	stolen, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey("mesh.control.test", "m3", 7), req.Marshal(), b.opts, deliver)
+	stolen, err := Enrol(ctx, b.m, b.st, b.dir, LedgerKey(wire.SubjectEnrol, "m3", 7), req.Marshal(), b.opts, deliver)
 	if err != nil || stolen.Answer.Refused == "" || stolen.Answer.Sealed != nil {
 		t.Fatalf("another key claiming the spent token: %+v (%v)", stolen, err)
 	}
@@ -612,11 +618,7 @@ func TestASealedAnswerThatDoesNotOpenIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(conns.Close)
-	_, doc, err := IssueToken(ctx, b.m, b.st, b.dir, "node-a", time.Hour, b.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, _ := wire.ParseCredential(doc)
+	token := b.issue("node-a")
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := enrolWith(t, token)

@@ -241,11 +241,11 @@ func TestAPushAndAReportApplyOnceUnderRedelivery(t *testing.T) {
 	m.Modules = append([]meshdesc.Module(nil), b.m.Modules...)
 	m.Modules[0].Version = "2.0.0"
 	body := []byte(`{"mesh":` + strconvQuote(mustYAML(t, revalidate(t, &m))) + `}`)
-	first, err := Push(ctx, b.st, b.dir, LedgerKey("mesh.control.test", "p1", 3), body, b.opts)
+	first, err := Push(ctx, b.st, b.dir, LedgerKey(wire.SubjectPush, "p1", 3), body, b.opts)
 	if err != nil || first.Replayed || len(first.Changed) == 0 {
 		t.Fatalf("first push: %+v (%v)", first, err)
 	}
-	again, err := Push(ctx, b.st, b.dir, LedgerKey("mesh.control.test", "p1", 3), body, b.opts)
+	again, err := Push(ctx, b.st, b.dir, LedgerKey(wire.SubjectPush, "p1", 3), body, b.opts)
 	if err != nil || !again.Replayed {
 		t.Fatalf("the same push again: %+v (%v)", again, err)
 	}
@@ -262,16 +262,16 @@ func TestAPushAndAReportApplyOnceUnderRedelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := wire.Report{Node: "node-a", ID: "r1", At: time.Now(), Applied: 1}
-	if taken, err := TakeReport(ctx, b.st, LedgerKey("mesh.control.test", "r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), b.opts); err != nil || !taken {
+	if taken, err := TakeReport(ctx, b.st, LedgerKey(wire.NodeReport("node-a"), "r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), b.opts); err != nil || !taken {
 		t.Fatalf("a report: %v %v", taken, err)
 	}
 	later := rep
 	later.ID, later.Applied = "r2", 2
-	if _, err := TakeReport(ctx, b.st, LedgerKey("mesh.control.test", "r2", 11), 11, wire.NodeReport("node-a"), later.Marshal(), b.opts); err != nil {
+	if _, err := TakeReport(ctx, b.st, LedgerKey(wire.NodeReport("node-a"), "r2", 11), 11, wire.NodeReport("node-a"), later.Marshal(), b.opts); err != nil {
 		t.Fatal(err)
 	}
 	// r1 again, redelivered after r2 was kept: recognised, r2 stays.
-	if taken, err := TakeReport(ctx, b.st, LedgerKey("mesh.control.test", "r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), b.opts); err != nil || taken {
+	if taken, err := TakeReport(ctx, b.st, LedgerKey(wire.NodeReport("node-a"), "r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), b.opts); err != nil || taken {
 		t.Fatalf("a report redelivered: taken %v (%v)", taken, err)
 	}
 	if reps, _ := b.st.Reports(ctx); len(reps) != 1 || reps[0].Report.ID != "r2" {
@@ -279,11 +279,11 @@ func TestAPushAndAReportApplyOnceUnderRedelivery(t *testing.T) {
 	}
 	// From a node not enrolled: refused, nothing kept.
 	stranger := wire.Report{Node: "node-b", ID: "x", At: time.Now(), Applied: 1}
-	if _, err := TakeReport(ctx, b.st, LedgerKey("mesh.control.test", "x", 12), 12, wire.NodeReport("node-b"), stranger.Marshal(), b.opts); !errors.Is(err, ErrBadControl) {
+	if _, err := TakeReport(ctx, b.st, LedgerKey(wire.NodeReport("node-b"), "x", 12), 12, wire.NodeReport("node-b"), stranger.Marshal(), b.opts); !errors.Is(err, ErrBadControl) {
 		t.Fatalf("a report from a node not enrolled: %v", err)
 	}
 	// On another node's subject: refused.
-	if _, err := TakeReport(ctx, b.st, LedgerKey("mesh.control.test", "y", 13), 13, wire.NodeReport("node-b"), rep.Marshal(), b.opts); !errors.Is(err, ErrBadControl) {
+	if _, err := TakeReport(ctx, b.st, LedgerKey(wire.NodeReport("node-b"), "y", 13), 13, wire.NodeReport("node-b"), rep.Marshal(), b.opts); !errors.Is(err, ErrBadControl) {
 		t.Fatalf("node-a's report on node-b's subject: %v", err)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/meshbus/mesh/internal/natstest"
 )
 
 // TestAnAnswerReadBeforeTheCloseIsKept pins what Enrol's wait is built
@@ -22,24 +22,7 @@ func TestAnAnswerReadBeforeTheCloseIsKept(t *testing.T) {
 		both   = `{"listen":"127.0.0.1:-1","accounts":{"A":{"users":[{"user":"token","password":"t"},{"user":"controller","password":"c"}]}}}`
 		revoke = `{"listen":"127.0.0.1:-1","accounts":{"A":{"users":[{"user":"controller","password":"c"}]}}}`
 	)
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(both), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	srv, path := natstest.ServeConfig(t, both)
 	tok, err := nats.Connect(srv.ClientURL(), nats.UserInfo("token", "t"), nats.NoReconnect())
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +132,7 @@ func TestAwaitAnswer(t *testing.T) {
 				if tc.answered {
 					answers <- answer
 				}
-				if tc.close && !tc.answered {
+				if tc.close {
 					closed <- nats.CLOSED
 				}
 			}

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/meshbus/mesh/internal/natstest"
 )
 
 // BenchmarkReload measures what one configuration reload costs the server
@@ -59,8 +61,7 @@ func reloadServer(b *testing.B, n, cost int) *server.Server {
 	if err := os.WriteFile(path, conf, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	srv := startServer(b, path)
-	b.Cleanup(srv.Shutdown)
+	srv := natstest.ServeFile(b, path)
 	for i := range n {
 		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(fmt.Sprintf("u%d", i), "pw-"+strconv.Itoa(i)))
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/internal/pgtest"
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/compose"
@@ -115,7 +116,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	if _, err := controller.Genesis(ctx, m, st, dir, o); err != nil {
 		b.Fatal(err)
 	}
-	srv := startServer(b, controller.Layout{Dir: dir}.NATSConfig())
+	srv := natstest.ServeFile(b, controller.Layout{Dir: dir}.NATSConfig())
 	defer srv.Shutdown()
 	stopWatch := watch(b, srv, controller.Layout{Dir: dir}.NATSConfig())
 	defer stopWatch()
@@ -225,24 +226,6 @@ func reportedAt(ctx context.Context, st controller.Store, n int, rev uint64) boo
 		}
 	}
 	return got == n
-}
-
-func startServer(b *testing.B, conf string) *server.Server {
-	b.Helper()
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		b.Fatal(err)
-	}
-	opts.NoSigs, opts.NoLog = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(20 * time.Second) {
-		b.Fatal("nats-server not ready")
-	}
-	return srv
 }
 
 // watch reloads the server when its configuration changes, as the nats

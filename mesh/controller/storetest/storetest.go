@@ -446,7 +446,7 @@ func registryCommits(t *testing.T, open func() controller.Store) {
 	spent := tok
 	spent.Spent = issued.Add(time.Minute)
 	node := controller.Node{Name: "node-a", SealingKey: "key-a", Enrolled: spent.Spent, Token: "t1"}
-	entry := controller.Applied{Key: controller.LedgerKey("mesh.control.test", "msg-1", 7), At: spent.Spent, Outcome: []byte(`{"node":"node-a"}`)}
+	entry := controller.Applied{Key: controller.LedgerKey(wire.SubjectEnrol, "msg-1", 7), At: spent.Spent, Outcome: []byte(`{"node":"node-a"}`)}
 	ctx := ctxT(t)
 	if _, err := open().Applied(ctx, entry.Key); !errors.Is(err, controller.ErrNotFound) {
 		t.Fatalf("an empty ledger: expected ErrNotFound, got %v", err)
@@ -483,7 +483,7 @@ func registryCommits(t *testing.T, open func() controller.Store) {
 func registryFailed(t *testing.T, open func() controller.Store) {
 	created(t, open)
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	key := controller.LedgerKey("mesh.control.test", "", 9)
+	key := controller.LedgerKey(wire.SubjectEnrol, "", 9)
 	refused := errors.New("the answer could not be composed")
 	ctx := ctxT(t)
 	err := open().Update(ctx, func(tx controller.Tx) error {

@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/meshbus/mesh/internal/natstest"
 )
 
 func golden(t *testing.T) []byte {
@@ -156,24 +156,7 @@ func TestOpenIsWhatTheServerLetsIn(t *testing.T) {
 			if err := Check([]byte(tc.conf)); errors.Is(err, ErrOpen) != tc.open {
 				t.Fatalf("expected the check to call it open: %v, got %v", tc.open, err)
 			}
-			path := filepath.Join(t.TempDir(), "nats.conf")
-			if err := os.WriteFile(path, []byte(tc.conf), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			opts, err := server.ProcessConfigFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts.NoLog, opts.NoSigs = true, true
-			s, err := server.NewServer(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			go s.Start()
-			t.Cleanup(s.Shutdown)
-			if !s.ReadyForConnections(10 * time.Second) {
-				t.Fatal("server not ready")
-			}
+			s, _ := natstest.ServeConfig(t, tc.conf)
 			nc, err := nats.Connect(s.ClientURL(), nats.NoReconnect())
 			if err == nil {
 				nc.Close()
