@@ -6,7 +6,7 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
   a plain client can therefore check from outside.
 
   The mesh is raised from features/testdata/mesh.yaml: nodes node-a and node-b;
-  sensor (emits reading and alarm.raised, serves calibrate) and catalog (seat
+  sensor (emits reading and alarm.raised, serves calibrate) and mesh-catalog (seat
   mesh-catalog, serves catalog_tools) on node-a; logger (consumes sensor.reading and
   sensor.alarm.>, uses mesh-catalog.catalog_tools) on node-b; persons alice and bob;
   one enrolment token.
@@ -44,7 +44,7 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
       | host.node-a        |
       | host.node-b        |
       | mod.node-a.sensor  |
-      | mod.node-a.catalog |
+      | mod.node-a.mesh-catalog |
       | mod.node-b.logger  |
       | person.alice       |
       | person.bob         |
@@ -81,7 +81,7 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
       | logger | node-b | mesh.mod.sensor.event.reading     | refuses |
       | logger | node-b | mesh.mod.sensor.event.alarm.>     | refuses |
       | logger | node-b | mesh.mod.sensor.event.>           | refuses |
-      | logger | node-b | mesh.mod.catalog.event.anything   | refuses |
+      | logger | node-b | mesh.mod.mesh-catalog.event.anything   | refuses |
       | logger | node-b | mesh.node.node-b.declare          | refuses |
       | sensor | node-a | mesh.mod.sensor.tool.calibrate    | accepts |
       | sensor | node-a | mesh.mod.sensor.event.reading     | refuses |
@@ -145,8 +145,8 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     Then the control plane's streams hold what they held, but for the enrolment requests themselves
     When the controller is resumed
     Then within 10 seconds the controller has settled every message CONTROL held, and CONTROL holds none
-    When the person "alice" calls "sensor.calibrate" with its reply aimed at "mesh.mod.catalog.event.provisioner.failing"
-    Then the mesh's streams hold nothing on "mesh.mod.catalog.event.provisioner.failing"
+    When the person "alice" calls "sensor.calibrate" with its reply aimed at "mesh.mod.mesh-catalog.event.provisioner.failing"
+    Then the mesh's streams hold nothing on "mesh.mod.mesh-catalog.event.provisioner.failing"
 
   @reply-injection
   Scenario: A host's PubAck aimed at another node's declaration is never taken for one, and the controller puts it back

@@ -122,6 +122,82 @@ func tokenCmd() command {
 		}}
 }
 
+func personIssueCmd() command {
+	return command{needsMesh: true, args: []string{"NAME"},
+		flags: func(fs *flag.FlagSet, c *call) {
+			fs.Var(&c.tools, "tools", `the tools the person may call, comma-separated: "<module or seat>.<tool>" or "<module or seat>.*"`)
+			fs.BoolVar(&c.admin, "admin", false, "an administrator: every tool the manifests declare")
+			fs.StringVar(&c.key, "key", "", "the person's public key (mesh key new prints it): the credential is sealed to it")
+		},
+		check: func(c *call) error {
+			if (len(c.tools) == 0) == !c.admin {
+				return errors.New("give --tools LIST or --admin, one of them")
+			}
+			if c.key == "" {
+				return errors.New("--key is required: the person's credential is sealed to it")
+			}
+			return nil
+		},
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			m, err := c.mesh()
+			if err != nil {
+				return err
+			}
+			tools := []string(c.tools)
+			if c.admin {
+				tools = controller.Admin
+			}
+			doc, err := controller.IssuePerson(ctx, m, st, c.stateDir, c.args[0], tools, c.key, c.options())
+			if err != nil {
+				return err
+			}
+			_, err = c.stdout.Write(doc)
+			return err
+		}}
+}
+
+func personRevokeCmd() command {
+	return command{needsMesh: true, args: []string{"NAME"},
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			m, err := c.mesh()
+			if err != nil {
+				return err
+			}
+			if err := controller.RevokePerson(ctx, m, st, c.stateDir, c.args[0], c.options()); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.stdout, "person %s revoked\n", c.args[0])
+			return err
+		}}
+}
+
+func personListCmd() command {
+	return command{
+		flags: func(fs *flag.FlagSet, c *call) {
+			fs.BoolVar(&c.asJSON, "json", false, "print the persons as JSON")
+		},
+		do: func(ctx context.Context, c *call, st controller.Store) error {
+			persons, err := st.Persons(ctx)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				if persons == nil {
+					persons = []controller.Person{}
+				}
+				return printJSON(c.stdout, persons)
+			}
+			if len(persons) == 0 {
+				_, err := fmt.Fprintln(c.stdout, "no person issued")
+				return err
+			}
+			for _, p := range persons {
+				fmt.Fprintf(c.stdout, "%s: %s (issued %s)\n", p.Name, strings.Join(p.Tools, ", "), p.Issued.UTC().Format(time.RFC3339))
+			}
+			return nil
+		}}
+}
+
 // pushCmd sends the description as a push: the running controller
 // validates it whole and applies it in one transaction, or changes
 // nothing.
@@ -187,6 +263,22 @@ func amqpCmd() command {
 				Fingerprint string   `json:"fingerprint"`
 			}{b.Users, b.Fingerprint})
 		}}
+}
+
+// list is a flag of comma-separated values, which may also be given more
+// than once.
+type list []string
+
+func (l *list) String() string { return strings.Join(*l, ",") }
+
+func (l *list) Set(v string) error {
+	for _, it := range strings.Split(v, ",") {
+		if it = strings.TrimSpace(it); it == "" {
+			return fmt.Errorf("an empty entry in %q", v)
+		}
+		*l = append(*l, it)
+	}
+	return nil
 }
 
 // names is a flag that may be given more than once.

@@ -10,6 +10,9 @@
 //	mesh-controller run         --mesh FILE --state DIR [--store URL]
 //	mesh-controller status      --state DIR | --store URL [--json]
 //	mesh-controller token issue --mesh FILE --state DIR [--store URL] [--ttl D] NODE
+//	mesh-controller person issue --mesh FILE --state DIR [--store URL] (--tools LIST | --admin) --key KEY NAME
+//	mesh-controller person revoke --mesh FILE --state DIR [--store URL] NAME
+//	mesh-controller person list --state DIR | --store URL
 //	mesh-controller credential  --state DIR | --store URL USER
 //	mesh-controller push        --mesh FILE --state DIR [--store URL]
 //	mesh-controller amqp        --mesh FILE --state DIR [--store URL] --addr HOST:PORT [--name NAME]...
@@ -29,6 +32,16 @@
 // token issue prints the token: the enrolment credential (JSON) the node
 // enrols with, once, before it expires (--ttl, default 24h). Its user is
 // composed into nats.conf at once, live through the watcher.
+//
+// person issue issues a person a user on the bus (design 25 §7) whose
+// grant is the tools it may call: --tools, a comma-separated list of
+// "<module or seat>.<tool>" or "<module or seat>.*", or --admin, every
+// tool the manifests declare; every person may also ask the catalogue. It
+// prints the person's credential sealed to --key, the public key the
+// person's client made (mesh key new), which only that client opens
+// (mesh credential open). Issued again, a person gets the new grant and a
+// new password. person revoke removes the user at once: the server closes
+// the person's open connections. person list prints the persons issued.
 //
 // amqp mints the AMQP bus the mesh had before NATS (design 25 §1): a
 // broker certificate for each --name (default the host of --addr) from
@@ -54,6 +67,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,6 +84,9 @@ const (
 	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--store postgres://…] [--bcrypt-cost N]\n" +
 		"       mesh-controller status --state DIR | --store postgres://… [--json]\n" +
 		"       mesh-controller token issue --mesh FILE --state DIR [--store postgres://…] [--ttl D] NODE\n" +
+		"       mesh-controller person issue --mesh FILE --state DIR [--store postgres://…] (--tools LIST | --admin) --key PUBLIC-KEY NAME\n" +
+		"       mesh-controller person revoke --mesh FILE --state DIR [--store postgres://…] NAME\n" +
+		"       mesh-controller person list --state DIR | --store postgres://…\n" +
 		"       mesh-controller credential --state DIR | --store postgres://… USER\n" +
 		"       mesh-controller push --mesh FILE --state DIR [--store postgres://…]\n" +
 		"       mesh-controller amqp --mesh FILE --state DIR [--store postgres://…] --addr HOST:PORT [--name NAME]..."
@@ -110,19 +127,62 @@ type call struct {
 	ttl        time.Duration
 	addr       string
 	names      names
+	tools      list
+	admin      bool
+	key        string
 }
 
 func commands() map[string]command {
 	return map[string]command{
-		"genesis":    genesisCmd(),
-		"apply":      applyCmd(),
-		"run":        runCmd(),
-		"status":     statusCmd(),
-		"token":      tokenCmd(),
-		"amqp":       amqpCmd(),
-		"credential": credentialCmd(),
-		"push":       pushCmd(),
+		"genesis":       genesisCmd(),
+		"apply":         applyCmd(),
+		"run":           runCmd(),
+		"status":        statusCmd(),
+		"token issue":   tokenCmd(),
+		"person issue":  personIssueCmd(),
+		"person revoke": personRevokeCmd(),
+		"person list":   personListCmd(),
+		"amqp":          amqpCmd(),
+		"credential":    credentialCmd(),
+		"push":          pushCmd(),
 	}
+}
+
+// verbsOf are the commands that take a verb, and their verbs.
+var verbsOf = map[string][]string{
+	"token":  {"issue"},
+	"person": {"issue", "revoke", "list"},
+}
+
+// flagsFirst moves the flags of args before its positional arguments, so
+// that "person issue alice --tools x" reads as "--tools x alice": the flag
+// package stops at the first positional argument. A flag's value is kept
+// with it; "--" ends the flags as it does for the flag package.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil && i+1 < len(args) {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				i++
+				flags = append(flags, args[i])
+			}
+		}
+	}
+	return append(flags, positional...)
 }
 
 // run is the whole program but for the process: testable in-process.
@@ -137,23 +197,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, usageLine)
 		return exitOK
 	}
+	rest := args[1:]
+	if verbs, ok := verbsOf[name]; ok {
+		if len(rest) == 0 || !slices.Contains(verbs, rest[0]) {
+			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help" || rest[0] == "help") {
+				fmt.Fprintln(stdout, usageLine)
+				return exitOK
+			}
+			fmt.Fprintf(stderr, "mesh-controller %s: the verb is one of %s\n%s\n", name, strings.Join(verbs, ", "), usageLine)
+			return exitUsage
+		}
+		name, rest = name+" "+rest[0], rest[1:]
+	}
 	cmd, ok := commands()[name]
 	if !ok {
 		fmt.Fprintf(stderr, "unknown command %q\n%s\n", name, usageLine)
 		return exitUsage
-	}
-	rest := args[1:]
-	if name == "token" {
-		// token's one verb.
-		if len(rest) == 0 || rest[0] != "issue" {
-			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
-				fmt.Fprintln(stdout, usageLine)
-				return exitOK
-			}
-			fmt.Fprintf(stderr, "mesh-controller token: the verb is issue\n%s\n", usageLine)
-			return exitUsage
-		}
-		name, rest = "token issue", rest[1:]
 	}
 	c := &call{name: name, stdout: stdout, log: slog.New(slog.NewJSONHandler(stderr, nil)).With("cmd", name)}
 	fs := flag.NewFlagSet("mesh-controller "+name, flag.ContinueOnError)
@@ -165,7 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cmd.flags != nil {
 		cmd.flags(fs, c)
 	}
-	if code, ok := parse(fs, rest, stdout, stderr); !ok {
+	if code, ok := parse(fs, flagsFirst(fs, rest), stdout, stderr); !ok {
 		return code
 	}
 	c.args = fs.Args()

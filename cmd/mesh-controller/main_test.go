@@ -19,6 +19,7 @@ import (
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -374,5 +375,72 @@ func TestHelp(t *testing.T) {
 		if code != exitUsage || stdout != "" || stderr == "" {
 			t.Errorf("%q: expected exit 2 saying why on stderr, got %d: stdout %q stderr %q", args, code, stdout, stderr)
 		}
+	}
+}
+
+// TestPersonIssueRevokeAndList: the person's credential comes out sealed
+// to the key given, the flags may follow the name, and each bad call says
+// what was wrong.
+func TestPersonIssueRevokeAndList(t *testing.T) {
+	meshFile, state := genesisIn(t)
+	ctx := context.Background()
+	key, err := seal.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := seal.EncodePublic(key.Public)
+	code, stdout, stderr := cli(t, ctx, "person", "issue", "carol", "--mesh", meshFile, "--state", state, "--tools", "em.t", "--key", pub)
+	if code != exitOK {
+		t.Fatalf("person issue: exit %d\n%s", code, stderr)
+	}
+	sealed, err := wire.ParseSealedCredential([]byte(stdout))
+	if err != nil || sealed.Person != "carol" {
+		t.Fatalf("person issue printed %q (%v), want carol's sealed credential", stdout, err)
+	}
+	if strings.Contains(stdout, "person.carol") {
+		t.Error("the sealed credential shows the user in the clear")
+	}
+	plain, err := key.Open(sealed.Sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := wire.ParseCredential(plain); err != nil || c.Name != "carol" || strings.Join(c.Tools, ",") != "em.t" {
+		t.Fatalf("the credential sealed: %+v, %v", c, err)
+	}
+	if code, _, stderr := cli(t, ctx, "person", "issue", "--mesh", meshFile, "--state", state, "--admin", "--key", pub, "dave"); code != exitOK {
+		t.Fatalf("person issue --admin: exit %d\n%s", code, stderr)
+	}
+	if code, out, _ := cli(t, ctx, "person", "list", "--state", state); code != exitOK || !strings.Contains(out, "carol: em.t") || !strings.Contains(out, "dave: *") {
+		t.Errorf("person list: exit %d\n%s", code, out)
+	}
+	if code, out, stderr := cli(t, ctx, "person", "revoke", "carol", "--mesh", meshFile, "--state", state); code != exitOK || !strings.Contains(out, "carol revoked") {
+		t.Fatalf("person revoke: exit %d\n%s%s", code, out, stderr)
+	}
+	conf, err := os.ReadFile(controller.Layout{Dir: state}.NATSConfig())
+	if err != nil || strings.Contains(string(conf), "person.carol") || !strings.Contains(string(conf), "person.dave") {
+		t.Fatalf("after revoking carol, nats.conf still holds her or lost dave (%v)", err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"person", "issue", "erin", "--mesh", meshFile, "--state", state, "--tools", "em.nope", "--key", pub}, exitFailed, `does not serve tool "nope"`},
+		{[]string{"person", "issue", "erin", "--mesh", meshFile, "--state", state, "--tools", "em.t", "--key", "short"}, exitFailed, "sealing key"},
+		{[]string{"person", "revoke", "carol", "--mesh", meshFile, "--state", state}, exitFailed, `no person "carol"`},
+		{[]string{"person", "issue", "erin", "--mesh", meshFile, "--state", state, "--key", pub}, exitUsage, "--tools LIST or --admin"},
+		{[]string{"person", "issue", "erin", "--mesh", meshFile, "--state", state, "--tools", "em.t", "--admin", "--key", pub}, exitUsage, "--tools LIST or --admin"},
+		{[]string{"person", "issue", "erin", "--mesh", meshFile, "--state", state, "--tools", "em.t"}, exitUsage, "--key is required"},
+		{[]string{"person", "issue", "--mesh", meshFile, "--state", state, "--admin", "--key", pub}, exitUsage, "expected NAME"},
+		{[]string{"person", "fire", "carol"}, exitUsage, "the verb is one of issue, revoke, list"},
+		{[]string{"person"}, exitUsage, "the verb is one of"},
+	} {
+		code, _, stderr := cli(t, ctx, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: expected exit %d saying %q, got %d:\n%s", c.args, c.code, c.want, code, stderr)
+		}
+	}
+	if code, out, _ := cli(t, ctx, "person", "--help"); code != exitOK || !strings.Contains(out, "person issue") {
+		t.Errorf("person --help: exit %d\n%s", code, out)
 	}
 }

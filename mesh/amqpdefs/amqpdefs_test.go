@@ -172,9 +172,9 @@ func TestGrantsAllowAndRefuse(t *testing.T) {
 		{"sensor publishes as another module", topicOf(sensor, "mesh.events").Write, "logger.reading", false},
 		{"a dot is not any character", topicOf(sensor, "mesh.events").Write, "sensorxreading", false},
 		{"logger publishes nothing", topicOf(logger, "mesh.events").Write, "logger.reading", false},
-		{"logger calls catalog_tools", topicOf(logger, "mesh.rpc").Write, "serve.catalog.catalog_tools", true},
+		{"logger calls catalog_tools", topicOf(logger, "mesh.rpc").Write, "serve.mesh-catalog.catalog_tools", true},
 		{"logger calls another tool", topicOf(logger, "mesh.rpc").Write, "serve.sensor.calibrate", false},
-		{"sensor calls nothing", topicOf(sensor, "mesh.rpc").Write, "serve.catalog.catalog_tools", false},
+		{"sensor calls nothing", topicOf(sensor, "mesh.rpc").Write, "serve.mesh-catalog.catalog_tools", false},
 		{"logger reads its queue", findPerm(t, d, logger).Read, "node-b.logger.events", true},
 		{"logger reads another node's queue", findPerm(t, d, logger).Read, "node-a.logger.events", false},
 		{"sensor serves calibrate", findPerm(t, d, sensor).Read, "serve.sensor.calibrate", true},
@@ -186,7 +186,7 @@ func TestGrantsAllowAndRefuse(t *testing.T) {
 		{"a module configures nothing", findPerm(t, d, sensor).Configure, "node-a.sensor.events", false},
 		{"bob calls every tool", topicOf(wire.PersonUser("bob"), "mesh.rpc").Write, "serve.sensor.calibrate", true},
 		{"alice calls calibrate", topicOf(wire.PersonUser("alice"), "mesh.rpc").Write, "serve.sensor.calibrate", true},
-		{"alice calls catalog_tools", topicOf(wire.PersonUser("alice"), "mesh.rpc").Write, "serve.catalog.catalog_tools", false},
+		{"alice calls catalog_tools", topicOf(wire.PersonUser("alice"), "mesh.rpc").Write, "serve.mesh-catalog.catalog_tools", false},
 	}
 	for _, c := range cases {
 		if got := regexp.MustCompile(c.re).MatchString(c.name); got != c.want {
@@ -239,12 +239,12 @@ func TestTopologyIsComplete(t *testing.T) {
 	if !slices.Equal(keys, []string{"sensor.alarm.*.#", "sensor.reading"}) {
 		t.Errorf("expected the logger's queue bound to its two consumes, got %v", keys)
 	}
-	for _, q := range []string{"node-a.sensor.events", "node-a.catalog.events"} {
+	for _, q := range []string{"node-a.sensor.events", "node-a.mesh-catalog.events"} {
 		if _, ok := queues[q]; ok {
 			t.Errorf("expected no events queue %s for a module that consumes nothing", q)
 		}
 	}
-	for _, q := range []string{"serve.sensor.calibrate", "serve.catalog.catalog_tools", "mesh.dead"} {
+	for _, q := range []string{"serve.sensor.calibrate", "serve.mesh-catalog.catalog_tools", "mesh.dead"} {
 		if _, ok := queues[q]; !ok {
 			t.Errorf("expected queue %s", q)
 		}

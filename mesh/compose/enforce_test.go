@@ -155,8 +155,8 @@ func TestModuleSubscribesOnlyItsInbox(t *testing.T) {
 
 func TestToolCallsReachOnlyGrantedTools(t *testing.T) {
 	s := natstest.Start(t, sample(t))
-	catalog := dial(t, s, wire.ModuleUser("node-a", "catalog"))
-	if _, err := catalog.QueueSubscribe(wire.ToolSubject("catalog", "catalog_tools"), wire.ToolQueue("catalog", "catalog_tools"),
+	catalog := dial(t, s, wire.ModuleUser("node-a", "mesh-catalog"))
+	if _, err := catalog.QueueSubscribe(wire.ToolSubject("mesh-catalog", "catalog_tools"), wire.ToolQueue("mesh-catalog", "catalog_tools"),
 		func(msg *nats.Msg) { _ = msg.Respond([]byte(`["sensor.calibrate"]`)) }); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestToolCallsReachOnlyGrantedTools(t *testing.T) {
 	// logger uses the seat mesh-catalog, held by catalog: it may call, and
 	// the answer reaches its own inbox through allow_responses.
 	logger := dial(t, s, wire.ModuleUser("node-b", "logger"))
-	reply, err := logger.Request(wire.ToolSubject("catalog", "catalog_tools"), []byte(`{}`), 5*time.Second)
+	reply, err := logger.Request(wire.ToolSubject("mesh-catalog", "catalog_tools"), []byte(`{}`), 5*time.Second)
 	if err != nil {
 		t.Fatalf("logger calling catalog_tools: %v", err)
 	}
@@ -174,12 +174,20 @@ func TestToolCallsReachOnlyGrantedTools(t *testing.T) {
 	}
 	catalog.expectNoViolation(t)
 
-	// alice may call sensor.calibrate only.
+	// alice may call sensor.calibrate and ask the catalogue, as every
+	// person may, and nothing else: not logger's consumer, not a tool
+	// nobody declared.
 	alice := dial(t, s, wire.PersonUser("alice"))
-	if err := alice.Publish(wire.ToolSubject("catalog", "catalog_tools"), nil); err != nil {
-		t.Fatal(err)
+	if _, err := alice.Request(wire.ToolSubject("mesh-catalog", "catalog_tools"), []byte(`{}`), 5*time.Second); err != nil {
+		t.Fatalf("alice asking the catalogue: %v", err)
 	}
-	alice.expectViolation(t, wire.ToolSubject("catalog", "catalog_tools"))
+	alice.expectNoViolation(t)
+	for _, subject := range []string{wire.ToolSubject("sensor", "reset"), wire.ConsumerNext(wire.StreamEvents, wire.ModuleConsumer("node-b", "logger"))} {
+		if err := alice.Publish(subject, nil); err != nil {
+			t.Fatal(err)
+		}
+		alice.expectViolation(t, subject)
+	}
 
 	// The catalog may answer only what it was asked: a bare publish to
 	// someone's inbox is refused.

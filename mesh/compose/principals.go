@@ -28,6 +28,10 @@ type Principal struct {
 	Name string
 	// Permissions are what the server lets the user do.
 	Permissions Permissions
+	// Tools are, for a person, the tools its client offers
+	// (wire.Credential.Tools): "*" for an administrator, else the tools
+	// its grant names.
+	Tools []string
 }
 
 // Permissions are a user's grants: everything not listed is refused by
@@ -43,7 +47,7 @@ type Permissions struct {
 // Credential is the credential document the principal is issued, without
 // its URL and fingerprint, which the controller fills in.
 func (p Principal) Credential() wire.Credential {
-	return wire.Credential{Principal: p.Kind, Node: p.Node, Module: p.Module, Name: p.Name}
+	return wire.Credential{Principal: p.Kind, Node: p.Node, Module: p.Module, Name: p.Name, Tools: p.Tools}
 }
 
 // Principals lists every user of the mesh, in a fixed order: the
@@ -184,14 +188,29 @@ func ConsumerFilters(mod meshdesc.Module) []string {
 }
 
 // person may call the tools it was issued, and nothing on control, nodes
-// or builds.
+// or builds. Every person may ask the catalogue (design 25 §7: its client
+// lists the tools by asking it). "*" is every tool the manifests declare,
+// resolved again by every composition, and never the provisioner tools
+// (docs/decisions/0005-person-grants.md).
 func person(m *meshdesc.Mesh, p meshdesc.Person) Principal {
+	refs := m.ResolveTools(p.Tools)
+	tools := []string{"*"}
+	if !slices.Contains(p.Tools, "*") {
+		tools = nil
+		for _, r := range refs {
+			tools = append(tools, r.Module+"."+r.Tool)
+		}
+	}
+	if m.HasCatalogue() {
+		refs = append(refs, meshdesc.ToolRef{Module: wire.CatalogSeat, Tool: wire.CatalogTool})
+	}
 	return Principal{
 		User:        wire.PersonUser(p.Name),
 		Account:     wire.AccountMesh,
 		Kind:        wire.PrincipalPerson,
 		Name:        p.Name,
-		Permissions: perms(toolGrants(m.ResolveTools(p.Tools)), []string{wire.Under(wire.PersonInbox(p.Name))}, false),
+		Permissions: perms(toolGrants(refs), []string{wire.Under(wire.PersonInbox(p.Name))}, false),
+		Tools:       tools,
 	}
 }
 

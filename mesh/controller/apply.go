@@ -111,6 +111,14 @@ func applyIn(ctx context.Context, tx Tx, m *meshdesc.Mesh, dir string, o Options
 			return err
 		}
 		m := withTokens(m, tokens, o.Now(), o.SpentTokenGrace)
+		// And so are the persons issued.
+		persons, err := tx.Persons(ctx)
+		if err != nil {
+			return err
+		}
+		if m, err = withPersons(m, persons); err != nil {
+			return err
+		}
 		certPEM, err := os.ReadFile(l.ServerCert())
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrNoGenesis, err)

@@ -640,6 +640,27 @@ func (v fileView) Tokens(ctx context.Context) ([]Token, error) {
 	return r.Tokens, err
 }
 
+func (v fileView) Persons(ctx context.Context) ([]Person, error) {
+	r, err := v.registry(ctx)
+	return r.Persons, err
+}
+
+func (tx *fileTx) PutPerson(ctx context.Context, p Person) error {
+	if err := CheckPerson(p); err != nil {
+		return err
+	}
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Persons = slices.DeleteFunc(r.Persons, func(o Person) bool { return o.Name == p.Name })
+		r.Persons = append(r.Persons, p)
+	})
+}
+
+func (tx *fileTx) DeletePerson(ctx context.Context, name string) error {
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Persons = slices.DeleteFunc(r.Persons, func(o Person) bool { return o.Name == name })
+	})
+}
+
 func (v fileView) Nodes(ctx context.Context) ([]Node, error) {
 	r, err := v.registry(ctx)
 	return r.Nodes, err

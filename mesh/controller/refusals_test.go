@@ -74,9 +74,12 @@ func TestRefusedControlMessagesAreCountedInTheStore(t *testing.T) {
 			t.Errorf("expected a refusal saying %q, got:\n%s", says, reasons)
 		}
 	}
-	if c := l.loop.Counts(); c.Terminated != 3 || c.Refused != 1 {
-		t.Errorf("expected three terminated and one claim refused, got %+v", c)
-	}
+	// The loop counts a message once it is settled, a moment after the
+	// store counted its refusal.
+	eventually(t, 5*time.Second, "three terminated and one claim refused", func() bool {
+		c := l.loop.Counts()
+		return c.Terminated == 3 && c.Refused == 1
+	})
 	if _, _, err := enrolWith(t, token); err != nil {
 		t.Fatalf("the loop did not go on: a good claim after the refusals: %v", err)
 	}

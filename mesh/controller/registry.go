@@ -104,6 +104,7 @@ type registry struct {
 	Liveness    Liveness           `json:"liveness"`
 	Dead        []DeadLetter       `json:"dead"`
 	Refusals    Refusals           `json:"refusals"`
+	Persons     []Person           `json:"persons"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {
@@ -117,6 +118,7 @@ func parseRegistry(data []byte, path string) (registry, error) {
 func (r registry) marshal() []byte {
 	slices.SortFunc(r.Tokens, func(a, b Token) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(r.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.Persons, func(a, b Person) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(r.Ledger, func(a, b Applied) int { return strings.Compare(a.Key, b.Key) })
 	slices.SortFunc(r.Declared, func(a, b wire.Declaration) int { return strings.Compare(a.Node, b.Node) })
 	sortDead(r.Dead)
@@ -131,6 +133,15 @@ func (r registry) marshal() []byte {
 func CheckToken(t Token) error {
 	if t.ID == "" || t.Node == "" || t.Expires.IsZero() {
 		return fmt.Errorf("put token: id, node and expiry are required, got %+v", t)
+	}
+	return nil
+}
+
+// CheckPerson refuses a person without a valid name, a grant or the key
+// its credential is sealed to.
+func CheckPerson(p Person) error {
+	if wire.CheckName(p.Name) != nil || len(p.Tools) == 0 || p.SealingKey == "" || p.Issued.IsZero() {
+		return fmt.Errorf("put person: a name, tools, a sealing key and when it was issued are required, got %+v", p)
 	}
 	return nil
 }

@@ -86,6 +86,8 @@ type Reader interface {
 	// Refusals are the CONTROL messages refused; the zero Refusals
 	// before the first.
 	Refusals(ctx context.Context) (Refusals, error)
+	// Persons are the persons issued (IssuePerson), by name.
+	Persons(ctx context.Context) ([]Person, error)
 }
 
 // Tx is what one Update reads and writes: its reads see its own writes at
@@ -133,6 +135,10 @@ type Tx interface {
 	PutDeadLetter(ctx context.Context, d DeadLetter) error
 	// PutRefusals replaces the refusals record.
 	PutRefusals(ctx context.Context, r Refusals) error
+	// PutPerson records a person issued, or replaces the one of its name.
+	PutPerson(ctx context.Context, p Person) error
+	// DeletePerson forgets a person (revoked); one not issued is no error.
+	DeletePerson(ctx context.Context, name string) error
 }
 
 // State is what genesis puts into a store: everything the controller

@@ -1,8 +1,6 @@
 package host
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -66,11 +64,6 @@ func (s State) read(name string) ([]byte, error) {
 	return data, err
 }
 
-type sealingKeyDoc struct {
-	Public  string `json:"public"`
-	Private string `json:"private"`
-}
-
 // SealingKey is the key the host enrols with, made and kept on first use:
 // a host killed between enrolling and keeping its credential asks again
 // with the same key, which the controller answers with the same
@@ -82,26 +75,16 @@ func (s State) SealingKey() (seal.Key, error) {
 		if err != nil {
 			return seal.Key{}, err
 		}
-		doc := sealingKeyDoc{Public: seal.EncodePublic(k.Public), Private: base64.RawURLEncoding.EncodeToString(k.Private[:])}
-		b, _ := json.Marshal(doc)
-		return k, s.write(sealingKeyFile, b)
+		return k, s.write(sealingKeyFile, k.Marshal())
 	}
 	if err != nil {
 		return seal.Key{}, err
 	}
-	var doc sealingKeyDoc
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return seal.Key{}, fmt.Errorf("host state: %s: %w", sealingKeyFile, err)
-	}
-	pub, err := seal.ParsePublic(doc.Public)
+	k, err := seal.ParseKey(data)
 	if err != nil {
 		return seal.Key{}, fmt.Errorf("host state: %s: %w", sealingKeyFile, err)
 	}
-	priv, err := seal.ParsePublic(doc.Private) // the same spelling
-	if err != nil {
-		return seal.Key{}, fmt.Errorf("host state: %s: the private key: %w", sealingKeyFile, err)
-	}
-	return seal.Key{Public: pub, Private: priv}, nil
+	return k, nil
 }
 
 // Credential is the host's own credential, once enrolled; ErrNoState

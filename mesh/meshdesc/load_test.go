@@ -18,9 +18,79 @@ func TestSampleLoads(t *testing.T) {
 	if m.Bus.Port != DefaultClientPort || m.Bus.MonitorPort != DefaultMonitorPort {
 		t.Fatalf("defaults not applied: %+v", m.Bus)
 	}
-	refs := m.ResolveTools([]string{"mesh-catalog.catalog_tools"})
-	if refs[0].Module != "catalog" {
+	if !m.HasCatalogue() {
+		t.Fatal("the sample's catalogue is not found")
+	}
+}
+
+func TestASeatResolvesToItsHolder(t *testing.T) {
+	m, err := Parse([]byte(base + `
+  - name: pg
+    seat: mesh-store
+    tools: [query]
+  - name: app
+    uses: [mesh-store.query]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := m.ResolveTools([]string{"mesh-store.query"}); len(refs) != 1 || refs[0].Module != "pg" {
 		t.Fatalf("seat not resolved to its holder: %+v", refs)
+	}
+}
+
+func TestTheCatalogueIsNamedAfterItsSeatAndListsTheManifestsTools(t *testing.T) {
+	_, err := Parse([]byte(base + `
+  - name: catalog
+    seat: mesh-catalog
+    tools: [catalog_tools]
+`))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `name it "mesh-catalog"`) {
+		t.Fatalf("a catalogue not named after its seat: expected a refusal saying so, got %v", err)
+	}
+	m, err := Parse([]byte(base + `
+  - name: mesh-catalog
+    seat: mesh-catalog
+    tools: [catalog_tools]
+  - name: sensor
+    tools: [calibrate, reset]
+    tool_docs:
+      calibrate:
+        description: Sets the offset.
+        args: {type: object, properties: {to: {type: number}}, required: [to]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Catalogue()
+	var names []string
+	for _, t := range c.Tools {
+		names = append(names, t.Name())
+	}
+	if strings.Join(names, " ") != "em.t mesh-catalog.catalog_tools sensor.calibrate sensor.reset" {
+		t.Fatalf("catalogue lists %v", names)
+	}
+	if c.Tools[2].Description != "Sets the offset." || string(c.Tools[2].Args) != `{"properties":{"to":{"type":"number"}},"required":["to"],"type":"object"}` {
+		t.Errorf("calibrate listed as %+v (%s)", c.Tools[2], c.Tools[2].Args)
+	}
+	if string(c.Tools[3].Args) != `{"type":"object"}` {
+		t.Errorf("a tool without docs takes any object, got %s", c.Tools[3].Args)
+	}
+}
+
+func TestBadToolDocsAreRefusedNamingTheTool(t *testing.T) {
+	for doc, want := range map[string]string{
+		"tool_docs: {nope: {description: x}}":                                                      `does not serve tool "nope"`,
+		"tool_docs: {calibrate: {args: {type: array}}}":                                            "an object",
+		"tool_docs: {calibrate: {description: " + strings.Repeat("x", MaxToolDescription+1) + "}}": "more than",
+	} {
+		_, err := Parse([]byte(base + `
+  - name: sensor
+    tools: [calibrate]
+    ` + doc + "\n"))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "tool_docs") {
+			t.Errorf("%s: expected a refusal naming tool_docs and saying %q, got %v", doc, want, err)
+		}
 	}
 }
 

@@ -9,9 +9,11 @@ package meshdesc
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"regexp"
@@ -83,6 +85,10 @@ type Module struct {
 	Consumes []string `yaml:"consumes,omitempty"`
 	// Tools are the tools the module serves.
 	Tools []string `yaml:"tools,omitempty"`
+	// ToolDocs say what each tool does and what it takes, by tool: what
+	// the catalogue lists (wire.Catalogue). A tool without one is listed
+	// with no description, taking any object.
+	ToolDocs map[string]ToolDoc `yaml:"tool_docs,omitempty"`
 	// Uses are the tools the module calls, as "<module or seat>.<tool>",
 	// or "<module or seat>.*" for all of that module's tools.
 	Uses []string `yaml:"uses,omitempty"`
@@ -98,6 +104,17 @@ type Module struct {
 	// changes it rolls the module out to every node it is assigned to.
 	Version string `yaml:"version,omitempty"`
 }
+
+// ToolDoc is what the catalogue says of one tool.
+type ToolDoc struct {
+	Description string `yaml:"description,omitempty"`
+	// Args is the JSON Schema of the tool's arguments, written in YAML: an
+	// object schema (type: object).
+	Args map[string]any `yaml:"args,omitempty"`
+}
+
+// MaxToolDescription bounds a tool's description.
+const MaxToolDescription = 1024
 
 // DefaultLanguage is a module's language when its manifest names none.
 const DefaultLanguage = "go"
@@ -337,10 +354,15 @@ func (m *Mesh) Validate() error {
 			if err := wire.CheckName(mod.Seat); err != nil {
 				bad(where+".seat", "%v", err)
 			}
-			if prev, dup := seen[mod.Seat]; dup {
+			if prev, dup := seen[mod.Seat]; dup && mod.Seat != mod.Name {
 				bad(where+".seat", "seat %q is claimed twice or collides with a module name (also %s)", mod.Seat, prev)
 			} else {
 				seen[mod.Seat] = where + ".seat"
+			}
+			if mod.Seat == wire.CatalogSeat && mod.Name != wire.CatalogSeat {
+				// A person's client asks the catalogue by the seat's name
+				// (design 25 §7: mesh.mod.mesh-catalog.tool.catalog_tools).
+				bad(where+".seat", "the module claiming seat %s is named after it: name it %q", wire.CatalogSeat, wire.CatalogSeat)
 			}
 		}
 		checkList(bad, where+".emits", mod.Emits, wire.CheckKey)
@@ -350,6 +372,7 @@ func (m *Mesh) Validate() error {
 				bad(fmt.Sprintf("%s.tools[%d] %q", where, j, t), "tools named %s… are a provider's, derived from provides, never declared", wire.ProvisionerToolPrefix)
 			}
 		}
+		checkToolDocs(bad, where+".tool_docs", mod)
 		checkList(bad, where+".provides", mod.Provides, wire.CheckName)
 		if mod.Language != "" {
 			if err := wire.CheckName(mod.Language); err != nil {
@@ -459,6 +482,64 @@ func checkList(bad func(string, string, ...any), where string, items []string, c
 		}
 		seen[it] = true
 	}
+}
+
+// checkToolDocs checks that each documented tool is one the module
+// serves, its description bounded, its arguments an object schema.
+func checkToolDocs(bad func(string, string, ...any), where string, mod Module) {
+	for _, tool := range slices.Sorted(maps.Keys(mod.ToolDocs)) {
+		w := fmt.Sprintf("%s[%q]", where, tool)
+		doc := mod.ToolDocs[tool]
+		if !slices.Contains(mod.Tools, tool) {
+			bad(w, "module %q does not serve tool %q (it serves %v)", mod.Name, tool, mod.Tools)
+		}
+		if len(doc.Description) > MaxToolDescription {
+			bad(w+".description", "%d bytes, more than %d", len(doc.Description), MaxToolDescription)
+		}
+		if doc.Args != nil {
+			if err := wire.CheckArgsSchema(doc.ArgsSchema()); err != nil {
+				bad(w, "%v", err)
+			}
+		}
+	}
+}
+
+// ArgsSchema is the JSON Schema of the tool's arguments: its Args in
+// JSON, or wire.AnyObject when it gives none.
+func (d ToolDoc) ArgsSchema() json.RawMessage {
+	if d.Args == nil {
+		return wire.AnyObject
+	}
+	b, err := json.Marshal(d.Args)
+	if err != nil {
+		// YAML that JSON cannot spell (a map keyed by numbers): refused by
+		// the check as not an object schema.
+		return json.RawMessage(`null`)
+	}
+	return b
+}
+
+// Catalogue is what the catalogue lists: every tool the manifests
+// declare, with what their tool_docs say of it. The provisioner tools are
+// not in it: they are the controller's alone (ADR 0230).
+func (m *Mesh) Catalogue() wire.Catalogue {
+	c := wire.Catalogue{Tools: []wire.ToolInfo{}}
+	for _, mod := range m.Modules {
+		for _, t := range mod.Tools {
+			doc := mod.ToolDocs[t]
+			c.Tools = append(c.Tools, wire.ToolInfo{Module: mod.Name, Tool: t, Description: doc.Description, Args: doc.ArgsSchema()})
+		}
+	}
+	slices.SortFunc(c.Tools, func(a, b wire.ToolInfo) int { return strings.Compare(a.Name(), b.Name()) })
+	return c
+}
+
+// HasCatalogue reports whether a module serves the catalogue: every
+// person may then ask it (compose), and its node's declaration carries
+// the catalogue.
+func (m *Mesh) HasCatalogue() bool {
+	mod, ok := m.Module(wire.CatalogSeat)
+	return ok && mod.Seat == wire.CatalogSeat && slices.Contains(mod.Tools, wire.CatalogTool)
 }
 
 // checkConsume checks "<module>.<key pattern>": the module must exist and

@@ -43,7 +43,7 @@ func amqpOneModuleOnEitherBus(t *testing.T, am *amqpMesh) {
 			t.Fatalf("%s: run the module: %v", bus.name, err)
 		}
 		caller := bus.connect(t, loggerUser)
-		out, err := caller.Request(ctxFor(t, 5*time.Second), "catalog", "catalog_tools", []byte(`"all"`))
+		out, err := caller.Request(ctxFor(t, 5*time.Second), "mesh-catalog", "catalog_tools", []byte(`"all"`))
 		if err != nil || string(out) != `{"tools":"all"}` {
 			t.Fatalf("%s: expected the module's answer, got %s, %v", bus.name, out, err)
 		}

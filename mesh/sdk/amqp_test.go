@@ -17,7 +17,7 @@ import (
 // Queues of the sample mesh on AMQP.
 var (
 	loggerQueue  = wire.EventsQueue("node-b", "logger")
-	catalogQueue = wire.ServiceQueue("catalog", "catalog_tools")
+	catalogQueue = wire.ServiceQueue("mesh-catalog", "catalog_tools")
 )
 
 // amqpMesh is the sample mesh on RabbitMQ.
@@ -158,7 +158,7 @@ func amqpNoServiceQueueIsNoResponders(t *testing.T, am *amqpMesh) {
 		t.Fatal(err)
 	}
 	logger := am.connect(t, loggerUser)
-	_, err := logger.Request(ctxFor(t, 5*time.Second), "catalog", "catalog_tools", []byte(`{}`))
+	_, err := logger.Request(ctxFor(t, 5*time.Second), "mesh-catalog", "catalog_tools", []byte(`{}`))
 	if !errors.Is(err, sdk.ErrNoResponders) || !strings.Contains(err.Error(), fmt.Sprint(wire.NoRespondersAMQP)) {
 		t.Fatalf("expected ErrNoResponders from a return with %d, got %v", wire.NoRespondersAMQP, err)
 	}

@@ -32,7 +32,7 @@ func BenchmarkToolCall(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for range b.N {
-			if _, err := logger.Request(ctx, "catalog", "catalog_tools", benchBody); err != nil {
+			if _, err := logger.Request(ctx, "mesh-catalog", "catalog_tools", benchBody); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -40,8 +40,8 @@ func BenchmarkToolCall(b *testing.B) {
 	b.Run("nats", func(b *testing.B) {
 		tm := startMesh(b, controller.DefaultPolicy())
 		server, _ := tm.raw(b, catalogUser)
-		subject := wire.ToolSubject("catalog", "catalog_tools")
-		if _, err := server.QueueSubscribe(subject, wire.ToolQueue("catalog", "catalog_tools"), func(m *nats.Msg) {
+		subject := wire.ToolSubject("mesh-catalog", "catalog_tools")
+		if _, err := server.QueueSubscribe(subject, wire.ToolQueue("mesh-catalog", "catalog_tools"), func(m *nats.Msg) {
 			_ = m.Respond(m.Data)
 		}); err != nil {
 			b.Fatal(err)

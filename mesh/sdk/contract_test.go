@@ -87,21 +87,21 @@ func TestHandleTurnsFailureAndPanicIntoToolErrors(t *testing.T) {
 func TestRequestReadsTheReply(t *testing.T) {
 	m, f, _ := fakeModule(t)
 	f.reply = link.Message{Body: []byte(`{"ok":true}`)}
-	out, err := m.Request(context.Background(), "catalog", "catalog_tools", nil)
+	out, err := m.Request(context.Background(), "mesh-catalog", "catalog_tools", nil)
 	if err != nil || string(out) != `{"ok":true}` {
 		t.Fatalf("expected the result, got %q, %v", out, err)
 	}
 	f.reply = link.Message{Header: wire.ToolErrorHeaders("no such tool")}
-	_, err = m.Request(context.Background(), "catalog", "catalog_tools", nil)
+	_, err = m.Request(context.Background(), "mesh-catalog", "catalog_tools", nil)
 	var te *ToolError
-	if !errors.As(err, &te) || te.Module != "catalog" || te.Tool != "catalog_tools" || te.Message != "no such tool" {
+	if !errors.As(err, &te) || te.Module != "mesh-catalog" || te.Tool != "catalog_tools" || te.Message != "no such tool" {
 		t.Fatalf("expected a *ToolError, got %v", err)
 	}
 	f.replyErr = ErrNoResponders
-	if _, err := m.Request(context.Background(), "catalog", "catalog_tools", nil); !errors.Is(err, ErrNoResponders) {
+	if _, err := m.Request(context.Background(), "mesh-catalog", "catalog_tools", nil); !errors.Is(err, ErrNoResponders) {
 		t.Fatalf("expected ErrNoResponders, got %v", err)
 	}
-	if _, err := m.Request(context.Background(), "catalog", "catalog.tools", nil); !errors.Is(err, ErrInvalid) {
+	if _, err := m.Request(context.Background(), "mesh-catalog", "catalog.tools", nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("expected a dotted tool refused, got %v", err)
 	}
 }

@@ -27,7 +27,7 @@ import (
 var (
 	sensorUser  = wire.ModuleUser("node-a", "sensor")
 	loggerUser  = wire.ModuleUser("node-b", "logger")
-	catalogUser = wire.ModuleUser("node-a", "catalog")
+	catalogUser = wire.ModuleUser("node-a", "mesh-catalog")
 	loggerCons  = wire.ModuleConsumer("node-b", "logger")
 )
 

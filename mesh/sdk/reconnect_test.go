@@ -55,7 +55,7 @@ func reconnectsAfterTheBusIsAway(t *testing.T, b bus) {
 		// nobody serves the tool, which is the answer, not a failure.
 		args := fmt.Sprintf(`{"n":%d}`, n)
 		eventually(t, 30*time.Second, func() (bool, string) {
-			out, err := logger.Request(ctxFor(t, 10*time.Second), "catalog", "catalog_tools", []byte(args))
+			out, err := logger.Request(ctxFor(t, 10*time.Second), "mesh-catalog", "catalog_tools", []byte(args))
 			if errors.Is(err, sdk.ErrNoResponders) {
 				return false, "nobody serves catalog_tools again"
 			}

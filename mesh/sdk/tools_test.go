@@ -18,7 +18,7 @@ import (
 func toolCalls(t *testing.T, b bus) {
 	logger := b.connect(t, loggerUser)
 	call := func(d time.Duration, args string) ([]byte, error) {
-		return logger.Request(ctxFor(t, d), "catalog", "catalog_tools", []byte(args))
+		return logger.Request(ctxFor(t, d), "mesh-catalog", "catalog_tools", []byte(args))
 	}
 
 	start := time.Now()
@@ -60,7 +60,7 @@ func toolCalls(t *testing.T, b bus) {
 	for args, msg := range map[string]string{`"fail"`: "catalog store unreachable", `"panic"`: "handler panicked: index out of range"} {
 		_, err := call(5*time.Second, args)
 		var te *sdk.ToolError
-		if !errors.As(err, &te) || te.Module != "catalog" || te.Tool != "catalog_tools" || te.Message != msg {
+		if !errors.As(err, &te) || te.Module != "mesh-catalog" || te.Tool != "catalog_tools" || te.Message != msg {
 			t.Fatalf("%s: expected a *ToolError %q, got %v", args, msg, err)
 		}
 	}
@@ -88,7 +88,7 @@ func toolQueueGroup(t *testing.T, b bus) {
 	}
 	const calls = 20
 	for i := range calls {
-		if _, err := logger.Request(ctxFor(t, 5*time.Second), "catalog", "catalog_tools", []byte(fmt.Sprint(i))); err != nil {
+		if _, err := logger.Request(ctxFor(t, 5*time.Second), "mesh-catalog", "catalog_tools", []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,7 +112,7 @@ func toolsOutsideTheGrants(t *testing.T, b bus) {
 	denied := func(what string) {
 		t.Helper()
 		start := time.Now()
-		_, err := sensor.Request(ctxFor(t, 8*time.Second), "catalog", "catalog_tools", nil)
+		_, err := sensor.Request(ctxFor(t, 8*time.Second), "mesh-catalog", "catalog_tools", nil)
 		if !errors.Is(err, sdk.ErrDenied) || errors.Is(err, sdk.ErrTimeout) || errors.Is(err, sdk.ErrNoResponders) {
 			t.Fatalf("%s: expected ErrDenied for a call without a uses grant, got %v", what, err)
 		}

@@ -10,9 +10,11 @@ package seal
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	"golang.org/x/crypto/curve25519"
 	"golang.org/x/crypto/nacl/box"
 )
 
@@ -68,4 +70,41 @@ func (k Key) Open(sealed []byte) ([]byte, error) {
 		return nil, ErrOpen
 	}
 	return msg, nil
+}
+
+// keyDoc is how a key pair is kept in a file: both halves in
+// EncodePublic's spelling.
+type keyDoc struct {
+	Public  string `json:"public"`
+	Private string `json:"private"`
+}
+
+// Marshal renders the key pair for a file only its holder reads (0600):
+// it holds the private half.
+func (k Key) Marshal() []byte {
+	b, _ := json.Marshal(keyDoc{Public: EncodePublic(k.Public), Private: EncodePublic(k.Private)})
+	return append(b, '\n')
+}
+
+// ParseKey reads a key pair Marshal rendered, and checks that its two
+// halves belong together.
+func ParseKey(data []byte) (Key, error) {
+	var doc keyDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return Key{}, fmt.Errorf("read sealing key: %w", err)
+	}
+	pub, err := ParsePublic(doc.Public)
+	if err != nil {
+		return Key{}, fmt.Errorf("read sealing key: the public key: %w", err)
+	}
+	priv, err := ParsePublic(doc.Private) // the same spelling
+	if err != nil {
+		return Key{}, fmt.Errorf("read sealing key: the private key: %w", err)
+	}
+	var derived [KeySize]byte
+	curve25519.ScalarBaseMult(&derived, priv)
+	if derived != *pub {
+		return Key{}, errors.New("read sealing key: the public key is not the private key's")
+	}
+	return Key{Public: pub, Private: priv}, nil
 }

@@ -55,3 +55,22 @@ func TestPublicKeyRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+func TestAKeyIsKeptAndReadBack(t *testing.T) {
+	k, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseKey(k.Marshal())
+	if err != nil || *got.Public != *k.Public || *got.Private != *k.Private {
+		t.Fatalf("round trip: %v", err)
+	}
+	other, _ := NewKey()
+	mixed := Key{Public: other.Public, Private: k.Private}
+	if _, err := ParseKey(mixed.Marshal()); err == nil {
+		t.Error("a key file whose halves do not belong together was read")
+	}
+	if _, err := ParseKey([]byte(`{"public":"x"}`)); err == nil {
+		t.Error("a key file without a key was read")
+	}
+}

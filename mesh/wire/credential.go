@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -41,6 +42,12 @@ type Credential struct {
 	// key (EncodeDeclarationKey): a host takes from NODES only what it
 	// signed (VerifyDeclaration).
 	DeclarationKey string `json:"declaration_key,omitempty"`
+	// Tools are, in a person's credential, the tools the person may call,
+	// each "<module>.<tool>", or "*" alone for every tool the catalogue
+	// lists (an administrator): what its client offers. The server's
+	// grant is what is enforced; this only spares a client offering what
+	// the server would refuse.
+	Tools []string `json:"tools,omitempty"`
 	// Bootstrap is true when the credential was a plain URL: unscoped, for
 	// the moment before a mesh can issue anything. It is never ordinary.
 	Bootstrap bool `json:"-"`
@@ -144,6 +151,9 @@ func (c Credential) ValidateFields() error {
 	if !ok {
 		return fmt.Errorf("%w: field principal: unknown kind %q", ErrBadCredential, c.Principal)
 	}
+	if len(c.Tools) > 0 && c.Principal != PrincipalPerson {
+		return fmt.Errorf("%w: field tools: only a person's credential lists tools", ErrBadCredential)
+	}
 	for _, f := range k.need {
 		if f.value == "" {
 			return fmt.Errorf("%w: field %s is missing", ErrBadCredential, f.name)
@@ -199,7 +209,7 @@ func (c Credential) kind() (principalKind, bool) {
 			},
 		}, true
 	case PrincipalPerson:
-		return principalKind{need: []field{{"name", c.Name}}, user: exactUser(PersonUser(c.Name)), who: fmt.Sprintf("person %q", c.Name)}, true
+		return principalKind{need: []field{{"name", c.Name}}, user: exactUser(PersonUser(c.Name)), who: fmt.Sprintf("person %q", c.Name), check: checkPersonTools}, true
 	case PrincipalEnrol:
 		return principalKind{need: []field{{"name", c.Name}}, user: exactUser(EnrolUser(c.Name)), who: fmt.Sprintf("enrolment token %q", c.Name)}, true
 	case PrincipalController:
@@ -413,4 +423,31 @@ func (c Credential) Inbox() string {
 		return ControllerInbox
 	}
 	return ""
+}
+
+// checkPersonTools checks a person's tools: "*" alone, or each
+// "<module>.<tool>" once.
+func checkPersonTools(c Credential) error {
+	if slices.Contains(c.Tools, "*") {
+		if len(c.Tools) != 1 {
+			return fmt.Errorf("%w: field tools: \"*\" stands alone", ErrBadCredential)
+		}
+		return nil
+	}
+	for i, t := range c.Tools {
+		module, tool, ok := strings.Cut(t, ".")
+		if !ok || CheckName(module) != nil || CheckToolName(tool) != nil {
+			return fmt.Errorf("%w: field tools[%d]: %q is not <module>.<tool>", ErrBadCredential, i, t)
+		}
+		if slices.Contains(c.Tools[:i], t) {
+			return fmt.Errorf("%w: field tools[%d]: %q twice", ErrBadCredential, i, t)
+		}
+	}
+	return nil
+}
+
+// MayCall reports whether a person's credential lists the tool (Tools):
+// what a client offers the person.
+func (c Credential) MayCall(module, tool string) bool {
+	return slices.Contains(c.Tools, "*") || slices.Contains(c.Tools, module+"."+tool)
 }

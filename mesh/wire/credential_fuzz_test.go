@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -40,7 +41,7 @@ func FuzzParseCredential(f *testing.F) {
 			t.Fatalf("accepted without user, password or inbox: %+v", c.Principal)
 		}
 		again, err := ParseCredential(c.Marshal())
-		if err != nil || again != c {
+		if err != nil || !reflect.DeepEqual(again, c) {
 			t.Fatalf("round trip: %+v, %v", again, err)
 		}
 	})

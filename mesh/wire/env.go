@@ -13,3 +13,8 @@ const (
 	// EnvCredential is the path of the module's credential file.
 	EnvCredential = "MESH_CREDENTIAL"
 )
+
+// EnvConfig is the path of the module's configuration file, when its
+// declaration gives it one (Declaration.Config): JSON the controller
+// derived for it, such as the catalogue's Catalogue.
+const EnvConfig = "MESH_CONFIG"

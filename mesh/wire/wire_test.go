@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -77,7 +78,7 @@ func TestParseCredential(t *testing.T) {
 		t.Fatalf("unexpected reading: %+v user=%s host=%s inbox=%s", c, c.User(), c.Host(), c.Inbox())
 	}
 	again, err := ParseCredential(c.Marshal())
-	if err != nil || again != c {
+	if err != nil || !reflect.DeepEqual(again, c) {
 		t.Fatalf("round trip: %+v, %v", again, err)
 	}
 
@@ -258,5 +259,34 @@ func TestRefusalReasonReadsBack(t *testing.T) {
 	}
 	if got := TerminatedAdvisory("node-b_consumer"); got != "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.EVENTS.node-b_consumer" {
 		t.Errorf("unexpected advisory subject %s", got)
+	}
+}
+
+func TestAPersonsToolsAreChecked(t *testing.T) {
+	base := Credential{URL: "tls://person.alice:pw@nats:4222", Fingerprint: strings.Repeat("a", 64), Principal: PrincipalPerson, Name: "alice"}
+	for _, tools := range [][]string{nil, {"*"}, {"sensor.calibrate", "mesh-catalog.catalog_tools"}} {
+		c := base
+		c.Tools = tools
+		if err := c.Validate(); err != nil {
+			t.Errorf("tools %q: %v", tools, err)
+		}
+	}
+	for _, tools := range [][]string{{"*", "sensor.calibrate"}, {"sensor"}, {"Sensor.calibrate"}, {"sensor.calibrate", "sensor.calibrate"}} {
+		c := base
+		c.Tools = tools
+		if err := c.Validate(); !errors.Is(err, ErrBadCredential) || !strings.Contains(err.Error(), "tools") {
+			t.Errorf("tools %q: expected a refusal naming the field tools, got %v", tools, err)
+		}
+	}
+	mod := Credential{URL: "tls://mod.node-a.sensor:pw@nats:4222", Fingerprint: strings.Repeat("a", 64), Node: "node-a", Module: "sensor", Tools: []string{"*"}}
+	if err := mod.Validate(); !errors.Is(err, ErrBadCredential) {
+		t.Errorf("a module's credential listing tools: expected a refusal, got %v", err)
+	}
+	admin := base
+	admin.Tools = []string{"*"}
+	alice := base
+	alice.Tools = []string{"sensor.calibrate"}
+	if !admin.MayCall("relay", "call") || !alice.MayCall("sensor", "calibrate") || alice.MayCall("relay", "call") {
+		t.Error("MayCall disagrees with the tools listed")
 	}
 }

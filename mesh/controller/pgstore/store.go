@@ -813,6 +813,31 @@ func (t *pgTx) PutLiveness(ctx context.Context, l controller.Liveness) error {
 		`INSERT INTO liveness (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
 }
 
+func (v view) Persons(ctx context.Context) ([]controller.Person, error) {
+	return documents[controller.Person](ctx, v.q, "read persons", `SELECT document FROM persons ORDER BY name`)
+}
+
+func (t *pgTx) Persons(ctx context.Context) ([]controller.Person, error) {
+	return locked(t, func() ([]controller.Person, error) { return t.view.Persons(ctx) })
+}
+
+func (t *pgTx) PutPerson(ctx context.Context, p controller.Person) error {
+	if err := controller.CheckPerson(p); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("put person: %w", err)
+	}
+	return t.write(ctx, "put person "+p.Name,
+		`INSERT INTO persons (name, document) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET document = excluded.document`,
+		p.Name, string(doc))
+}
+
+func (t *pgTx) DeletePerson(ctx context.Context, name string) error {
+	return t.write(ctx, "forget person "+name, `DELETE FROM persons WHERE name = $1`, name)
+}
+
 func (v view) DeadLetters(ctx context.Context) ([]controller.DeadLetter, error) {
 	return documents[controller.DeadLetter](ctx, v.q, "read dead letters", `SELECT document FROM dead_letters ORDER BY dead_seq`)
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, backing Backing) {
 		{"TheRegistryCommitsWithItsUpdate", registryCommits},
 		{"AFailedUpdateKeepsNoLedgerEntry", registryFailed},
 		{"DeclarationsReportsAndTheDescription", declaredAndReported},
+		{"PersonsAreKeptAndForgotten", personsKept},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backing(t)) })
 	}
@@ -196,6 +197,9 @@ func writesNeedAGenesis(t *testing.T, open func() controller.Store) {
 		},
 		"ledger entry": func(ctx context.Context, tx controller.Tx) error {
 			return tx.PutApplied(ctx, controller.Applied{Key: "seq:1"})
+		},
+		"person": func(ctx context.Context, tx controller.Tx) error {
+			return tx.PutPerson(ctx, controller.Person{Name: "alice", Tools: controller.Admin, SealingKey: "k", Issued: time.Now()})
 		},
 	} {
 		ctx := ctxT(t)
@@ -590,4 +594,36 @@ func declaredAndReported(t *testing.T, open func() controller.Store) {
 
 func sameToken(a, b controller.Token) bool {
 	return a.ID == b.ID && a.Node == b.Node && a.Issued.Equal(b.Issued) && a.Expires.Equal(b.Expires) && a.Spent.Equal(b.Spent)
+}
+
+// personsKept: a person put is read back whole, in name order; put again
+// it is replaced; deleted it is gone, and deleting one not there is no
+// error; one without its grant or key is refused.
+func personsKept(t *testing.T, open func() controller.Store) {
+	st := open()
+	created(t, func() controller.Store { return st })
+	issued := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	carol := controller.Person{Name: "carol", Tools: []string{"sensor.calibrate"}, SealingKey: "key-c", Issued: issued}
+	alice := controller.Person{Name: "alice", Tools: controller.Admin, SealingKey: "key-a", Issued: issued}
+	update(t, st, func(ctx context.Context, tx controller.Tx) error {
+		return errors.Join(tx.PutPerson(ctx, carol), tx.PutPerson(ctx, alice))
+	})
+	got, err := open().Persons(ctxT(t))
+	if err != nil || len(got) != 2 || got[0].Name != "alice" || got[1].Name != "carol" || !reflect.DeepEqual(got[1].Tools, carol.Tools) ||
+		got[1].SealingKey != "key-c" || !got[1].Issued.Equal(issued) {
+		t.Fatalf("persons read back: %+v, %v", got, err)
+	}
+	carol.Tools = []string{"sensor.*"}
+	update(t, st, func(ctx context.Context, tx controller.Tx) error {
+		return errors.Join(tx.PutPerson(ctx, carol), tx.DeletePerson(ctx, "alice"), tx.DeletePerson(ctx, "nobody"))
+	})
+	if got, err := open().Persons(ctxT(t)); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0].Tools, []string{"sensor.*"}) {
+		t.Fatalf("after replacing carol and deleting alice: %+v, %v", got, err)
+	}
+	for _, bad := range []controller.Person{{Name: "dave", SealingKey: "k", Issued: issued}, {Name: "dave", Tools: controller.Admin, Issued: issued}, {Name: "Dave!", Tools: controller.Admin, SealingKey: "k", Issued: issued}} {
+		ctx := ctxT(t)
+		if err := st.Update(ctx, func(tx controller.Tx) error { return tx.PutPerson(ctx, bad) }); err == nil {
+			t.Errorf("a person %+v was kept", bad)
+		}
+	}
 }

@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/seal"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Person is a person issued a user on the bus by mesh-controller person
+// issue (design 25 §7): a user whose grant is the tools it may call,
+// composed like any principal, its credential sealed to the person's own
+// key. The description's persons are composed as well; a person is one or
+// the other, never both.
+type Person struct {
+	Name string `json:"name"`
+	// Tools are the tools it may call, as meshdesc.Person.Tools: each
+	// "<module or seat>.<tool>" or "<module or seat>.*", or "*" alone (an
+	// administrator: every tool the manifests declare).
+	Tools []string `json:"tools"`
+	// SealingKey is the person's public key (seal.EncodePublic), which its
+	// credential was sealed to.
+	SealingKey string    `json:"sealing_key"`
+	Issued     time.Time `json:"issued"`
+}
+
+// Admin is the grant of an administrator: every tool the manifests
+// declare, resolved again by each composition.
+var Admin = []string{"*"}
+
+// ErrPerson is wrapped by every refusal of a person issue or revoke the
+// operator can correct.
+var ErrPerson = errors.New("person refused")
+
+// IssuePerson issues person name a user that may call tools (Admin for an
+// administrator), composes it into nats.conf at once (live through the
+// watcher), and returns its credential document sealed to sealingKey (a
+// public key, seal.EncodePublic), as wire.SealedCredential. Issuing a
+// person again replaces its grant and key and mints it a new password:
+// the credential issued before stops working, and the server closes its
+// connections. A grant naming a tool no manifest declares, or the
+// provisioner tools, is refused, naming the entry.
+func IssuePerson(ctx context.Context, m *meshdesc.Mesh, st Store, dir, name string, tools []string, sealingKey string, o Options) ([]byte, error) {
+	o = o.withDefaults()
+	m, err := Described(ctx, m, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := wire.CheckName(name); err != nil {
+		return nil, fmt.Errorf("%w: name: %w", ErrPerson, err)
+	}
+	if slices.ContainsFunc(m.Persons, func(p meshdesc.Person) bool { return p.Name == name }) {
+		return nil, fmt.Errorf("%w: person %q is in the mesh description; its grant is the description's (change it there and push)", ErrPerson, name)
+	}
+	if len(tools) == 0 {
+		return nil, fmt.Errorf("%w: person %q: no tools: give the tools it may call, or make it an administrator", ErrPerson, name)
+	}
+	pub, err := seal.ParsePublic(sealingKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the person's key: %w", ErrPerson, err)
+	}
+	p := Person{Name: name, Tools: slices.Clone(tools), SealingKey: sealingKey, Issued: o.Now().UTC()}
+	if err := checkGrant(m, p); err != nil {
+		return nil, err
+	}
+	if err := st.Update(ctx, func(tx Tx) error {
+		if err := tx.PutPerson(ctx, p); err != nil {
+			return err
+		}
+		// A new password: whoever held the credential issued before is
+		// refused from now on.
+		secrets, err := tx.Secrets(ctx)
+		if err != nil {
+			return err
+		}
+		if _, ok := secrets[wire.PersonUser(name)]; !ok {
+			return nil
+		}
+		delete(secrets, wire.PersonUser(name))
+		return tx.PutSecrets(ctx, secrets)
+	}); err != nil {
+		return nil, fmt.Errorf("issue person %s: %w", name, err)
+	}
+	if _, err := Apply(ctx, m, st, dir, o); err != nil {
+		return nil, fmt.Errorf("issue person %s: compose its user: %w", name, err)
+	}
+	doc, err := st.Credential(ctx, wire.PersonUser(name))
+	if err != nil {
+		return nil, fmt.Errorf("issue person %s: %w", name, err)
+	}
+	sealed, err := seal.To(pub, doc)
+	if err != nil {
+		return nil, fmt.Errorf("issue person %s: %w", name, err)
+	}
+	o.Logger.Info("person issued", "person", name, "tools", tools)
+	return wire.SealedCredential{Person: name, Sealed: sealed}.Marshal(), nil
+}
+
+// RevokePerson removes a person issued: its user is composed out of
+// nats.conf at once, and the server closes its open connections.
+func RevokePerson(ctx context.Context, m *meshdesc.Mesh, st Store, dir, name string, o Options) error {
+	o = o.withDefaults()
+	m, err := Described(ctx, m, st)
+	if err != nil {
+		return err
+	}
+	persons, err := st.Persons(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(persons, func(p Person) bool { return p.Name == name }) {
+		if slices.ContainsFunc(m.Persons, func(p meshdesc.Person) bool { return p.Name == name }) {
+			return fmt.Errorf("%w: person %q is in the mesh description: remove it there and push", ErrPerson, name)
+		}
+		return fmt.Errorf("%w: no person %q was issued (issued: %s)", ErrPerson, name, personNames(persons))
+	}
+	if err := st.Update(ctx, func(tx Tx) error { return tx.DeletePerson(ctx, name) }); err != nil {
+		return fmt.Errorf("revoke person %s: %w", name, err)
+	}
+	if _, err := Apply(ctx, m, st, dir, o); err != nil {
+		return fmt.Errorf("revoke person %s: compose it out: %w", name, err)
+	}
+	o.Logger.Info("person revoked", "person", name)
+	return nil
+}
+
+// checkGrant refuses a person whose tools the description does not
+// declare, with the description's own words for each entry.
+func checkGrant(m *meshdesc.Mesh, p Person) error {
+	probe := *m
+	probe.Persons = append(slices.Clone(m.Persons), meshdesc.Person{Name: p.Name, Tools: p.Tools})
+	if err := probe.Validate(); err != nil {
+		return fmt.Errorf("%w: person %q's tools %v: %w", ErrPerson, p.Name, p.Tools, err)
+	}
+	return nil
+}
+
+// withPersons is m with the persons issued: the description the server's
+// users are composed from. It refuses a description the persons issued
+// no longer fit (a push that removes a tool a person may call, or that
+// names a person already issued), naming them: such a push is refused
+// whole, and the operator revokes or issues again first.
+func withPersons(m *meshdesc.Mesh, persons []Person) (*meshdesc.Mesh, error) {
+	if len(persons) == 0 {
+		return m, nil
+	}
+	out := *m
+	out.Persons = slices.Clone(m.Persons)
+	for _, p := range persons {
+		out.Persons = append(out.Persons, meshdesc.Person{Name: p.Name, Tools: p.Tools})
+	}
+	if err := out.Validate(); err != nil {
+		return nil, fmt.Errorf("the persons issued (%s) do not fit this description; revoke or issue them again first: %w", personNames(persons), err)
+	}
+	return &out, nil
+}
+
+func personNames(persons []Person) string {
+	if len(persons) == 0 {
+		return "none"
+	}
+	names := make([]string, len(persons))
+	for i, p := range persons {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,258 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/seal"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// issued issues a person and opens its sealed credential with its key.
+func (b *bed) issuePerson(name string, tools []string) (wire.Credential, seal.Key) {
+	b.t.Helper()
+	key, err := seal.NewKey()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	doc, err := IssuePerson(ctxT(b.t), b.m, b.st, b.dir, name, tools, seal.EncodePublic(key.Public), b.opts)
+	if err != nil {
+		b.t.Fatalf("issue person %s: %v", name, err)
+	}
+	return openSealed(b.t, doc, key), key
+}
+
+func openSealed(t *testing.T, doc []byte, key seal.Key) wire.Credential {
+	t.Helper()
+	s, err := wire.ParseSealedCredential(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := key.Open(s.Sealed)
+	if err != nil {
+		t.Fatalf("open the sealed credential of %s: %v", s.Person, err)
+	}
+	c, err := wire.ParseCredential(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// violations dials c and keeps every permissions violation the server
+// reports to it.
+type violations struct {
+	nc *nats.Conn
+	mu sync.Mutex
+	of []string
+}
+
+func dialRecording(t *testing.T, c wire.Credential) *violations {
+	t.Helper()
+	v := &violations{}
+	var err error
+	eventually(t, 10*time.Second, c.User()+" connects", func() bool {
+		v.nc, err = link.Dial(ctxT(t), c, link.WithNATSOptions(nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.of = append(v.of, err.Error())
+		})))
+		return err == nil
+	})
+	t.Cleanup(v.nc.Close)
+	return v
+}
+
+// refused says whether the server refused subject to the connection.
+func (v *violations) refused(t *testing.T, subject string) bool {
+	t.Helper()
+	if err := v.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		v.mu.Lock()
+		for _, e := range v.of {
+			if strings.Contains(e, `"`+subject+`"`) {
+				v.mu.Unlock()
+				return true
+			}
+		}
+		v.mu.Unlock()
+		time.Sleep(10 * time.Millisecond) // polling, bounded by the deadline
+	}
+	return false
+}
+
+// TestAPersonIssuedMayCallItsToolsAndNothingElse: design 25 §7 — a
+// person's user may publish the tool subjects it was issued and ask the
+// catalogue; nothing on control, nodes or builds, no JetStream, no other
+// tool, no inbox but its own.
+func TestAPersonIssuedMayCallItsToolsAndNothingElse(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	b.start()
+	b.watch()
+	carol, _ := b.issuePerson("carol", []string{"sensor.calibrate"})
+	if carol.Name != "carol" || strings.Join(carol.Tools, ",") != "sensor.calibrate" {
+		t.Fatalf("carol's credential: %+v", carol)
+	}
+	v := dialRecording(t, carol)
+	for _, subject := range []string{wire.ToolSubject("sensor", "calibrate"), wire.ToolSubject(wire.CatalogSeat, wire.CatalogTool)} {
+		if err := v.nc.Publish(subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if v.refused(t, subject) {
+			t.Errorf("carol refused %s, which she was issued", subject)
+		}
+	}
+	for _, subject := range []string{
+		wire.SubjectPush, wire.SubjectBuildRequest, wire.NodeDeclare("node-a"), wire.SubjectBuilt,
+		wire.ToolSubject("sensor", "reset"), "$JS.API.STREAM.INFO." + wire.StreamEvents, wire.EventSubject("sensor", "reading"),
+	} {
+		if err := v.nc.Publish(subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if !v.refused(t, subject) {
+			t.Errorf("carol was let publish %s", subject)
+		}
+	}
+	for _, subject := range []string{wire.SubjectNodesAll, wire.Under(wire.PersonInbox("alice")), wire.SubjectModuleEvents} {
+		if _, err := v.nc.SubscribeSync(subject); err != nil {
+			t.Fatal(err)
+		}
+		if !v.refused(t, subject) {
+			t.Errorf("carol was let subscribe %s", subject)
+		}
+	}
+
+	admin, _ := b.issuePerson("dave", Admin)
+	if strings.Join(admin.Tools, ",") != "*" {
+		t.Fatalf("an administrator's credential lists %v, expected *", admin.Tools)
+	}
+	va := dialRecording(t, admin)
+	for _, mod := range b.m.Modules {
+		for _, tool := range mod.Tools {
+			if err := va.nc.Publish(wire.ToolSubject(mod.Name, tool), []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			if va.refused(t, wire.ToolSubject(mod.Name, tool)) {
+				t.Errorf("the administrator refused %s.%s", mod.Name, tool)
+			}
+		}
+	}
+	if err := va.nc.Publish(wire.SubjectPush, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !va.refused(t, wire.SubjectPush) {
+		t.Error("the administrator was let publish a push")
+	}
+}
+
+// TestARevokedPersonIsClosedByTheServer: revoke composes the person out at
+// once; the server closes its open connection and refuses it a new one.
+// Issued again, the person gets a new password: the old credential is
+// refused.
+func TestARevokedPersonIsClosedByTheServer(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	b.start()
+	b.watch()
+	carol, _ := b.issuePerson("carol", []string{"sensor.*"})
+	closed := make(chan struct{})
+	var nc *nats.Conn
+	eventually(t, 10*time.Second, "carol connects", func() bool {
+		var err error
+		nc, err = link.Dial(ctxT(t), carol, link.WithNATSOptions(nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) })))
+		return err == nil
+	})
+	defer nc.Close()
+	if err := RevokePerson(ctxT(t), b.m, b.st, b.dir, "carol", b.opts); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("carol's connection was not closed within 10 s of her revocation")
+	}
+	if _, err := dialWith(carol); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("a revoked person connecting: expected an authorization refusal, got %v", err)
+	}
+	if _, err := b.st.Credential(ctxT(t), wire.PersonUser("carol")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a revoked person's credential is still in the store: %v", err)
+	}
+
+	again, _ := b.issuePerson("carol", []string{"sensor.calibrate"})
+	dialEventually(t, again).Close()
+	if _, err := dialWith(carol); err == nil {
+		t.Error("the credential issued before carol was issued again still connects")
+	}
+}
+
+// TestBadPersonsAreRefusedNamingWhat: each refusal names what was wrong,
+// and nothing is issued.
+func TestBadPersonsAreRefusedNamingWhat(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	key, _ := seal.NewKey()
+	pub := seal.EncodePublic(key.Public)
+	for _, c := range []struct {
+		name  string
+		tools []string
+		key   string
+		want  string
+	}{
+		{"carol", []string{"sensor.nope"}, pub, `does not serve tool "nope"`},
+		{"carol", []string{"nobody.calibrate"}, pub, `unknown module or seat "nobody"`},
+		{"carol", nil, pub, "no tools"},
+		{"carol", []string{"sensor.calibrate"}, "not-a-key", "sealing key"},
+		{"alice", []string{"sensor.calibrate"}, pub, "is in the mesh description"},
+		{"Carol!", []string{"sensor.calibrate"}, pub, "name"},
+	} {
+		_, err := IssuePerson(ctxT(t), b.m, b.st, b.dir, c.name, c.tools, c.key, b.opts)
+		if !errors.Is(err, ErrPerson) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("issue %s %v: expected ErrPerson saying %q, got %v", c.name, c.tools, c.want, err)
+		}
+	}
+	if ps, err := b.st.Persons(ctxT(t)); err != nil || len(ps) != 0 {
+		t.Fatalf("refused persons were kept: %+v, %v", ps, err)
+	}
+	for name, want := range map[string]string{"nobody": "no person", "alice": "is in the mesh description"} {
+		if err := RevokePerson(ctxT(t), b.m, b.st, b.dir, name, b.opts); !errors.Is(err, ErrPerson) || !strings.Contains(err.Error(), want) {
+			t.Errorf("revoke %s: expected ErrPerson saying %q, got %v", name, want, err)
+		}
+	}
+}
+
+// TestADescriptionThePersonsNoLongerFitIsRefused: a push (or apply) that
+// takes away a tool a person issued may call is refused whole, naming
+// the person, and changes nothing.
+func TestADescriptionThePersonsNoLongerFitIsRefused(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	b.issuePerson("carol", []string{"sensor.calibrate"})
+	before, err := b.st.Secrets(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := *b.m
+	changed.Modules = nil
+	for _, mod := range b.m.Modules {
+		if mod.Name == "sensor" {
+			mod.Tools, mod.ToolDocs = nil, nil
+		}
+		changed.Modules = append(changed.Modules, mod)
+	}
+	changed.Persons = []meshdesc.Person{{Name: "bob", Tools: Admin}}
+	_, err = Apply(ctxT(t), &changed, b.st, b.dir, b.opts)
+	if err == nil || !strings.Contains(err.Error(), "carol") || !strings.Contains(err.Error(), "calibrate") {
+		t.Fatalf("a description without the tool carol may call: expected a refusal naming carol and the tool, got %v", err)
+	}
+	after, _ := b.st.Secrets(ctxT(t))
+	if len(after) != len(before) {
+		t.Errorf("the refused apply changed the secrets: %d users before, %d after", len(before), len(after))
+	}
+}
