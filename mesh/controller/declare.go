@@ -3,11 +3,13 @@ package controller
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -24,8 +26,9 @@ import (
 const sweepInterval = 30 * time.Second
 
 // Declarations are the declaration of every node of m: the modules
-// assigned to it and their versions, at revision 0 (Declare numbers
-// them).
+// assigned to it, their versions and the configuration derived for them
+// (the catalogue's module is given the catalogue), at revision 0
+// (Declare numbers them).
 func Declarations(m *meshdesc.Mesh) []wire.Declaration {
 	out := make([]wire.Declaration, 0, len(m.Nodes))
 	for _, n := range m.Nodes {
@@ -36,6 +39,9 @@ func Declarations(m *meshdesc.Mesh) []wire.Declaration {
 					d.Versions = map[string]string{}
 				}
 				d.Versions[name] = mod.Version
+			}
+			if name == wire.CatalogSeat && m.HasCatalogue() {
+				d.Config = map[string]json.RawMessage{name: m.Catalogue().Marshal()}
 			}
 		}
 		out = append(out, d)
@@ -81,7 +87,17 @@ func Declare(ctx context.Context, tx Tx, m *meshdesc.Mesh) (all []wire.Declarati
 
 // sameDeclaration compares what a node is to run, not the revision.
 func sameDeclaration(a, b wire.Declaration) bool {
-	return slices.Equal(a.Modules, b.Modules) && maps.Equal(a.Versions, b.Versions)
+	return slices.Equal(a.Modules, b.Modules) && maps.Equal(a.Versions, b.Versions) && maps.EqualFunc(a.Config, b.Config, sameDocument)
+}
+
+// sameDocument compares two documents by what they say: a store may keep JSON
+// in its own spelling (PostgreSQL's jsonb orders keys and spaces them).
+func sameDocument(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // declared is one node's declaration as the controller publishes it.

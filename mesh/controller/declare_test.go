@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -187,6 +188,49 @@ func TestThePolicyFitsTheAccounts(t *testing.T) {
 	}{wire.AccountControl: {l.ControlFile, l.ControlStreams}, wire.AccountMesh: {l.MeshFile, l.MeshStreams}} {
 		if sum[acct] > lim.file || count[acct] > lim.streams {
 			t.Errorf("account %s: streams need %d bytes in %d streams, the account allows %d in %d", acct, sum[acct], count[acct], lim.file, lim.streams)
+		}
+	}
+}
+
+// TestTheCatalogueTravelsInItsNodesDeclaration: the node running the
+// catalogue's module is declared the catalogue as the module's
+// configuration; a change of a manifest's tools changes that node's
+// declaration, and the same catalogue spelled otherwise (as jsonb keeps
+// it) does not.
+func TestTheCatalogueTravelsInItsNodesDeclaration(t *testing.T) {
+	m := sampleMesh(t)
+	byNode := map[string]wire.Declaration{}
+	for _, d := range Declarations(m) {
+		byNode[d.Node] = d
+	}
+	cat, err := wire.ParseCatalogue(byNode["node-a"].Config[wire.CatalogSeat])
+	if err != nil {
+		t.Fatalf("node-a's declaration carries no catalogue: %v", err)
+	}
+	if len(cat.Tools) != 2 || cat.Tools[1].Name() != "sensor.calibrate" || cat.Tools[1].Description == "" {
+		t.Fatalf("the catalogue declared: %+v", cat.Tools)
+	}
+	if byNode["node-b"].Config != nil {
+		t.Errorf("node-b runs no catalogue, and was declared %s", byNode["node-b"].Config)
+	}
+	respelled := byNode["node-a"]
+	var v any
+	_ = json.Unmarshal(respelled.Config[wire.CatalogSeat], &v)
+	indented, _ := json.MarshalIndent(v, "", "   ")
+	respelled.Config = map[string]json.RawMessage{wire.CatalogSeat: indented}
+	if !sameDeclaration(byNode["node-a"], respelled) {
+		t.Error("the same catalogue spelled otherwise is taken for a change")
+	}
+	changed := *m
+	changed.Modules = slices.Clone(m.Modules)
+	for i, mod := range changed.Modules {
+		if mod.Name == "sensor" {
+			changed.Modules[i].Tools = []string{"calibrate", "reset"}
+		}
+	}
+	for _, d := range Declarations(&changed) {
+		if d.Node == "node-a" && sameDeclaration(byNode["node-a"], d) {
+			t.Error("a tool added to a manifest left the catalogue's node's declaration the same")
 		}
 	}
 }

@@ -3,7 +3,9 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +21,36 @@ import (
 // modulesDir holds the credential of each module the node runs, one file
 // each (0600), which that module's process is given (ADR 0047).
 const modulesDir = "modules"
+
+// configsDir holds the configuration declared to each module that has
+// one (wire.Declaration.Config), one file each (0600).
+const configsDir = "configs"
+
+// moduleConfig is where the configuration of module is kept, for its
+// process to read (wire.EnvConfig).
+func (s State) moduleConfig(module string) string {
+	return filepath.Join(s.Dir, configsDir, module+".json")
+}
+
+// putModuleConfig keeps the configuration declared to module, 0600 like
+// the rest of the state, and returns its path; with none declared it
+// removes one kept before and returns "".
+func (s State) putModuleConfig(module string, config []byte) (string, error) {
+	path := s.moduleConfig(module)
+	if config == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("remove the configuration of %s: %w", module, err)
+		}
+		return "", nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("keep the configuration of %s: %w", module, err)
+	}
+	if _, err := atomicfile.Write(path, config, 0o600, atomicfile.SyncDir); err != nil {
+		return "", fmt.Errorf("keep the configuration of %s: %w", module, err)
+	}
+	return path, nil
+}
 
 // ModuleCredential is where the credential of module is kept.
 func (s State) ModuleCredential(module string) string {

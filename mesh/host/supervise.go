@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,7 @@ type supervisor struct {
 // supervised is one module's process, started again while it is declared.
 type supervised struct {
 	version string
+	config  []byte // the configuration declared (wire.Declaration.Config), if any
 	cancel  context.CancelFunc
 	done    chan struct{}
 	mu      sync.Mutex
@@ -88,21 +90,31 @@ func (s *supervisor) set(d wire.Declaration) error {
 		s.procs = map[string]*supervised{}
 	}
 	var stopping []*supervised
+	var gone []string
 	for mod, p := range s.procs {
-		if !slices.Contains(d.Modules, mod) || p.version != d.Versions[mod] {
+		if !slices.Contains(d.Modules, mod) || p.version != d.Versions[mod] || !bytes.Equal(p.config, d.Config[mod]) {
 			stopping = append(stopping, p)
 			delete(s.procs, mod)
+		}
+		if !slices.Contains(d.Modules, mod) {
+			gone = append(gone, mod)
 		}
 	}
 	for _, mod := range d.Modules {
 		if _, ok := s.procs[mod]; !ok {
-			s.procs[mod] = s.start(mod, d.Versions[mod])
+			s.procs[mod] = s.start(mod, d.Versions[mod], d.Config[mod])
 		}
 	}
 	s.mu.Unlock()
 	for _, p := range stopping {
 		p.cancel()
 		<-p.done
+	}
+	for _, mod := range gone {
+		// Its configuration goes with it; a start again writes it anew.
+		if _, err := s.state.putModuleConfig(mod, nil); err != nil {
+			s.log.Warn("the configuration of a module no longer declared is left", "module", mod, "err", err)
+		}
 	}
 	return nil
 }
@@ -150,9 +162,9 @@ func (s *supervisor) running() map[string]string {
 	return out
 }
 
-func (s *supervisor) start(module, version string) *supervised {
+func (s *supervisor) start(module, version string, config []byte) *supervised {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &supervised{version: version, cancel: cancel, done: make(chan struct{})}
+	p := &supervised{version: version, config: config, cancel: cancel, done: make(chan struct{})}
 	log := s.log.With("module", module, "version", version)
 	go func() {
 		defer close(p.done)
@@ -193,6 +205,11 @@ func (s *supervisor) runOnce(ctx context.Context, p *supervised, module string) 
 		wire.EnvNode+"="+s.node,
 		wire.EnvModule+"="+module,
 	)
+	if config, err := s.state.putModuleConfig(module, p.config); err != nil {
+		return err
+	} else if config != "" {
+		cmd.Env = append(cmd.Env, wire.EnvConfig+"="+config)
+	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -89,5 +90,45 @@ func TestTheSupervisorRunsEachModuleAsItsOwnProcess(t *testing.T) {
 	}
 	if err := s.set(wire.Declaration{Node: "node-a", Revision: 4, Modules: []string{"other"}}); err == nil {
 		t.Fatal("a module with no program was taken")
+	}
+}
+
+// TestAModuleIsGivenItsDeclaredConfiguration: a module declared a
+// configuration finds it in the file wire.EnvConfig names (0600); a new
+// configuration is a new process reading the new one; a module declared
+// none is given no such variable.
+func TestAModuleIsGivenItsDeclaredConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	seen := filepath.Join(dir, "seen")
+	script(t, dir, DefaultProgram, `echo "$MESH_MODULE ${MESH_CONFIG:-none} $(cat "${MESH_CONFIG:-/dev/null}")" >> `+seen+`; exec sleep 600`)
+	s := &supervisor{programs: dir, state: State{Dir: filepath.Join(dir, "state")}, node: "node-a", log: slog.New(slog.DiscardHandler)}
+	defer s.stopAll()
+	d := wire.Declaration{Node: "node-a", Revision: 1, Modules: []string{"mesh-catalog", "sensor"},
+		Config: map[string]json.RawMessage{"mesh-catalog": json.RawMessage(`{"tools":[]}`)}}
+	if err := s.set(d); err != nil {
+		t.Fatal(err)
+	}
+	path := s.state.moduleConfig("mesh-catalog")
+	waitFor(t, 5*time.Second, "both modules started", func() bool {
+		b, _ := os.ReadFile(seen)
+		return strings.Contains(string(b), "mesh-catalog "+path+` {"tools":[]}`) && strings.Contains(string(b), "sensor none")
+	})
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the configuration file: %v, %v", info, err)
+	}
+	first, sensor := s.pidOf("mesh-catalog"), s.pidOf("sensor")
+	d.Revision, d.Config = 2, map[string]json.RawMessage{"mesh-catalog": json.RawMessage(`{"tools":[{"module":"x"}]}`)}
+	if err := s.set(d); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the catalogue started again with the new configuration", func() bool {
+		b, _ := os.ReadFile(seen)
+		return strings.Contains(string(b), `{"tools":[{"module":"x"}]}`)
+	})
+	if again := s.pidOf("mesh-catalog"); again == first {
+		t.Error("a new configuration did not start a new process")
+	}
+	if s.pidOf("sensor") != sensor {
+		t.Error("a module whose configuration did not change was started again")
 	}
 }

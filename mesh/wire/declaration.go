@@ -26,6 +26,12 @@ type Declaration struct {
 	// Versions are the modules' versions, for those the description gives
 	// one.
 	Versions map[string]string `json:"versions,omitempty"`
+	// Config is the configuration the controller derived for a module,
+	// by module, for those it derives one (the catalogue's is the
+	// Catalogue): JSON the host hands the module's process in the file
+	// EnvConfig names. It travels signed with the declaration; a module
+	// whose configuration changes is started again.
+	Config map[string]json.RawMessage `json:"config,omitempty"`
 }
 
 // ErrDeclaration is wrapped by every refusal of a declaration.
