@@ -151,3 +151,39 @@ Feature: Living — the mesh living on its bus
     Then within 30 seconds the controller has been handed the enrolment request 2 times more, and CONTROL still holds it
     When the store is started again
     Then within 90 seconds the claim is answered on its inbox with the credential of "host.node-b"
+
+  @tools
+  Scenario: A module's tool is called from another node and from a person's client, and refused where no grant allows it
+    Design 25 §7 and design 19's tools. A push raises relay and stranger on node-b, each under its
+    host as a process of its own. Each serves "call", which calls a tool on its own account and
+    says what happened; relay's manifest uses sensor.calibrate, stranger's uses nothing. The
+    administrator bob asks them through his client (the person's client, on the SDK's contract):
+    sensor on node-a answers relay, and the server refuses stranger. alice's client lists the tools
+    the catalogue offers her and calls one; what she was not issued, the server refuses her. A
+    person the controller issues on the spot, sealed to her own key, is closed by the server when
+    revoked.
+
+    When a push adds these modules to "node-b":
+      """
+      - name: relay
+        tools: [call]
+        uses: [sensor.calibrate]
+      - name: stranger
+        tools: [call]
+      """
+    Then within 30 seconds every node runs every module declared to it, as status shows
+    When the person "bob" asks "relay.call" to call "sensor.calibrate" with {"to": 1.5} 200 times
+    Then the relay's answer is "ok" after 200 calls, the last answering {"offset":1.5}
+    When the person "bob" asks "stranger.call" to call "sensor.calibrate" with {"to": 1.5} 1 times
+    Then the relay's answer is "denied" after 1 calls, within a second
+    When the person "alice" asks her client for the mesh's tools
+    Then her client offers exactly "sensor.calibrate", described as the catalogue says
+    When the person "alice" calls "sensor.calibrate" with {"to": 2.5} 200 times through her client
+    Then every answer is {"offset":2.5}
+    And the person "alice" calling "relay.call" through her client is refused by the server
+    When the controller issues the person "carol" the tools "sensor.calibrate", sealed to her own key
+    And the person "carol" calls "sensor.calibrate" with {"to": 3} 1 times through her client
+    Then every answer is {"offset":3}
+    When the controller revokes the person "carol"
+    Then the server shows no open connection of "person.carol"
+    And the person "carol" calling "sensor.calibrate" through her client is refused at login, as revoked

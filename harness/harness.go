@@ -48,6 +48,13 @@ type Mesh interface {
 	// IssueTokenFor is IssueToken for a token that may be claimed for
 	// ttl (the controller's default when zero).
 	IssueTokenFor(ctx context.Context, node string, ttl time.Duration) (wire.Credential, []byte, error)
+	// IssuePerson has the controller issue the person name a user that
+	// may call tools (every declared tool when admin), its credential
+	// sealed to key (seal.EncodePublic): what mesh-controller person issue
+	// printed (wire.SealedCredential).
+	IssuePerson(ctx context.Context, name string, tools []string, admin bool, key string) ([]byte, error)
+	// RevokePerson has the controller revoke the person name.
+	RevokePerson(ctx context.Context, name string) error
 	Enrolment(node string) (Enrolment, error)
 
 	// QueryStore reads the controller's PostgreSQL store itself (psql in

@@ -52,6 +52,26 @@ func (c *Cluster) IssueTokenFor(ctx context.Context, node string, ttl time.Durat
 	return cred, doc, nil
 }
 
+// IssuePerson has the controller issue the person name a user that may
+// call tools (every declared tool when admin), and returns its credential
+// sealed to key (seal.EncodePublic), as mesh-controller person issue
+// printed it (wire.SealedCredential).
+func (c *Cluster) IssuePerson(ctx context.Context, name string, tools []string, admin bool, key string) ([]byte, error) {
+	doc, err := c.controllerStdout(ctx, "person", controllerctr.PersonIssueArgs(filepath.Base(controllerctr.MeshFile), name, tools, admin, key))
+	if err != nil {
+		return nil, fmt.Errorf("issue the person %s: %w", name, err)
+	}
+	return doc, nil
+}
+
+// RevokePerson has the controller revoke the person name.
+func (c *Cluster) RevokePerson(ctx context.Context, name string) error {
+	if _, err := c.controllerStdout(ctx, "person", controllerctr.PersonRevokeArgs(filepath.Base(controllerctr.MeshFile), name)); err != nil {
+		return fmt.Errorf("revoke the person %s: %w", name, err)
+	}
+	return nil
+}
+
 // Enrolment is how the host member on node joined the cluster.
 func (c *Cluster) Enrolment(node string) (Enrolment, error) {
 	c.mu.Lock()

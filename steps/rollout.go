@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,17 @@ type rollout struct {
 	// claimed is what a claim made in the background came to.
 	claimed chan claimResult
 	claimAt time.Time
+	// mesh is the description the scenario last pushed; nil until then.
+	mesh *meshdesc.Mesh
+}
+
+// mesh is the description the mesh runs in this scenario: the one last
+// pushed, else the one it was raised from.
+func (s *scenario) mesh() *meshdesc.Mesh {
+	if s.ro.mesh != nil {
+		return s.ro.mesh
+	}
+	return s.r.mesh
 }
 
 type claimResult struct {
@@ -50,6 +62,8 @@ type claimResult struct {
 
 func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 	sc.Step(`^a push gives every module the version "([^"]+)"$`, s.aPushGivesEveryModuleTheVersion)
+	sc.Step(`^a push adds these modules to "([^"]+)":$`, s.aPushAddsModules)
+	sc.Step(`^within (\d+) seconds every node runs every module declared to it, as status shows$`, s.everyNodeRunsItsModules)
 	sc.Step(`^a push gives every module the version "([^"]+)", sent while the controller is paused$`, s.aPushWhileThePaused)
 	sc.Step(`^I note the revisions status shows declared$`, s.iNoteTheRevisions)
 	sc.Step(`^within (\d+) seconds every node runs every module at "([^"]+)", at the revision declared to it, as status shows$`, s.everyNodeRuns)
@@ -108,17 +122,26 @@ func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {
 // push sends the scenario's description with every module at version,
 // as an operator would: mesh-controller push, in a container of its own.
 func (s *scenario) push(ctx context.Context, version string) error {
+	if _, err := s.cluster(); err != nil {
+		return err
+	}
+	m := *s.mesh()
+	m.Modules = append([]meshdesc.Module(nil), m.Modules...)
+	for i := range m.Modules {
+		m.Modules[i].Version = version
+	}
+	return s.pushMesh(ctx, &m, "pushed-"+version+".yaml")
+}
+
+// pushMesh sends m as a push, staged under name, and makes it the
+// scenario's description.
+func (s *scenario) pushMesh(ctx context.Context, m *meshdesc.Mesh, name string) error {
 	r, err := s.cluster()
 	if err != nil {
 		return err
 	}
 	r.tainted = true
-	m := *r.mesh
-	m.Modules = append([]meshdesc.Module(nil), r.mesh.Modules...)
-	for i := range m.Modules {
-		m.Modules[i].Version = version
-	}
-	data, err := yaml.Marshal(&m)
+	data, err := yaml.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -127,7 +150,6 @@ func (s *scenario) push(ctx context.Context, version string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	name := "pushed-" + version + ".yaml"
 	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		return err
 	}
@@ -142,7 +164,62 @@ func (s *scenario) push(ctx context.Context, version string) error {
 	if exit != 0 {
 		return fmt.Errorf("mesh-controller push exited %d:\n%s", exit, out)
 	}
+	s.ro.mesh = m
 	return nil
+}
+
+// aPushAddsModules pushes the scenario's description with the modules
+// the manifests (YAML, a list of modules) declare, assigned to node.
+func (s *scenario) aPushAddsModules(ctx context.Context, node string, manifests *godog.DocString) error {
+	if _, err := s.cluster(); err != nil {
+		return err
+	}
+	var added []meshdesc.Module
+	if err := yaml.Unmarshal([]byte(manifests.Content), &added); err != nil {
+		return fmt.Errorf("the manifests added: %w", err)
+	}
+	m := *s.mesh()
+	m.Modules = append(append([]meshdesc.Module(nil), m.Modules...), added...)
+	m.Nodes = append([]meshdesc.Node(nil), m.Nodes...)
+	i := slices.IndexFunc(m.Nodes, func(n meshdesc.Node) bool { return n.Name == node })
+	if i < 0 {
+		return fmt.Errorf("no node %q in the description", node)
+	}
+	m.Nodes[i].Modules = slices.Clone(m.Nodes[i].Modules)
+	for _, mod := range added {
+		m.Nodes[i].Modules = append(m.Nodes[i].Modules, mod.Name)
+	}
+	data, err := yaml.Marshal(&m)
+	if err != nil {
+		return err
+	}
+	checked, err := meshdesc.Parse(data)
+	if err != nil {
+		return fmt.Errorf("the description with the modules added: %w", err)
+	}
+	return s.pushMesh(ctx, checked, "pushed-modules.yaml")
+}
+
+// everyNodeRunsItsModules: status shows every node at its declared
+// revision, running every module the scenario's description assigns it.
+func (s *scenario) everyNodeRunsItsModules(ctx context.Context, seconds int) error {
+	err := eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		st, err := s.fullStatus(ctx)
+		if err != nil {
+			return err
+		}
+		for _, pl := range s.mesh().Placements() {
+			n, ok := nodeStatus(st, pl.Node)
+			if _, running := n.Running[pl.Module.Name]; !ok || !n.RolledOut() || !running {
+				return fmt.Errorf("expected %s running %s at its declared revision; status shows %+v", pl.Node, pl.Module.Name, n)
+			}
+		}
+		return nil
+	})
+	if err == nil && !s.ro.pushed.IsZero() {
+		beds.Measure(ctx, "push to applied on every node", time.Since(s.ro.pushed))
+	}
+	return err
 }
 
 func (s *scenario) aPushGivesEveryModuleTheVersion(ctx context.Context, version string) error {
@@ -204,7 +281,7 @@ func (s *scenario) everyNodeRuns(ctx context.Context, seconds int, version strin
 		if err != nil {
 			return err
 		}
-		for _, pl := range s.r.mesh.Placements() {
+		for _, pl := range s.mesh().Placements() {
 			n, ok := nodeStatus(st, pl.Node)
 			if !ok || !n.RolledOut() || n.Running[pl.Module.Name] != version {
 				return fmt.Errorf("expected %s running %s at %s, at its declared revision; status shows %+v", pl.Node, pl.Module.Name, version, n)

@@ -58,6 +58,7 @@ type scenario struct {
 	durable    durability
 	live       living
 	ro         rollout
+	pp         persons
 	// brokenFrom and brokenUntil bound the last fault held for a time.
 	brokenFrom, brokenUntil time.Time
 }

@@ -93,6 +93,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindTorn(sc)
 	s.bindLiving(sc)
 	s.bindRollout(sc)
+	s.bindPersons(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 func costFlag(fs *flag.FlagSet, c *call) {
@@ -317,13 +318,21 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 	if err != nil {
 		return err
 	}
+	builds, err := store.Builds(ctx)
+	if err != nil {
+		return err
+	}
 	if asJSON {
+		if builds == nil {
+			builds = []controller.Build{}
+		}
 		return printJSON(w, struct {
 			controller.Status
 			Nodes    []controller.NodeStatus `json:"nodes"`
 			Dead     []controller.DeadLetter `json:"dead_letters"`
 			Refusals controller.Refusals     `json:"refusals"`
-		}{st, nodes, dead, refused})
+			Builds   []controller.Build      `json:"builds"`
+		}{st, nodes, dead, refused, builds})
 	}
 	if len(st.Failing) == 0 {
 		fmt.Fprintln(w, "no provision is failing")
@@ -347,8 +356,27 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 		fmt.Fprintf(w, "  module %s on %s (consumer %s) gave up on event %s (%s, EVENTS sequence %d) after %d deliveries, at %s\n",
 			d.Module, d.Node, d.Consumer, d.EventID, d.Subject, d.StreamSeq, d.Deliveries, d.At.UTC().Format(time.RFC3339))
 	}
+	printBuilds(w, builds)
 	printRefusals(w, refused)
 	return nil
+}
+
+// printBuilds says each build asked for and what became of it.
+func printBuilds(w io.Writer, builds []controller.Build) {
+	if len(builds) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d build(s):\n", len(builds))
+	for _, b := range builds {
+		switch b.Outcome {
+		case "":
+			fmt.Fprintf(w, "  %s: asked %s, not built yet\n", b.ID, b.Asked.UTC().Format(time.RFC3339))
+		case wire.BuildSucceeded:
+			fmt.Fprintf(w, "  %s: built %s (%d bytes) by %s at %s\n", b.ID, b.Digest, b.Size, b.Builder, b.Built.UTC().Format(time.RFC3339))
+		default:
+			fmt.Fprintf(w, "  %s: %s: %s (by %s at %s)\n", b.ID, b.Outcome, b.Error, b.Builder, b.Built.UTC().Format(time.RFC3339))
+		}
+	}
 }
 
 // shownRefusals is how many of the newest refusals the text status lists

@@ -130,8 +130,8 @@ func StoreArgs(args []string, url string) []string {
 		return out
 	}
 	n := 1
-	if args[0] == "token" && len(args) > 1 {
-		n = 2
+	if (args[0] == "token" || args[0] == "person") && len(args) > 1 {
+		n = 2 // the verb
 	}
 	out := append(slices.Clone(args[:n]), "--store", url)
 	return append(out, args[n:]...)
@@ -155,6 +155,24 @@ func TokenArgs(file, node string, ttl time.Duration) []string {
 		args = append(args, "--ttl", ttl.String())
 	}
 	return append(args, node)
+}
+
+// PersonIssueArgs is the command line of `person issue` for name, who
+// may call tools (an administrator when admin), its credential sealed to
+// key, on the description file in the mesh directory.
+func PersonIssueArgs(file, name string, tools []string, admin bool, key string) []string {
+	args := append([]string{"person", "issue"}, Args("", file)[1:]...)
+	if admin {
+		args = append(args, "--admin")
+	} else {
+		args = append(args, "--tools", strings.Join(tools, ","))
+	}
+	return append(args, "--key", key, name)
+}
+
+// PersonRevokeArgs is the command line of `person revoke` for name.
+func PersonRevokeArgs(file, name string) []string {
+	return append(append([]string{"person", "revoke"}, Args("", file)[1:]...), name)
 }
 
 // CredentialArgs is the command line of `credential` for user, reading

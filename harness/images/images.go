@@ -64,16 +64,23 @@ func Controller() Spec {
 }
 
 // Host is mesh-host: the host a node runs, its state at /var/lib/mesh-host
-// and its token at /etc/mesh-host/token.json. It runs every module with
-// the beds' stand-in (/default: stand-ins/module), since no module's own
-// program is installed yet, and reports every 2 s, the beds' cadence (a
-// deployment's default is host.DefaultReportEvery).
+// and its token at /etc/mesh-host/token.json, and reporting every 2 s, the
+// beds' cadence (a deployment's default is host.DefaultReportEvery). Until
+// installation over the bus puts each module's program in place, the
+// programs the beds' modules run are in the image, by module name: the
+// sample modules sensor, mesh-catalog and relay (run as relay and as
+// stranger), and for every other module the beds' stand-in (/default:
+// stand-ins/module).
 func Host() Spec {
 	return Spec{
 		Name: "mesh-host",
 		Binaries: []Binary{
 			{Package: module + "/cmd/mesh-host", Name: "mesh-host"},
 			{Package: module + "/stand-ins/module", Name: "default"},
+			{Package: module + "/mesh/modules/sensor", Name: "sensor"},
+			{Package: module + "/mesh/modules/catalog", Name: "mesh-catalog"},
+			{Package: module + "/mesh/modules/relay", Name: "relay"},
+			{Package: module + "/mesh/modules/relay", Name: "stranger"},
 		},
 		Entrypoint: []string{"/mesh-host"},
 		Cmd:        []string{"run", "--token=/etc/mesh-host/token.json", "--state=/var/lib/mesh-host", "--programs=/", "--report-every=2s"},

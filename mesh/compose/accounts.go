@@ -31,7 +31,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		ControlFile:              1 << 30,
 		MeshFile:                 2 << 30,
-		ControlStreams:           3,
+		ControlStreams:           4,
 		MeshStreams:              2,
 		EnrolConnectionsPerToken: 4,
 		EnrolConnectionsMin:      64,

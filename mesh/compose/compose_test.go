@@ -207,9 +207,10 @@ func TestEveryPrincipalHasAUniqueUser(t *testing.T) {
 		}
 		seen[p.User] = true
 	}
-	// controller's two + 2 hosts + 3 placements + 2 persons + 1 token
-	if len(seen) != 10 {
-		t.Fatalf("expected 10 users, got %d: %v", len(seen), seen)
+	// controller's two + 2 hosts + 3 placements + 2 persons + 1 token +
+	// the builder + 1 source repository
+	if len(seen) != 12 {
+		t.Fatalf("expected 12 users, got %d: %v", len(seen), seen)
 	}
 }
 

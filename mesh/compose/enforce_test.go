@@ -300,3 +300,69 @@ func TestReloadAddsAndRevokes(t *testing.T) {
 		t.Fatal("expected a revoked user to be refused")
 	}
 }
+
+// TestTheBuildPathsPrincipalsReachTheirSubjectsAlone: the builder may
+// take work through its own consumer, ask a repository, store artifacts
+// and say what it built; a repository may announce its own revisions and
+// answer fetches; a host may read the chunks of the artifacts declared
+// to its node, and no other's. Each is refused the rest by the server.
+func TestTheBuildPathsPrincipalsReachTheirSubjectsAlone(t *testing.T) {
+	m := sample(t)
+	installed := wire.Digest([]byte("sensor at r2"))
+	for i := range m.Modules {
+		if m.Modules[i].Name == "sensor" {
+			m.Modules[i].Artifact = installed
+		}
+	}
+	s := natstest.Start(t, m)
+
+	b := dial(t, s, wire.BuilderUser)
+	for _, subject := range []string{wire.SubjectBuilt, wire.ArtifactChunk(installed, 0), wire.SourceFetch("modules"),
+		wire.ConsumerNext(wire.StreamBuilds, wire.BuildsConsumer)} {
+		if err := b.Publish(subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.expectNoViolation(t)
+	for _, subject := range []string{wire.SubjectPush, wire.SubjectBuildRequest, wire.NodeDeclare("node-a"), wire.SubjectEnrol,
+		wire.SourceChanged("modules"), "$JS.API.STREAM.INFO." + wire.StreamBuilds, wire.ConsumerNext(wire.StreamControl, wire.ControlConsumer)} {
+		if err := b.Publish(subject, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.expectViolation(t, subject)
+	}
+
+	src := dial(t, s, wire.SourceUser("modules"))
+	if err := src.Publish(wire.SourceChanged("modules"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.SubscribeSync(wire.SourceFetch("modules")); err != nil {
+		t.Fatal(err)
+	}
+	src.expectNoViolation(t)
+	for _, subject := range []string{wire.SourceChanged("other"), wire.SubjectBuilt, wire.SubjectBuildRequest, wire.ArtifactChunk(installed, 0)} {
+		if err := src.Publish(subject, nil); err != nil {
+			t.Fatal(err)
+		}
+		src.expectViolation(t, subject)
+	}
+
+	hostA := dial(t, s, wire.HostUser("node-a"))
+	if err := hostA.Publish(wire.DirectGetLast(wire.StreamArtifacts, wire.ArtifactChunk(installed, 3)), nil); err != nil {
+		t.Fatal(err)
+	}
+	hostA.expectNoViolation(t)
+	other := wire.DirectGetLast(wire.StreamArtifacts, wire.ArtifactChunk(wire.Digest([]byte("something else")), 0))
+	for _, h := range []*conn{hostA, dial(t, s, wire.HostUser("node-b"))} {
+		if err := h.Publish(other, nil); err != nil {
+			t.Fatal(err)
+		}
+		h.expectViolation(t, other)
+	}
+	hostB := dial(t, s, wire.HostUser("node-b"))
+	mine := wire.DirectGetLast(wire.StreamArtifacts, wire.ArtifactChunk(installed, 0))
+	if err := hostB.Publish(mine, nil); err != nil {
+		t.Fatal(err)
+	}
+	hostB.expectViolation(t, mine)
+}

@@ -56,7 +56,7 @@ func (p Principal) Credential() wire.Credential {
 func Principals(m *meshdesc.Mesh) []Principal {
 	out := []Principal{controller(), controllerMesh(m)}
 	for _, n := range m.Nodes {
-		out = append(out, host(n.Name))
+		out = append(out, host(m, n.Name))
 	}
 	for _, pl := range m.Placements() {
 		out = append(out, module(m, pl.Node, pl.Module))
@@ -66,6 +66,10 @@ func Principals(m *meshdesc.Mesh) []Principal {
 	}
 	for _, t := range m.Tokens {
 		out = append(out, enrol(t.ID))
+	}
+	out = append(out, builder())
+	for _, src := range m.Sources {
+		out = append(out, sourceRepo(src.Name))
 	}
 	return out
 }
@@ -125,17 +129,61 @@ func controllerMesh(m *meshdesc.Mesh) Principal {
 // subject hears the controller's publishes on it with their reply
 // subjects, and, granted allow_responses, could answer them with a forged
 // PubAck before the stream did. A host reads NODES through JetStream.
-func host(node string) Principal {
+//
+// It may read the chunks of the artifacts its node is declared to install
+// (docs/decisions/0006-builds-and-installation.md): a direct get of each
+// chunk's subject, those artifacts' and no other's.
+func host(m *meshdesc.Mesh, node string) Principal {
+	// Its reports and heartbeats, and the one JetStream API subject that
+	// answers with its own newest declaration.
+	pub := []string{wire.NodeControl(node), wire.DirectGetLast(wire.StreamNodes, wire.NodeDeclare(node))}
+	for _, pl := range m.Placements() {
+		if pl.Node == node && pl.Module.Artifact != "" {
+			pub = append(pub, wire.DirectGetLast(wire.StreamArtifacts, wire.ArtifactChunks(pl.Module.Artifact)))
+		}
+	}
 	return Principal{
-		User:    wire.HostUser(node),
+		User:        wire.HostUser(node),
+		Account:     wire.AccountControl,
+		Kind:        wire.PrincipalHost,
+		Node:        node,
+		Permissions: perms(pub, []string{wire.Under(wire.HostInbox(node)), wire.NodeAsk(node)}, true),
+	}
+}
+
+// builder takes work from BUILDS through its own consumer, one build at a
+// time, asks the repositories for the revisions it builds, stores the
+// artifacts in ARTIFACTS and says what became of each build: nothing
+// else of the control plane, no JetStream API but its consumer's.
+func builder() Principal {
+	return Principal{
+		User:    wire.BuilderUser,
 		Account: wire.AccountControl,
-		Kind:    wire.PrincipalHost,
-		Node:    node,
+		Kind:    wire.PrincipalBuilder,
 		Permissions: perms(
-			// Its reports and heartbeats, and the one JetStream API subject
-			// that answers with its own newest declaration.
-			[]string{wire.NodeControl(node), wire.DirectGetLast(wire.StreamNodes, wire.NodeDeclare(node))},
-			[]string{wire.Under(wire.HostInbox(node)), wire.NodeAsk(node)},
+			[]string{
+				wire.ConsumerInfo(wire.StreamBuilds, wire.BuildsConsumer),
+				wire.ConsumerNext(wire.StreamBuilds, wire.BuildsConsumer),
+				wire.ConsumerAcks(wire.StreamBuilds, wire.BuildsConsumer),
+				wire.SubjectBuilt, wire.SubjectArtifactsAll, wire.SourceFetch("*"),
+			},
+			[]string{wire.Under(wire.BuilderInbox)},
+			false,
+		),
+	}
+}
+
+// sourceRepo is a source repository: it announces its revisions and answers
+// the builder's fetches of them, and nothing else.
+func sourceRepo(repo string) Principal {
+	return Principal{
+		User:    wire.SourceUser(repo),
+		Account: wire.AccountControl,
+		Kind:    wire.PrincipalSource,
+		Name:    repo,
+		Permissions: perms(
+			[]string{wire.SourceChanged(repo)},
+			[]string{wire.SourceFetch(repo), wire.Under(wire.SourceInbox(repo))},
 			true,
 		),
 	}

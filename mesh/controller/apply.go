@@ -12,10 +12,12 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/pki"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // ErrNotReloadable refuses a change apply cannot make live: nats-server
@@ -117,6 +119,13 @@ func applyIn(ctx context.Context, tx Tx, m *meshdesc.Mesh, dir string, o Options
 			return err
 		}
 		if m, err = withPersons(m, persons); err != nil {
+			return err
+		}
+		builds, err := tx.Builds(ctx)
+		if err != nil {
+			return err
+		}
+		if err := checkArtifacts(m, builds); err != nil {
 			return err
 		}
 		certPEM, err := os.ReadFile(l.ServerCert())
@@ -226,6 +235,35 @@ func (a applied) finish(dir string, o Options) (ApplyResult, error) {
 	}
 	o.Logger.Info("applied", "dir", dir, "added", len(res.Added), "removed", len(res.Removed), "config_changed", res.ConfigChanged)
 	return res, nil
+}
+
+// ErrUnfit refuses a description the controller's state does not fit: an
+// artifact no build produced, a person issued it no longer grants. The
+// description may be valid on its own; the operator changes it, or the
+// state (builds, persons), first.
+var ErrUnfit = errors.New("the description does not fit the controller's state")
+
+// checkArtifacts refuses a module to install an artifact no build of that
+// module produced.
+func checkArtifacts(m *meshdesc.Mesh, builds []Build) error {
+	for i, mod := range m.Modules {
+		if mod.Artifact == "" {
+			continue
+		}
+		if b, ok := builtArtifact(builds, mod.Artifact); !ok || b.Module != mod.Name {
+			var of []string
+			for _, b := range builds {
+				if b.Module == mod.Name && b.Outcome == wire.BuildSucceeded {
+					of = append(of, b.Revision+" "+b.Digest)
+				}
+			}
+			if len(of) == 0 {
+				of = []string{"none"}
+			}
+			return fmt.Errorf("%w: modules[%d] %q.artifact %s: no build of %s produced it (built: %s)", ErrUnfit, i, mod.Name, mod.Artifact, mod.Name, strings.Join(of, ", "))
+		}
+	}
+	return nil
 }
 
 // checkCertNames refuses bus names the server certificate does not carry:

@@ -49,8 +49,8 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Created) != 5+5 || len(rep.Corrected)+len(rep.Deleted) > 0 {
-		t.Fatalf("expected 5 streams and 5 consumers created, got %+v", rep)
+	if len(rep.Created) != 6+5 || len(rep.Corrected)+len(rep.Deleted) > 0 {
+		t.Fatalf("expected 6 streams and 5 consumers created, got %+v", rep)
 	}
 	s := take(t, js)
 	day := 24 * time.Hour
@@ -62,9 +62,10 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 		perSubj   int64
 	}{
 		{wire.StreamDead, []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*"}, jetstream.LimitsPolicy, 30 * day, -1},
-		{wire.StreamControl, []string{"mesh.control.*.report", "mesh.control.enrol", "mesh.control.built", "mesh.control.push"}, jetstream.WorkQueuePolicy, 0, -1},
+		{wire.StreamControl, []string{"mesh.control.*.report", "mesh.control.enrol", "mesh.control.built", "mesh.control.push", "mesh.control.source.*.changed"}, jetstream.WorkQueuePolicy, 0, -1},
 		{wire.StreamNodes, []string{"mesh.node.>"}, jetstream.LimitsPolicy, 0, 1},
 		{wire.StreamBuilds, []string{"mesh.build.>"}, jetstream.WorkQueuePolicy, 0, -1},
+		{wire.StreamArtifacts, []string{"mesh.artifact.>"}, jetstream.LimitsPolicy, 0, 1},
 		{wire.StreamEvents, []string{"mesh.mod.*.event.>", "mesh.seat.*.event.>"}, jetstream.LimitsPolicy, 7 * day, -1},
 	} {
 		c := s.streams[want.name].Config
@@ -93,6 +94,12 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 		if c.Durable != ci.Name || c.AckPolicy != jetstream.AckExplicitPolicy || c.DeliverPolicy != jetstream.DeliverAllPolicy || c.DeliverSubject != "" {
 			t.Errorf("%s: expected a durable pull consumer, explicit ack, deliver all; got %+v", key, c)
 		}
+	}
+	if c := s.consumers["BUILDS/builder"].Config; c.MaxDeliver != -1 || c.MaxAckPending != 1 || c.AckWait != 10*time.Second {
+		t.Errorf("BUILDS/builder: expected unlimited deliveries, one build at a time, a 10 s ack wait; got %+v", c)
+	}
+	if c := s.streams[wire.StreamArtifacts].Config; !c.AllowDirect || c.Discard != jetstream.DiscardOld {
+		t.Errorf("ARTIFACTS: expected direct gets allowed and the oldest discarded, got %+v", c)
 	}
 	if c := s.consumers["CONTROL/controller"].Config; c.MaxDeliver != -1 {
 		t.Errorf("CONTROL/controller: expected unlimited deliveries, got %d", c.MaxDeliver)

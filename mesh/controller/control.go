@@ -36,7 +36,9 @@ type ControlCounts struct {
 	// Replayed those the ledger held already; Refused the enrolments
 	// answered with a refusal.
 	Enrolled, Pushed, Reported int
-	Replayed, Refused          int
+	// Asked counts the builds asked of BUILDS, Built the outcomes taken.
+	Asked, Built      int
+	Replayed, Refused int
 	// Terminated are the messages that could not be read; Held the
 	// deliveries asked again later.
 	Terminated, Held int
@@ -56,7 +58,8 @@ type ControlLoop struct {
 	o     Options
 	log   *slog.Logger
 	nc    *nats.Conn
-	away  time.Duration // the delay of the next hold while the store is away
+	js    jetstream.JetStream // the control account's: build requests go to BUILDS through it
+	away  time.Duration       // the delay of the next hold while the store is away
 	// composer makes the enrolments answered live, and serialises every
 	// composition of the loop's (a push's too).
 	composer *composer
@@ -72,7 +75,7 @@ type ControlLoop struct {
 // and the declarations of a push handed to guard.
 func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m *meshdesc.Mesh, st Store, dir string, o Options, guard *Guard) (loop *ControlLoop, stop func(), err error) {
 	o = o.withDefaults()
-	l := &ControlLoop{m: m, st: st, guard: guard, dir: dir, o: o, log: o.Logger.With("loop", "control"), nc: nc}
+	l := &ControlLoop{m: m, st: st, guard: guard, dir: dir, o: o, log: o.Logger.With("loop", "control"), nc: nc, js: js}
 	l.composer = newComposer(l.mesh, st, dir, o)
 	cons, err := js.Consumer(ctx, wire.StreamControl, wire.ControlConsumer)
 	if err != nil {
@@ -160,6 +163,10 @@ func (l *ControlLoop) handle(msg jetstream.Msg) {
 		err = l.push(ctx, key, msg.Data())
 	case isReport(subject):
 		err = l.report(ctx, key, meta.Sequence.Stream, subject, msg.Data())
+	case isSourceChange(subject):
+		err = l.sourceChanged(ctx, key, subject, msg.Data())
+	case subject == wire.SubjectBuilt:
+		err = l.built(ctx, key, msg.Data())
 	default:
 		log.Warn("no handler for this CONTROL subject yet; held", "delay", unhandledRetry)
 		l.count(func(c *ControlCounts) { c.Held++ })
@@ -209,6 +216,8 @@ func refusedKind(subject string) string {
 		return RefusedPush
 	case isReport(subject):
 		return RefusedReport
+	case isSourceChange(subject), subject == wire.SubjectBuilt:
+		return RefusedBuild
 	}
 	return RefusedOther
 }
@@ -282,6 +291,41 @@ func (l *ControlLoop) report(ctx context.Context, key string, seq uint64, subjec
 	}
 	l.count(func(c *ControlCounts) { c.Reported++ })
 	return nil
+}
+
+// sourceChanged records a repository's announcement as a build asked for
+// and sends its request to BUILDS; a redelivery sends it again, which the
+// request's message id (the build's id) makes a duplicate.
+func (l *ControlLoop) sourceChanged(ctx context.Context, key, subject string, data []byte) error {
+	b, waiting, err := AskBuild(ctx, l.st, l.mesh(), key, subject, data, l.o)
+	if err != nil {
+		return err
+	}
+	if waiting {
+		if _, err := l.js.Publish(ctx, wire.SubjectBuildRequest, wire.Marshal(b.Request()), jetstream.WithMsgID(b.ID)); err != nil {
+			return fmt.Errorf("ask for build %s: %w", b.ID, err)
+		}
+		l.log.Info("build asked", "build", b.ID)
+	}
+	l.count(func(c *ControlCounts) { c.Asked++ })
+	return nil
+}
+
+// built records a builder's outcome, once.
+func (l *ControlLoop) built(ctx context.Context, key string, data []byte) error {
+	b, err := RecordBuilt(ctx, l.st, key, data, l.o)
+	if err != nil {
+		return err
+	}
+	l.log.Info("build outcome", "build", b.ID, "outcome", b.Outcome, "digest", b.Digest, "error", b.Error)
+	l.count(func(c *ControlCounts) { c.Built++ })
+	return nil
+}
+
+// isSourceChange reports whether subject is a repository's announcement.
+func isSourceChange(subject string) bool {
+	_, ok := wire.SourceOf(subject)
+	return ok
 }
 
 // ackControl acknowledges and waits for the server to confirm it: a lost

@@ -40,6 +40,12 @@ func Declarations(m *meshdesc.Mesh) []wire.Declaration {
 				}
 				d.Versions[name] = mod.Version
 			}
+			if mod, ok := m.Module(name); ok && mod.Artifact != "" {
+				if d.Artifacts == nil {
+					d.Artifacts = map[string]wire.Artifact{}
+				}
+				d.Artifacts[name] = wire.Artifact{Digest: mod.Artifact}
+			}
 			if name == wire.CatalogSeat && m.HasCatalogue() {
 				d.Config = map[string]json.RawMessage{name: m.Catalogue().Marshal()}
 			}
@@ -63,7 +69,16 @@ func Declare(ctx context.Context, tx Tx, m *meshdesc.Mesh) (all []wire.Declarati
 	for _, d := range held {
 		byNode[d.Node] = d
 	}
+	builds, err := tx.Builds(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, d := range Declarations(m) {
+		for mod, a := range d.Artifacts {
+			// The push was refused unless a build produced it (applyIn).
+			b, _ := builtArtifact(builds, a.Digest)
+			d.Artifacts[mod] = wire.Artifact{Digest: a.Digest, Size: b.Size}
+		}
 		old, ok := byNode[d.Node]
 		delete(byNode, d.Node)
 		if ok && sameDeclaration(old, d) {
@@ -87,7 +102,8 @@ func Declare(ctx context.Context, tx Tx, m *meshdesc.Mesh) (all []wire.Declarati
 
 // sameDeclaration compares what a node is to run, not the revision.
 func sameDeclaration(a, b wire.Declaration) bool {
-	return slices.Equal(a.Modules, b.Modules) && maps.Equal(a.Versions, b.Versions) && maps.EqualFunc(a.Config, b.Config, sameDocument)
+	return slices.Equal(a.Modules, b.Modules) && maps.Equal(a.Versions, b.Versions) && maps.EqualFunc(a.Config, b.Config, sameDocument) &&
+		maps.Equal(a.Artifacts, b.Artifacts)
 }
 
 // sameDocument compares two documents by what they say: a store may keep JSON

@@ -42,7 +42,7 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 			Config: jetstream.StreamConfig{
 				Name: wire.StreamControl,
 				// mesh.control.> except alive: heartbeats stay on core NATS.
-				Subjects:  []string{wire.SubjectReports, wire.SubjectEnrol, wire.SubjectBuilt, wire.SubjectPush},
+				Subjects:  []string{wire.SubjectReports, wire.SubjectEnrol, wire.SubjectBuilt, wire.SubjectPush, wire.SubjectSourceChanges},
 				Retention: jetstream.WorkQueuePolicy,
 				Storage:   jetstream.FileStorage,
 			},
@@ -65,8 +65,19 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 				Retention: jetstream.WorkQueuePolicy,
 				Storage:   jetstream.FileStorage,
 			},
-			Consumers: []jetstream.ConsumerConfig{workConsumer(wire.BuildsConsumer)},
+			Consumers: []jetstream.ConsumerConfig{buildsConsumer(p)},
 		},
+		wire.StreamArtifacts: {Config: jetstream.StreamConfig{
+			Name:              wire.StreamArtifacts,
+			Subjects:          []string{wire.SubjectArtifactsAll},
+			Retention:         jetstream.LimitsPolicy,
+			Storage:           jetstream.FileStorage,
+			MaxMsgsPerSubject: 1,
+			// A host reads the chunks of its artifacts by direct gets, the
+			// API subjects it is granted (compose's host).
+			AllowDirect: true,
+			Duplicates:  p.EventsDuplicates,
+		}},
 		wire.StreamEvents: {
 			Config: jetstream.StreamConfig{
 				Name:       wire.StreamEvents,
@@ -100,6 +111,16 @@ func workConsumer(name string) jetstream.ConsumerConfig {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		MaxDeliver:    unlimitedDeliveries,
 	}
+}
+
+// buildsConsumer is the builders' shared consumer on BUILDS: one build at a
+// time, and a builder that dies mid-build has its request redelivered
+// after BuildsAckWait (a builder at work says so more often).
+func buildsConsumer(p Policy) jetstream.ConsumerConfig {
+	c := workConsumer(wire.BuildsConsumer)
+	c.MaxAckPending = 1
+	c.AckWait = p.BuildsAckWait
+	return c
 }
 
 // statusConsumer is the controller's own consumer on EVENTS, from which

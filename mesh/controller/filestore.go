@@ -640,6 +640,21 @@ func (v fileView) Tokens(ctx context.Context) ([]Token, error) {
 	return r.Tokens, err
 }
 
+func (v fileView) Builds(ctx context.Context) ([]Build, error) {
+	r, err := v.registry(ctx)
+	return r.Builds, err
+}
+
+func (tx *fileTx) PutBuild(ctx context.Context, b Build) error {
+	if err := CheckBuild(b); err != nil {
+		return err
+	}
+	return tx.putRegistry(ctx, func(r *registry) {
+		r.Builds = slices.DeleteFunc(r.Builds, func(o Build) bool { return o.ID == b.ID })
+		r.Builds = append(r.Builds, b)
+	})
+}
+
 func (v fileView) Persons(ctx context.Context) ([]Person, error) {
 	r, err := v.registry(ctx)
 	return r.Persons, err

@@ -156,7 +156,7 @@ func withPersons(m *meshdesc.Mesh, persons []Person) (*meshdesc.Mesh, error) {
 		out.Persons = append(out.Persons, meshdesc.Person{Name: p.Name, Tools: p.Tools})
 	}
 	if err := out.Validate(); err != nil {
-		return nil, fmt.Errorf("the persons issued (%s) do not fit this description; revoke or issue them again first: %w", personNames(persons), err)
+		return nil, fmt.Errorf("%w: the persons issued (%s) do not fit it; revoke or issue them again first: %w", ErrUnfit, personNames(persons), err)
 	}
 	return &out, nil
 }

@@ -25,6 +25,10 @@ type Policy struct {
 	EventsMaxDeliver int
 	// EventsAckWait is how long a module has to ack before redelivery.
 	EventsAckWait time.Duration
+	// BuildsAckWait is how long a build request is a builder's before it
+	// is redelivered: a builder at work says so (in progress) well within
+	// it, one killed mid-build has its request taken by another after it.
+	BuildsAckWait time.Duration
 	// Bytes bounds each stream's size and MsgSize each message's, by
 	// stream name. Every stream is bounded (the accounts require it: a
 	// leaked credential must not fill the disk and stop the bus); what a
@@ -48,12 +52,16 @@ func DefaultPolicy() Policy {
 		EventsDuplicates: 2 * time.Minute,
 		EventsMaxDeliver: 5,
 		EventsAckWait:    30 * time.Second,
+		BuildsAckWait:    10 * time.Second,
 		Bytes: map[string]int64{
 			wire.StreamControl: 256 << 20,
 			wire.StreamNodes:   64 << 20,
 			wire.StreamBuilds:  64 << 20,
-			wire.StreamEvents:  1 << 30,
-			wire.StreamDead:    256 << 20,
+			// Room for the artifacts of a mesh's modules several builds
+			// over; the oldest chunks go first (Discard).
+			wire.StreamArtifacts: 512 << 20,
+			wire.StreamEvents:    1 << 30,
+			wire.StreamDead:      256 << 20,
 		},
 		Discard: map[string]jetstream.DiscardPolicy{
 			wire.StreamControl: jetstream.DiscardNew,
@@ -61,13 +69,18 @@ func DefaultPolicy() Policy {
 			wire.StreamBuilds:  jetstream.DiscardNew,
 			wire.StreamEvents:  jetstream.DiscardNew,
 			wire.StreamDead:    jetstream.DiscardOld,
+			// An old artifact is dropped for a new one; installing one whose
+			// chunks are gone is refused, naming the chunk.
+			wire.StreamArtifacts: jetstream.DiscardOld,
 		},
 		MsgSize: map[string]int32{
 			wire.StreamControl: 256 << 10,
 			wire.StreamNodes:   256 << 10,
 			wire.StreamBuilds:  256 << 10,
-			wire.StreamEvents:  1 << 20,
-			wire.StreamDead:    64 << 10,
+			// A chunk and its headers.
+			wire.StreamArtifacts: wire.ArtifactChunkSize + 4<<10,
+			wire.StreamEvents:    1 << 20,
+			wire.StreamDead:      64 << 10,
 		},
 	}
 }

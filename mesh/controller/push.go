@@ -78,7 +78,7 @@ func Push(ctx context.Context, st Store, dir, key string, data []byte, o Options
 		return err
 	})
 	switch {
-	case errors.Is(err, ErrNotReloadable):
+	case errors.Is(err, ErrNotReloadable), errors.Is(err, ErrUnfit):
 		return Pushed{}, fmt.Errorf("%w: %w", ErrBadControl, err)
 	case err != nil:
 		return Pushed{}, err

@@ -19,6 +19,7 @@ const (
 	RefusedEnrolment = "enrolment"
 	RefusedPush      = "push"
 	RefusedReport    = "report"
+	RefusedBuild     = "build"
 	RefusedOther     = "other"
 )
 

@@ -105,6 +105,7 @@ type registry struct {
 	Dead        []DeadLetter       `json:"dead"`
 	Refusals    Refusals           `json:"refusals"`
 	Persons     []Person           `json:"persons"`
+	Builds      []Build            `json:"builds"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {
@@ -119,6 +120,7 @@ func (r registry) marshal() []byte {
 	slices.SortFunc(r.Tokens, func(a, b Token) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(r.Nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(r.Persons, func(a, b Person) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.Builds, func(a, b Build) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(r.Ledger, func(a, b Applied) int { return strings.Compare(a.Key, b.Key) })
 	slices.SortFunc(r.Declared, func(a, b wire.Declaration) int { return strings.Compare(a.Node, b.Node) })
 	sortDead(r.Dead)

@@ -88,6 +88,8 @@ type Reader interface {
 	Refusals(ctx context.Context) (Refusals, error)
 	// Persons are the persons issued (IssuePerson), by name.
 	Persons(ctx context.Context) ([]Person, error)
+	// Builds are the builds asked for and their outcomes, by id.
+	Builds(ctx context.Context) ([]Build, error)
 }
 
 // Tx is what one Update reads and writes: its reads see its own writes at
@@ -139,6 +141,8 @@ type Tx interface {
 	PutPerson(ctx context.Context, p Person) error
 	// DeletePerson forgets a person (revoked); one not issued is no error.
 	DeletePerson(ctx context.Context, name string) error
+	// PutBuild records a build, or replaces the one of its id.
+	PutBuild(ctx context.Context, b Build) error
 }
 
 // State is what genesis puts into a store: everything the controller

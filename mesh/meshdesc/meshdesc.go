@@ -46,6 +46,14 @@ type Mesh struct {
 	Persons []Person `yaml:"persons,omitempty"`
 	// Tokens are the enrolment tokens not yet spent.
 	Tokens []Token `yaml:"tokens,omitempty"`
+	// Sources are the source repositories that announce revisions to
+	// build (design 25 §9 step 4), each a user of the bus.
+	Sources []Source `yaml:"sources,omitempty"`
+}
+
+// Source is a source repository the builder builds from.
+type Source struct {
+	Name string `yaml:"name"`
 }
 
 // Bus says how the bus is reached.
@@ -103,6 +111,10 @@ type Module struct {
 	// Version is the version of the module the nodes run; a push that
 	// changes it rolls the module out to every node it is assigned to.
 	Version string `yaml:"version,omitempty"`
+	// Artifact is the built artifact the nodes install and run as the
+	// module's program (wire.Digest's spelling), one a build recorded;
+	// none, a node runs the program it has.
+	Artifact string `yaml:"artifact,omitempty"`
 }
 
 // ToolDoc is what the catalogue says of one tool.
@@ -379,6 +391,11 @@ func (m *Mesh) Validate() error {
 				bad(where+".language", "%v", err)
 			}
 		}
+		if mod.Artifact != "" {
+			if err := wire.CheckDigest(mod.Artifact); err != nil {
+				bad(where+".artifact", "%v", err)
+			}
+		}
 		if mod.Version != "" && !versionPattern.MatchString(mod.Version) {
 			bad(where+".version", "%q is not a version: letters, digits and . _ + -, at most 64, starting with a letter or digit", mod.Version)
 		}
@@ -406,6 +423,11 @@ func (m *Mesh) Validate() error {
 		where := fmt.Sprintf("nodes[%d] %q", i, n.Name)
 		if err := wire.CheckName(n.Name); err != nil {
 			bad(where, "%v", err)
+		}
+		if n.Name == wire.SourceNode {
+			// Its host could publish under mesh.control.source.>, the
+			// repositories' announcements.
+			bad(where, "the name %q is reserved for the source repositories' subjects", wire.SourceNode)
 		}
 		if prev, dup := nodes[n.Name]; dup {
 			bad(where, "duplicated name (also %s)", prev)
@@ -452,6 +474,19 @@ func (m *Mesh) Validate() error {
 			bad(where, "duplicated id (also %s)", prev)
 		} else {
 			tokens[t.ID] = where
+		}
+	}
+
+	sources := map[string]string{}
+	for i, src := range m.Sources {
+		where := fmt.Sprintf("sources[%d] %q", i, src.Name)
+		if err := wire.CheckName(src.Name); err != nil {
+			bad(where, "%v", err)
+		}
+		if prev, dup := sources[src.Name]; dup {
+			bad(where, "duplicated name (also %s)", prev)
+		} else {
+			sources[src.Name] = where
 		}
 	}
 

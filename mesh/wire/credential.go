@@ -212,6 +212,10 @@ func (c Credential) kind() (principalKind, bool) {
 		return principalKind{need: []field{{"name", c.Name}}, user: exactUser(PersonUser(c.Name)), who: fmt.Sprintf("person %q", c.Name), check: checkPersonTools}, true
 	case PrincipalEnrol:
 		return principalKind{need: []field{{"name", c.Name}}, user: exactUser(EnrolUser(c.Name)), who: fmt.Sprintf("enrolment token %q", c.Name)}, true
+	case PrincipalBuilder:
+		return principalKind{user: exactUser(BuilderUser), who: "the builder"}, true
+	case PrincipalSource:
+		return principalKind{need: []field{{"name", c.Name}}, user: exactUser(SourceUser(c.Name)), who: fmt.Sprintf("source repository %q", c.Name)}, true
 	case PrincipalController:
 		// The controller may hold more than one user (one per account it
 		// works in); every one of them begins with ControllerUser.
@@ -247,7 +251,7 @@ func (r userRule) String() string {
 // (docs/decisions/0001-accounts.md).
 func (c Credential) Account() string {
 	switch c.Principal {
-	case PrincipalHost:
+	case PrincipalHost, PrincipalBuilder, PrincipalSource:
 		return AccountControl
 	case PrincipalEnrol:
 		return AccountEnrol
@@ -421,6 +425,10 @@ func (c Credential) Inbox() string {
 		return EnrolInbox(c.Name)
 	case PrincipalController:
 		return ControllerInbox
+	case PrincipalBuilder:
+		return BuilderInbox
+	case PrincipalSource:
+		return SourceInbox(c.Name)
 	}
 	return ""
 }

@@ -32,6 +32,16 @@ type Declaration struct {
 	// EnvConfig names. It travels signed with the declaration; a module
 	// whose configuration changes is started again.
 	Config map[string]json.RawMessage `json:"config,omitempty"`
+	// Artifacts are the built artifacts the node installs, by module: it
+	// fetches each from ARTIFACTS, checks its digest, and runs it as the
+	// module's program.
+	Artifacts map[string]Artifact `json:"artifacts,omitempty"`
+}
+
+// Artifact names a built artifact: its digest (Digest) and its size.
+type Artifact struct {
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
 }
 
 // ErrDeclaration is wrapped by every refusal of a declaration.

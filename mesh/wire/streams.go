@@ -15,7 +15,7 @@ const (
 // streams in AccountControl, the modules' in AccountMesh.
 func StreamAccount(stream string) string {
 	switch stream {
-	case StreamControl, StreamNodes, StreamBuilds:
+	case StreamControl, StreamNodes, StreamBuilds, StreamArtifacts:
 		return AccountControl
 	}
 	return AccountMesh
@@ -24,7 +24,7 @@ func StreamAccount(stream string) string {
 // Streams lists every stream the controller asserts, in creation order:
 // DEAD first, because the max-deliveries advisory is only sent when
 // something listens for it.
-var Streams = []string{StreamDead, StreamControl, StreamNodes, StreamBuilds, StreamEvents}
+var Streams = []string{StreamDead, StreamControl, StreamNodes, StreamBuilds, StreamArtifacts, StreamEvents}
 
 // DeadLetterAdvisories is what DEAD captures: the server's advisory for a
 // message of EVENTS that exhausted its deliveries.

@@ -813,6 +813,27 @@ func (t *pgTx) PutLiveness(ctx context.Context, l controller.Liveness) error {
 		`INSERT INTO liveness (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
 }
 
+func (v view) Builds(ctx context.Context) ([]controller.Build, error) {
+	return documents[controller.Build](ctx, v.q, "read builds", `SELECT document FROM builds ORDER BY id COLLATE "C"`)
+}
+
+func (t *pgTx) Builds(ctx context.Context) ([]controller.Build, error) {
+	return locked(t, func() ([]controller.Build, error) { return t.view.Builds(ctx) })
+}
+
+func (t *pgTx) PutBuild(ctx context.Context, b controller.Build) error {
+	if err := controller.CheckBuild(b); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("put build: %w", err)
+	}
+	return t.write(ctx, "put build "+b.ID,
+		`INSERT INTO builds (id, document) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET document = excluded.document`,
+		b.ID, string(doc))
+}
+
 func (v view) Persons(ctx context.Context) ([]controller.Person, error) {
 	return documents[controller.Person](ctx, v.q, "read persons", `SELECT document FROM persons ORDER BY name`)
 }

@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// Build is a build the controller asked for (a repository announced the
+// revision) and, once the builder said, what became of it.
+type Build struct {
+	ID       string    `json:"id"`
+	Repo     string    `json:"repo"`
+	Module   string    `json:"module"`
+	Revision string    `json:"revision"`
+	Asked    time.Time `json:"asked"`
+	// Outcome is empty while the build is asked for, then
+	// wire.BuildSucceeded or wire.BuildFailed.
+	Outcome string `json:"outcome,omitempty"`
+	// Digest, Size and Chunks name the artifact of a build that
+	// succeeded; Error says why one failed.
+	Digest  string    `json:"digest,omitempty"`
+	Size    int64     `json:"size,omitempty"`
+	Chunks  int       `json:"chunks,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	Builder string    `json:"builder,omitempty"`
+	Built   time.Time `json:"built,omitzero"`
+}
+
+// Request is the build request the build is asked with.
+func (b Build) Request() wire.BuildRequest {
+	return wire.BuildRequest{ID: b.ID, Repo: b.Repo, Module: b.Module, Revision: b.Revision, Asked: b.Asked}
+}
+
+// CheckBuild refuses a build record without its id or its triple.
+func CheckBuild(b Build) error {
+	if b.ID == "" || b.ID != wire.BuildID(b.Repo, b.Module, b.Revision) || b.Asked.IsZero() {
+		return fmt.Errorf("put build: an id of its repo, module and revision and when it was asked are required, got %+v", b)
+	}
+	return nil
+}
+
+// AskBuild takes a repository's announcement on subject: a revision of a
+// module of the mesh, from a repository of the description, is recorded
+// as a build asked for, once, with the message's ledger entry. It returns
+// the build and whether it still waits for its outcome — the caller then
+// sends its request to BUILDS (again, on a redelivery: the request's
+// message id makes a second one a duplicate). An announcement of a
+// revision already built is recorded and asks for nothing.
+func AskBuild(ctx context.Context, st Store, m *meshdesc.Mesh, key, subject string, data []byte, o Options) (Build, bool, error) {
+	o = o.withDefaults()
+	c, err := wire.ParseSourceChange(data)
+	if err != nil {
+		return Build{}, false, fmt.Errorf("%w: %w", ErrBadControl, err)
+	}
+	if subject != wire.SourceChanged(c.Repo) {
+		// The subject is what the server let the publisher write.
+		return Build{}, false, fmt.Errorf("%w: an announcement of repository %q on %s, which is not its subject", ErrBadControl, c.Repo, subject)
+	}
+	if !slices.ContainsFunc(m.Sources, func(s meshdesc.Source) bool { return s.Name == c.Repo }) {
+		return Build{}, false, fmt.Errorf("%w: repository %q is not a source of the mesh description", ErrBadControl, c.Repo)
+	}
+	if _, ok := m.Module(c.Module); !ok {
+		return Build{}, false, fmt.Errorf("%w: module %q of repository %q is not in the mesh description", ErrBadControl, c.Module, c.Repo)
+	}
+	id := wire.BuildID(c.Repo, c.Module, c.Revision)
+	var b Build
+	err = st.Update(ctx, func(tx Tx) error {
+		builds, err := tx.Builds(ctx)
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(builds, func(b Build) bool { return b.ID == id }); i >= 0 {
+			b = builds[i]
+		} else {
+			b = Build{ID: id, Repo: c.Repo, Module: c.Module, Revision: c.Revision, Asked: o.Now().UTC()}
+			if err := tx.PutBuild(ctx, b); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Applied(ctx, key); err == nil {
+			return nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return tx.PutApplied(ctx, Applied{Key: key, At: o.Now()})
+	})
+	if err != nil {
+		return Build{}, false, err
+	}
+	return b, b.Outcome == "", nil
+}
+
+// RecordBuilt takes a builder's outcome: the build asked for is given it,
+// once. A second outcome of the same build (a builder killed after it
+// said, its request redelivered) changes nothing; an outcome of a build
+// nobody asked for is refused.
+func RecordBuilt(ctx context.Context, st Store, key string, data []byte, o Options) (Build, error) {
+	o = o.withDefaults()
+	out, err := wire.ParseBuilt(data)
+	if err != nil {
+		return Build{}, fmt.Errorf("%w: %w", ErrBadControl, err)
+	}
+	var b Build
+	err = st.Update(ctx, func(tx Tx) error {
+		builds, err := tx.Builds(ctx)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(builds, func(b Build) bool { return b.ID == out.ID })
+		if i < 0 {
+			return fmt.Errorf("%w: an outcome of build %s, which was never asked for", ErrBadControl, out.ID)
+		}
+		b = builds[i]
+		if _, err := tx.Applied(ctx, key); err == nil {
+			return nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if b.Outcome == "" {
+			b.Outcome, b.Digest, b.Size, b.Chunks, b.Error, b.Builder, b.Built = out.Outcome, out.Digest, out.Size, out.Chunks, out.Error, out.Builder, out.At.UTC()
+			if err := tx.PutBuild(ctx, b); err != nil {
+				return err
+			}
+		}
+		return tx.PutApplied(ctx, Applied{Key: key, At: o.Now()})
+	})
+	return b, err
+}
+
+// builtArtifact is the build that produced digest, if one did.
+func builtArtifact(builds []Build, digest string) (Build, bool) {
+	i := slices.IndexFunc(builds, func(b Build) bool { return b.Outcome == wire.BuildSucceeded && b.Digest == digest })
+	if i < 0 {
+		return Build{}, false
+	}
+	return builds[i], true
+}
