@@ -109,9 +109,24 @@ func (s *scenario) aPersonAsksTheRelay(ctx context.Context, person, module, tool
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	out, err := c.Call(ctx, module+"."+tool, req)
+	// A module raised by a push runs before it serves: its process starts
+	// as soon as its declaration is applied, and connects once the server
+	// has loaded its user, starting again until it has.
+	var out []byte
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		out, err = c.Call(cctx, module+"."+tool, req)
+		cancel()
+		if !errors.Is(err, meshclient.KindNoResponders) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond): // polling, bounded by the deadline
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%s asking %s.%s: %w", person, module, tool, err)
 	}

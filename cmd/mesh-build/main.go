@@ -1,63 +1,106 @@
-// Command mesh-build is the build path's front door. For now it has the
-// check every build runs first: a module whose manifest uses a capability
-// its language's SDK does not claim (conformance/registry.yaml) is
-// refused, with the reason, before anything is compiled (design 19, "A
-// partial SDK is legitimate").
+// Command mesh-build is the build path's front door (design 25 §1, §9
+// step 4). Its check runs before every build: a module whose manifest
+// uses a capability its language's SDK does not claim
+// (conformance/registry.yaml) is refused, with the reason, before
+// anything is compiled (design 19, "A partial SDK is legitimate"). Its
+// serve is the builder: it takes the controller's build requests from
+// BUILDS one at a time, fetches exactly the revision asked for from its
+// source repository, stores the artifact in ARTIFACTS and records the
+// outcome on CONTROL (package build).
 package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
 
-const usage = `mesh-build checks modules before they are built.
+const usage = `mesh-build checks modules before they are built, and builds them.
 
 Usage:
   mesh-build check --mesh FILE [--module NAME]
+  mesh-build serve --credential FILE --toolchain DIR [--name NAME]
 
 check refuses every module of the description (or only NAME) that uses a
 capability its language's SDK does not implement, naming the module, the
 capability and the manifest fields that need it.
 
-Exit status: 0 every module checked can be built (or help: help, -h,
---help, check --help); 1 a module is refused or the description is
-invalid; 2 bad usage.
+serve is a builder: with the builder's credential FILE it takes the build
+requests of BUILDS one at a time, fetches the revision asked for from its
+source repository, makes the artifact from the module's program in the
+toolchain, DIR/<module>, with the revision's provenance after it, stores
+it in ARTIFACTS and publishes the outcome on CONTROL, named NAME (default
+the host name), before it acks the request. It logs JSON lines on stderr
+and runs until SIGTERM or SIGINT.
+
+Exit status: 0 every module checked can be built, or serve was told to
+stop (or help: help, -h, --help, <command> --help); 1 a module is
+refused, the description is invalid, or serve failed (its credential,
+its toolchain, the bus); 2 bad usage.
 `
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run is main with its outside world passed in; it returns the exit
+// status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	if args[0] != "check" {
-		fmt.Fprintf(stderr, "mesh-build: unknown command %q\n\n%s", args[0], usage)
-		return 2
+	switch args[0] {
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fmt.Fprintf(stderr, "mesh-build: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// flags is the flag set of command, its usage the program's and then its
+// own flags; parse reports the exit status when the command is not to
+// run (help: 0, bad flags: 2).
+func flags(command string) (*flag.FlagSet, func(args []string, stdout, stderr io.Writer) (int, bool)) {
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	var flagOut bytes.Buffer
 	fs.SetOutput(&flagOut)
 	fs.Usage = func() {
-		fmt.Fprintf(&flagOut, "%s\nFlags of check:\n", usage)
+		fmt.Fprintf(&flagOut, "%s\nFlags of %s:\n", usage, command)
 		fs.PrintDefaults()
 	}
+	return fs, func(args []string, stdout, stderr io.Writer) (int, bool) {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				_, _ = stdout.Write(flagOut.Bytes())
+				return 0, false
+			}
+			_, _ = stderr.Write(flagOut.Bytes())
+			return 2, false
+		}
+		return 0, true
+	}
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs, parse := flags("check")
 	meshFile := fs.String("mesh", "", "the mesh description")
 	module := fs.String("module", "", "check only this module")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			_, _ = stdout.Write(flagOut.Bytes())
-			return 0
-		}
-		_, _ = stderr.Write(flagOut.Bytes())
-		return 2
+	if code, ok := parse(args, stdout, stderr); !ok {
+		return code
 	}
 	if *meshFile == "" || fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mesh-build check: --mesh FILE is required and nothing else\n\n%s", usage)

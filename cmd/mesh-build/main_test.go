@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ modules:
 	}
 	for _, c := range cases {
 		var out, errOut bytes.Buffer
-		code := run(c.args, &out, &errOut)
+		code := run(context.Background(), c.args, &out, &errOut)
 		if code != c.code || !strings.Contains(out.String()+errOut.String(), c.want) {
 			t.Errorf("mesh-build %v: expected exit %d with %q, got %d:\n%s%s", c.args, c.code, c.want, code, out.String(), errOut.String())
 		}

@@ -23,7 +23,7 @@ func (l *living) announce(t *testing.T, repo, module, revision string) {
 		t.Fatal(err)
 	}
 	c := wire.SourceChange{Repo: repo, Module: module, Revision: revision, At: time.Now()}
-	if _, err := js.Publish(ctxT(t), wire.SourceChanged(repo), wire.Marshal(c)); err != nil {
+	if _, err := js.Publish(ctxT(t), wire.SourceChanged(repo), wire.Marshal(c), jetstream.WithMsgID(wire.SourceChangeMsgID(wire.BuildID(repo, module, revision)))); err != nil {
 		t.Fatalf("announce %s@%s: %v", module, revision, err)
 	}
 }
@@ -78,7 +78,7 @@ func TestASourceChangeReachesTheBuilderAndItsOutcomeIsRecordedOnce(t *testing.T)
 	out := wire.Built{ID: reqs[0].ID, Repo: "modules", Module: "sensor", Revision: "r2", Outcome: wire.BuildSucceeded,
 		Digest: wire.Digest([]byte("artifact")), Size: 8, Chunks: 1, Builder: "b1", At: time.Now()}
 	for range 2 {
-		if _, err := js.Publish(ctx, wire.SubjectBuilt, wire.Marshal(out), jetstream.WithMsgID(out.ID)); err != nil {
+		if _, err := js.Publish(ctx, wire.SubjectBuilt, wire.Marshal(out), jetstream.WithMsgID(wire.BuiltMsgID(out.ID))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,8 +3,8 @@ package controller
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"

@@ -30,6 +30,8 @@ type living struct {
 	*bed
 	loop  *ControlLoop
 	conns *Conns
+	// programs are the programs directories of the hosts started, by node.
+	programs map[string]string
 }
 
 func newLiving(t *testing.T) *living { return newLivingOf(t, sampleMesh(t), true) }

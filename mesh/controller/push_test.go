@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,10 +32,14 @@ func (l *living) startHost(node string) host.State {
 		t.Fatal(err)
 	}
 	state := host.State{Dir: filepath.Join(dir, "state")}
+	if l.programs == nil {
+		l.programs = map[string]string{}
+	}
+	l.programs[node] = programs(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- host.Run(ctx, host.Options{State: state, TokenFile: tokenFile, Programs: programs(t), Heartbeat: time.Second, Poll: 50 * time.Millisecond})
+		done <- host.Run(ctx, host.Options{State: state, TokenFile: tokenFile, Programs: l.programs[node], Heartbeat: time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", node)})
 	}()
 	t.Cleanup(func() {
 		cancel()

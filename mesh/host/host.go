@@ -34,6 +34,13 @@ const (
 	retryMax = 5 * time.Second
 )
 
+// installFirst bounds the first attempt to fetch a declaration's
+// artifacts, installTimeout the longest.
+const (
+	installFirst   = 3 * time.Second
+	installTimeout = 2 * time.Minute
+)
+
 // ReadyLog is what the host logs once it is connected as itself.
 const ReadyLog = "ready"
 
@@ -196,6 +203,9 @@ type node struct {
 	refusedWhy string
 	// sup runs the modules; nil when the host runs none.
 	sup *supervisor
+	// installWait bounds the next attempt to fetch the artifacts (zero
+	// after one succeeded).
+	installWait time.Duration
 	// lastRefused is the last refusal since the declaration applied: the
 	// periodic reports say it again, so that a report made after it does
 	// not hide it. The periodic reports are made on a goroutine of their
@@ -258,6 +268,37 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		n.log.Warn("the declaration waits for its modules' credentials", "revision", d.Revision, "err", err)
 		return
 	}
+	if len(d.Artifacts) > 0 {
+		if seq == n.refusedSeq {
+			return // refused already: a new declaration is needed
+		}
+		programs := ""
+		if n.sup != nil {
+			programs = n.sup.programs
+		}
+		// The first attempt is short: the declaration may come a moment
+		// before the server reloads the grant of its artifacts' chunks,
+		// and a refused direct get is dropped with an asynchronous error,
+		// so the request waits out its bound. Each failure doubles it.
+		n.installWait = min(max(2*n.installWait, installFirst), installTimeout)
+		ictx, cancel := context.WithTimeout(ctx, n.installWait)
+		err := install(ictx, nc, n.state, programs, d)
+		cancel()
+		if err == nil {
+			n.installWait = 0
+		}
+		if errors.Is(err, ErrInstall) {
+			n.refusedSeq = seq
+			refused := fmt.Sprintf("revision %d (NODES sequence %d): %v", d.Revision, seq, err)
+			n.log.Warn("declaration refused", "seq", seq, "why", refused)
+			n.report(was, refused)
+			return
+		}
+		if err != nil {
+			n.log.Warn("the declaration waits for its artifacts", "revision", d.Revision, "err", err)
+			return
+		}
+	}
 	if n.sup != nil {
 		if err := n.sup.set(d); err != nil {
 			n.log.Warn("the declaration waits for its modules' programs", "revision", d.Revision, "err", err)
@@ -288,7 +329,18 @@ func (n *node) report(a Applied, refused string) {
 	if n.sup != nil {
 		running = n.sup.running()
 	}
-	if err := n.out.add(reportOf(n.name, a, running, refused, time.Now(), nuid.Next())); err != nil {
+	r := reportOf(n.name, a, running, refused, time.Now(), nuid.Next())
+	if in, err := n.state.Installed(); err == nil {
+		for mod, digest := range in {
+			if a.Declaration.Artifacts[mod].Digest == digest {
+				if r.Installed == nil {
+					r.Installed = map[string]string{}
+				}
+				r.Installed[mod] = digest
+			}
+		}
+	}
+	if err := n.out.add(r); err != nil {
 		n.log.Error("report not kept", "err", err)
 	}
 }

@@ -56,6 +56,7 @@ type supervisor struct {
 type supervised struct {
 	version string
 	config  []byte // the configuration declared (wire.Declaration.Config), if any
+	program string // the artifact installed as its program (its digest), if any
 	cancel  context.CancelFunc
 	done    chan struct{}
 	mu      sync.Mutex
@@ -92,7 +93,7 @@ func (s *supervisor) set(d wire.Declaration) error {
 	var stopping []*supervised
 	var gone []string
 	for mod, p := range s.procs {
-		if !slices.Contains(d.Modules, mod) || p.version != d.Versions[mod] || !bytes.Equal(p.config, d.Config[mod]) {
+		if !slices.Contains(d.Modules, mod) || p.version != d.Versions[mod] || !bytes.Equal(p.config, d.Config[mod]) || p.program != d.Artifacts[mod].Digest {
 			stopping = append(stopping, p)
 			delete(s.procs, mod)
 		}
@@ -103,6 +104,7 @@ func (s *supervisor) set(d wire.Declaration) error {
 	for _, mod := range d.Modules {
 		if _, ok := s.procs[mod]; !ok {
 			s.procs[mod] = s.start(mod, d.Versions[mod], d.Config[mod])
+			s.procs[mod].program = d.Artifacts[mod].Digest
 		}
 	}
 	s.mu.Unlock()

@@ -146,6 +146,16 @@ type BuildRequest struct {
 // BuildID is the id of the build of module at revision of repo.
 func BuildID(repo, module, revision string) string { return repo + "/" + module + "@" + revision }
 
+// CONTROL recognises a duplicate by its message id across all its
+// subjects, so each kind of message about a build has its own: an
+// announcement of the revision, and the build's outcome. A request on
+// BUILDS is the build's id itself.
+func SourceChangeMsgID(buildID string) string { return "changed:" + buildID }
+
+// BuiltMsgID is the message id of a build's outcome: a build done twice
+// (its builder killed after it said) is recorded once.
+func BuiltMsgID(buildID string) string { return "built:" + buildID }
+
 // Build outcomes.
 const (
 	BuildSucceeded = "built"

@@ -31,6 +31,9 @@ type Report struct {
 	// Refused is why the node refused a declaration, when it did: the
 	// revision or the stream sequence it refused, and the reason.
 	Refused string `json:"refused,omitempty"`
+	// Installed are the artifacts the node installed for the declaration
+	// it runs, by module (their digests).
+	Installed map[string]string `json:"installed,omitempty"`
 }
 
 // ErrReport is wrapped by every refusal of a report.

@@ -1,0 +1,215 @@
+// Command source is the beds' stand-in for a source repository, the build
+// source of design 25 §1 and §9 step 4, which in a real mesh is a code
+// host's repository and a hook that announces its pushes. It holds
+// revisions as files, answers the builders' fetches of exactly one
+// revision (wire.SourceFetch), and announces a new revision on
+// wire.SourceChanged through JetStream, so that a bed can commit, see the
+// controller ask for a build, and slow the answers down to catch a
+// builder mid-build. It connects as the repository's user
+// (wire.PrincipalSource), whose name is the repository's.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `source is the beds' stand-in for a source repository.
+
+Usage:
+  source serve  --credential FILE --repo DIR [--delay D]
+  source commit --credential FILE --repo DIR --module M --revision R --content TEXT [--timeout D]
+
+A repository holds revision R of module M as the file DIR/M/R, whose bytes
+are the revision's content. Its name is its credential's (principal
+"source", name <repo>).
+
+serve answers the builders' fetches on mesh.source.<repo>.fetch from DIR
+until SIGTERM or SIGINT; --delay makes each answer wait D first.
+
+commit writes revision R of module M with content TEXT into DIR (a
+temporary file and a rename; a revision already there with other content
+is refused, the same content is announced again), announces it on
+mesh.control.source.<repo>.changed through JetStream, waits for CONTROL's
+acknowledgement (--timeout, default 10s) and prints the announcement as
+one JSON line.
+
+Exit status: 0 served until told to stop, or committed and announced (or
+help: help, -h, --help, <command> --help); 1 the credential, the
+directory, the bus or the acknowledgement failed; 2 bad usage (flags, a
+module name, a revision or a content the wire refuses).
+`
+
+// run is main with its outside world passed in; it returns the exit
+// status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	switch args[0] {
+	case "serve", "commit":
+	default:
+		fmt.Fprintf(stderr, "source: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	var flagOut bytes.Buffer
+	fs.SetOutput(&flagOut)
+	fs.Usage = func() {
+		fmt.Fprintf(&flagOut, "%s\nFlags of %s:\n", usage, cmd)
+		fs.PrintDefaults()
+	}
+	credFile := fs.String("credential", "", "the repository's credential `file`")
+	dir := fs.String("repo", "", "the repository's `directory`")
+	var (
+		delay                     *time.Duration
+		timeout                   *time.Duration
+		module, revision, content *string
+	)
+	if cmd == "serve" {
+		delay = fs.Duration("delay", 0, "wait `D` before each answer")
+	} else {
+		module = fs.String("module", "", "the module `M`")
+		revision = fs.String("revision", "", "the revision `R`")
+		content = fs.String("content", "", "the revision's content `TEXT`")
+		timeout = fs.Duration("timeout", 10*time.Second, "wait `D` for the bus and CONTROL's acknowledgement")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, _ = stdout.Write(flagOut.Bytes())
+			return 0
+		}
+		_, _ = stderr.Write(flagOut.Bytes())
+		return 2
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "source %s: %s\n\n%s", cmd, fmt.Sprintf(format, a...), usage)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected argument %q", fs.Arg(0))
+	}
+	if *credFile == "" || *dir == "" {
+		return bad("--credential FILE and --repo DIR are required")
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("program", "source", "command", cmd)
+	fail := func(err error) int {
+		log.Error("source "+cmd+" failed", "err", err)
+		fmt.Fprintf(stderr, "source %s: %v\n", cmd, err)
+		return 1
+	}
+	repo := repository{dir: *dir}
+	if cmd == "serve" {
+		if *delay < 0 {
+			return bad("--delay %s is negative", *delay)
+		}
+		if fi, err := os.Stat(*dir); err != nil {
+			return fail(fmt.Errorf("repository directory: %w", err))
+		} else if !fi.IsDir() {
+			return fail(fmt.Errorf("repository directory %s is not a directory", *dir))
+		}
+		cred, err := loadCredential(*credFile)
+		if err != nil {
+			return fail(err)
+		}
+		nc, err := dial(ctx, cred, 10*time.Second, log, nats.MaxReconnects(-1))
+		if err != nil {
+			return fail(err)
+		}
+		defer nc.Close()
+		if err := serve(ctx, nc, cred.Name, repo, *delay, log); err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+
+	switch {
+	case *module == "" || *revision == "":
+		return bad("--module M and --revision R are required")
+	case *timeout <= 0:
+		return bad("--timeout %s is not positive", *timeout)
+	}
+	if err := checkRevision(*module, *revision); err != nil {
+		return bad("%v", err)
+	}
+	if *content == "" {
+		return bad("--content TEXT is required, and not empty: an empty revision cannot be carried")
+	}
+	if len(*content) > wire.MaxSourceContent {
+		return bad("--content is %d bytes, more than a revision may carry (%d)", len(*content), wire.MaxSourceContent)
+	}
+	cred, err := loadCredential(*credFile)
+	if err != nil {
+		return fail(err)
+	}
+	if err := repo.write(*module, *revision, []byte(*content)); err != nil {
+		return fail(fmt.Errorf("write revision %s of %s: %w", *revision, *module, err))
+	}
+	cctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	nc, err := dial(cctx, cred, *timeout, log)
+	if err != nil {
+		return fail(err)
+	}
+	defer nc.Close()
+	change, err := announce(cctx, nc, cred.Name, *module, *revision, time.Now())
+	if err != nil {
+		return fail(fmt.Errorf("revision %s of %s is written but not announced: %w", *revision, *module, err))
+	}
+	line, _ := json.Marshal(change)
+	fmt.Fprintf(stdout, "%s\n", line)
+	log.Info("revision committed and announced", "repo", change.Repo, "module", change.Module, "revision", change.Revision)
+	return 0
+}
+
+// loadCredential reads a source repository's credential.
+func loadCredential(path string) (wire.Credential, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("credential: %w", err)
+	}
+	cred, err := wire.ParseCredential(data)
+	if err != nil {
+		return wire.Credential{}, fmt.Errorf("credential %s: %w", path, err)
+	}
+	if cred.Principal != wire.PrincipalSource {
+		return wire.Credential{}, fmt.Errorf("credential %s: principal %q, want %q (a source repository's)", path, cred.Principal, wire.PrincipalSource)
+	}
+	return cred, nil
+}
+
+// dial connects as the repository; what the server reports after the
+// fact (a permissions violation) is logged.
+func dial(ctx context.Context, cred wire.Credential, timeout time.Duration, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return link.Dial(dctx, cred,
+		link.WithName(wire.SourceUser(cred.Name)),
+		link.WithErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("the bus reports", "err", err)
+		}),
+		link.WithNATSOptions(extra...))
+}
