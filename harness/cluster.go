@@ -240,6 +240,10 @@ func (c *Cluster) memberPhases() []phase {
 				out = append(out, phase{m.Name, c.startController})
 			case topology.KindHost:
 				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startHost(ctx, m) }})
+			case topology.KindSource:
+				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startSource(ctx, m) }})
+			case topology.KindBuilder:
+				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startBuilder(ctx, m) }})
 			case topology.KindRabbitMQ:
 				out = append(out, phase{m.Name, func(ctx context.Context) error { _, err := c.RaiseAMQP(ctx); return err }})
 			}

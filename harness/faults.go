@@ -80,7 +80,9 @@ var kindRoles = map[string]string{topology.KindNATS: RoleNATS, topology.KindCont
 // memberRole is the role member m plays in the run: its kind's, or for a
 // host, of which there are several, its node's name.
 func memberRole(m topology.Member) string {
-	if m.Kind == topology.KindHost {
+	switch m.Kind {
+	case topology.KindHost, topology.KindSource, topology.KindBuilder:
+		// Named by their member: the role the container was raised as.
 		return m.Name
 	}
 	return kindRoles[m.Kind]

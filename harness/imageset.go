@@ -9,6 +9,7 @@ import (
 // imageSet holds the references of the images a cluster runs.
 type imageSet struct {
 	nats, controller, probe, host string
+	builder, source               string
 }
 
 // ensureImages builds whichever of the cluster's images is missing or
@@ -18,7 +19,7 @@ type imageSet struct {
 func (s *Session) ensureImages(ctx context.Context, hosts bool) (imageSet, error) {
 	specs := []images.Spec{images.NATS(), images.Controller(), images.Probe()}
 	if hosts {
-		specs = append(specs, images.Host())
+		specs = append(specs, images.Host(), images.BuildMachine(), images.Source())
 	}
 	refs, err := s.builder.EnsureAll(ctx, specs...)
 	if err != nil {
@@ -31,6 +32,8 @@ func (s *Session) ensureImages(ctx context.Context, hosts bool) (imageSet, error
 	}
 	if hosts {
 		set.host = refs[images.Host().Name]
+		set.builder = refs[images.BuildMachine().Name]
+		set.source = refs[images.Source().Name]
 	}
 	return set, nil
 }

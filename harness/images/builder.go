@@ -209,6 +209,9 @@ func (b *Builder) build(ctx context.Context, docker engine, root string, s Spec,
 	}
 	defer os.RemoveAll(dir)
 	for _, bin := range s.Binaries {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, bin.Name)), 0o755); err != nil {
+			return "", fmt.Errorf("make build context: %w", err)
+		}
 		if err := b.goBuild(ctx, root, bin, filepath.Join(dir, bin.Name)); err != nil {
 			return "", err
 		}

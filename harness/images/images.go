@@ -87,6 +87,39 @@ func Host() Spec {
 	}
 }
 
+// BuilderCredential is where the builder's and a source repository's
+// images read their credential (the harness puts it there).
+const BuilderCredential = "/etc/mesh/credential.json"
+
+// BuildMachine is mesh-builder: the builder (mesh-build serve) with, as its
+// toolchain, the programs of the sample modules at /toolchain/<module> —
+// the stand-in for a compiler: an artifact is the module's program with
+// the revision's provenance after it (mesh/build).
+func BuildMachine() Spec {
+	bins := []Binary{{Package: module + "/cmd/mesh-build", Name: "mesh-build"}}
+	for _, m := range []struct{ pkg, name string }{{"sensor", "sensor"}, {"catalog", "mesh-catalog"}, {"relay", "relay"}, {"relay", "stranger"}} {
+		bins = append(bins, Binary{Package: module + "/mesh/modules/" + m.pkg, Name: "toolchain/" + m.name})
+	}
+	return Spec{
+		Name:       "mesh-builder",
+		Binaries:   bins,
+		Entrypoint: []string{"/mesh-build"},
+		Cmd:        []string{"serve", "--credential=" + BuilderCredential, "--toolchain=/toolchain"},
+	}
+}
+
+// Source is mesh-source, the beds' stand-in for a source repository: its
+// revisions under /var/lib/source, each fetch answered after 2 s, so that
+// a build is in hand long enough for a bed to kill its builder.
+func Source() Spec {
+	return Spec{
+		Name:       "mesh-source",
+		Binaries:   []Binary{{Package: module + "/stand-ins/source", Name: "source"}},
+		Entrypoint: []string{"/source"},
+		Cmd:        []string{"serve", "--credential=" + BuilderCredential, "--repo=/var/lib/source", "--delay=2s"},
+	}
+}
+
 // Probe is mesh-probe, the one-shot observer run on a chosen network.
 func Probe() Spec {
 	return Spec{
@@ -110,7 +143,7 @@ func Module(name string) Spec {
 // of conformance/registry.yaml (a test keeps the two lists equal), and
 // the sample modules the beds run.
 func All() []Spec {
-	return []Spec{NATS(), Controller(), Host(), Probe(), Driver("go", module+"/conformance/drivers/go"), Module("echo")}
+	return []Spec{NATS(), Controller(), Host(), BuildMachine(), Source(), Probe(), Driver("go", module+"/conformance/drivers/go"), Module("echo")}
 }
 
 // Driver is the image of an implementation's conformance driver written

@@ -38,12 +38,17 @@ const (
 	// on the private network, where it enrols. It needs the bus and the
 	// controller.
 	KindHost = "host"
+	// KindBuilder is the build machine (mesh-build serve), and
+	// KindSource a source repository (the stand-in), named by the
+	// repository ("modules"): the build path of design 25 §9 step 4.
+	KindBuilder = "builder"
+	KindSource  = "source"
 )
 
 // Kinds lists every kind, in the order the harness raises them: the store
 // before genesis, the bus before the controller that needs it, the hosts
 // after the controller that answers their enrolment.
-var Kinds = []string{KindPostgres, KindNATS, KindController, KindHost, KindRabbitMQ}
+var Kinds = []string{KindPostgres, KindNATS, KindController, KindHost, KindSource, KindBuilder, KindRabbitMQ}
 
 // Networks of a cluster.
 const (
@@ -188,6 +193,8 @@ func Living() Topology {
 		{Name: "controller", Kind: KindController, Networks: []string{Private}},
 		{Name: "node-a", Kind: KindHost, Networks: []string{Private}},
 		{Name: "node-b", Kind: KindHost, Networks: []string{Private}},
+		{Name: "modules", Kind: KindSource, Networks: []string{Private}},
+		{Name: "builder", Kind: KindBuilder, Networks: []string{Private}},
 	}}
 }
 
