@@ -187,3 +187,46 @@ Feature: Living — the mesh living on its bus
     When the controller revokes the person "carol"
     Then the server shows no open connection of "person.carol"
     And the person "carol" calling "sensor.calibrate" through her client is refused at login, as revoked
+
+  @builds
+  Scenario: A build source's change reaches the builder over the bus, and the build that follows is the one it asked for
+    Design 25 §9 step 4. The repository (the stand-in "modules") commits a revision and announces
+    it on CONTROL; the controller asks for the build on BUILDS, whose one consumer lets a builder
+    take one build at a time; the builder fetches exactly that revision from the repository, builds
+    it into an artifact (the module's program with the revision's provenance after it), stores it
+    in ARTIFACTS and says so on mesh.control.built; the controller records it once. A revision the
+    repository does not have is a build that failed, saying so. A builder killed mid-build has its
+    request handed to the builder started again, and the build is recorded once.
+
+    When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
+    Then within 30 seconds status shows the build of "sensor" at "r2" built
+    And the artifact ARTIFACTS holds for that build is the program of "sensor" with the provenance of revision "r2" and its content
+    When the repository "modules" announces revision "r9" of "sensor", which it does not have
+    Then within 30 seconds status shows the build of "sensor" at "r9" failed, saying "revision r9 of sensor is not in repository modules"
+    Given I note how often the builders have been handed a build
+    When the repository "modules" commits revision "r3" of "sensor" with the content "calibrated against the r3 reference"
+    And the builder is killed with SIGKILL while that build is in hand
+    And the builder is started again
+    Then within 60 seconds status shows the build of "sensor" at "r3" built
+    And the builders were handed that build 2 times, and status records it once
+    And the artifact ARTIFACTS holds for that build is the program of "sensor" with the provenance of revision "r3" and its content
+
+  @install
+  Scenario: An installation completes over the bus, with the outcome the path it replaces produced
+    The push declares the artifact a build produced; the node's host fetches it from ARTIFACTS (its
+    grant names that artifact's chunks and no other's), checks its digest, installs it as the
+    module's program, runs it as a process of its own and reports it installed. The record status
+    keeps of it has the fields and values of the one the AMQP path kept. An artifact whose bytes
+    are not its digest is refused by the node that fetched it, naming both.
+
+    When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
+    Then within 30 seconds status shows the build of "sensor" at "r2" built
+    When a push installs that build of "sensor" on "node-a"
+    Then within 30 seconds status shows "node-a" installed that build of "sensor", and runs it
+    And the installation's record on "node-a" has the fields and values of "testdata/amqp-installation.json"
+    When the person "bob" calls "sensor.calibrate" with {"to": 4} 1 times through her client
+    Then every answer is {"offset":4}
+    When the chunks ARTIFACTS holds of that build are overwritten with other bytes
+    And a push installs that build of "sensor" on "node-b"
+    Then within 30 seconds status shows "node-b" refused that build, naming its digest and the one it fetched
+    And within 30 seconds status shows "node-a" installed that build of "sensor", and runs it

@@ -55,6 +55,9 @@ type Mesh interface {
 	IssuePerson(ctx context.Context, name string, tools []string, admin bool, key string) ([]byte, error)
 	// RevokePerson has the controller revoke the person name.
 	RevokePerson(ctx context.Context, name string) error
+	// Commit has the source repository repo commit revision of module
+	// with content and announce it (source commit, in its container).
+	Commit(ctx context.Context, repo, module, revision, content string) (string, error)
 	Enrolment(node string) (Enrolment, error)
 
 	// QueryStore reads the controller's PostgreSQL store itself (psql in

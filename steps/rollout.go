@@ -95,6 +95,10 @@ type fullStatus struct {
 	Nodes    []ctl.NodeStatus `json:"nodes"`
 	Dead     []ctl.DeadLetter `json:"dead_letters"`
 	Refusals ctl.Refusals     `json:"refusals"`
+	// The build path: the builds asked and their outcomes, and what each
+	// node did with the artifacts declared to it.
+	Builds        []ctl.Build        `json:"builds"`
+	Installations []ctl.Installation `json:"installations"`
 }
 
 func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {

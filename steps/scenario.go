@@ -59,6 +59,7 @@ type scenario struct {
 	live       living
 	ro         rollout
 	pp         persons
+	bd         builds
 	// brokenFrom and brokenUntil bound the last fault held for a time.
 	brokenFrom, brokenUntil time.Time
 }

@@ -94,6 +94,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindLiving(sc)
 	s.bindRollout(sc)
 	s.bindPersons(sc)
+	s.bindBuilds(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

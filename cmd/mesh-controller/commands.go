@@ -322,17 +322,25 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 	if err != nil {
 		return err
 	}
+	installs, err := controller.Installations(ctx, store)
+	if err != nil {
+		return err
+	}
 	if asJSON {
 		if builds == nil {
 			builds = []controller.Build{}
 		}
+		if installs == nil {
+			installs = []controller.Installation{}
+		}
 		return printJSON(w, struct {
 			controller.Status
-			Nodes    []controller.NodeStatus `json:"nodes"`
-			Dead     []controller.DeadLetter `json:"dead_letters"`
-			Refusals controller.Refusals     `json:"refusals"`
-			Builds   []controller.Build      `json:"builds"`
-		}{st, nodes, dead, refused, builds})
+			Nodes         []controller.NodeStatus   `json:"nodes"`
+			Dead          []controller.DeadLetter   `json:"dead_letters"`
+			Refusals      controller.Refusals       `json:"refusals"`
+			Builds        []controller.Build        `json:"builds"`
+			Installations []controller.Installation `json:"installations"`
+		}{st, nodes, dead, refused, builds, installs})
 	}
 	if len(st.Failing) == 0 {
 		fmt.Fprintln(w, "no provision is failing")
@@ -357,6 +365,16 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 			d.Module, d.Node, d.Consumer, d.EventID, d.Subject, d.StreamSeq, d.Deliveries, d.At.UTC().Format(time.RFC3339))
 	}
 	printBuilds(w, builds)
+	if len(installs) > 0 {
+		fmt.Fprintf(w, "%d installation(s):\n", len(installs))
+	}
+	for _, in := range installs {
+		line := fmt.Sprintf("  %s on %s: %s@%s (%s): %s", in.Module, in.Node, in.Repo, in.Revision, in.Artifact, in.Outcome)
+		if in.Reason != "" {
+			line += ": " + in.Reason
+		}
+		fmt.Fprintln(w, line)
+	}
 	printRefusals(w, refused)
 	return nil
 }
