@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -304,7 +305,10 @@ func (s Spec) check() error {
 	}
 	seen := map[string]bool{}
 	for _, bin := range s.Binaries {
-		if bin.Package == "" || bin.Name == "" || strings.ContainsAny(bin.Name, "/ ") || bin.Name == "Dockerfile" {
+		// A name is a relative, clean path: a file at the root, or in a
+		// directory of the image (toolchain/sensor).
+		if bin.Package == "" || bin.Name == "" || strings.ContainsAny(bin.Name, " \\") || bin.Name == "Dockerfile" ||
+			path.IsAbs(bin.Name) || path.Clean(bin.Name) != bin.Name || strings.HasPrefix(bin.Name, "../") {
 			return fmt.Errorf("check spec %s: bad binary %+v", s.Name, bin)
 		}
 		if seen[bin.Name] {

@@ -201,11 +201,16 @@ func TestSpecCheck(t *testing.T) {
 		"tag in name":  {Name: "mesh:1", Binaries: bin},
 		"no binaries":  {Name: "mesh"},
 		"twice":        {Name: "mesh", Binaries: append(bin, bin...)},
-		"path in name": {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "a/b"}}},
+		"absolute":     {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "/a/b"}}},
+		"unclean":      {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "a/../../b"}}},
+		"out of it":    {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "../b"}}},
 		"dockerfile":   {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "Dockerfile"}}},
 	} {
 		if err := s.check(); err == nil {
 			t.Errorf("%s: expected an error", name)
 		}
+	}
+	if err := (Spec{Name: "mesh", Binaries: []Binary{{Package: "p", Name: "toolchain/sensor"}}}).check(); err != nil {
+		t.Errorf("a binary in a directory of the image: %v", err)
 	}
 }
