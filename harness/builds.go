@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/moby/moby/api/types/container"
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -29,8 +33,18 @@ const (
 	SourceRepoDir = "/var/lib/source"
 )
 
+// startSource raises the repository m.Name, its revisions in a directory
+// of the work directory bound at SourceRepoDir, so that they outlive a
+// restart of its container (and a person can read them).
 func (c *Cluster) startSource(ctx context.Context, m topology.Member) error {
-	return c.startBuildMember(ctx, m.Name, c.images.source, wire.SourceUser(m.Name), sourceReady)
+	dir := filepath.Join(c.s.work, "sources", m.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("start source %s: %w", m.Name, err)
+	}
+	bind := testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+		hc.Binds = append(hc.Binds, dir+":"+SourceRepoDir)
+	})
+	return c.startBuildMember(ctx, m.Name, c.images.source, wire.SourceUser(m.Name), sourceReady, bind)
 }
 
 func (c *Cluster) startBuilder(ctx context.Context, m topology.Member) error {
@@ -39,7 +53,7 @@ func (c *Cluster) startBuilder(ctx context.Context, m topology.Member) error {
 
 // startBuildMember raises role from image with user's credential, on the
 // private network under role's name, waited for until it logs ready.
-func (c *Cluster) startBuildMember(ctx context.Context, role, image, user, ready string) error {
+func (c *Cluster) startBuildMember(ctx context.Context, role, image, user, ready string, more ...testcontainers.ContainerCustomizer) error {
 	doc, err := c.controllerStdout(ctx, "credential", controllerctr.CredentialArgs(user))
 	if err != nil {
 		return fmt.Errorf("start %s: its credential: %w", role, err)
@@ -49,6 +63,7 @@ func (c *Cluster) startBuildMember(ctx context.Context, role, image, user, ready
 		network.WithNetworkName([]string{role}, c.networks[Private]),
 		testcontainers.WithWaitStrategyAndDeadline(c.readyTimeout, wait.ForLog(ready).WithStartupTimeout(c.readyTimeout)),
 	)
+	opts = append(opts, more...)
 	ctr, runErr := testcontainers.Run(ctx, image, opts...)
 	var got started
 	if ctr != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -458,4 +459,18 @@ func checkPersonTools(c Credential) error {
 // what a client offers the person.
 func (c Credential) MayCall(module, tool string) bool {
 	return slices.Contains(c.Tools, "*") || slices.Contains(c.Tools, module+"."+tool)
+}
+
+// ReadCredentialFile reads and checks the credential document at path,
+// the path named in every error.
+func ReadCredentialFile(path string) (Credential, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Credential{}, fmt.Errorf("credential: %w", err)
+	}
+	cred, err := ParseCredential(data)
+	if err != nil {
+		return Credential{}, fmt.Errorf("credential %s: %w", path, err)
+	}
+	return cred, nil
 }

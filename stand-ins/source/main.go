@@ -187,13 +187,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // loadCredential reads a source repository's credential.
 func loadCredential(path string) (wire.Credential, error) {
-	data, err := os.ReadFile(path)
+	cred, err := wire.ReadCredentialFile(path)
 	if err != nil {
-		return wire.Credential{}, fmt.Errorf("credential: %w", err)
-	}
-	cred, err := wire.ParseCredential(data)
-	if err != nil {
-		return wire.Credential{}, fmt.Errorf("credential %s: %w", path, err)
+		return wire.Credential{}, err
 	}
 	if cred.Principal != wire.PrincipalSource {
 		return wire.Credential{}, fmt.Errorf("credential %s: principal %q, want %q (a source repository's)", path, cred.Principal, wire.PrincipalSource)
