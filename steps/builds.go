@@ -296,6 +296,7 @@ func (s *scenario) theChunksAreOverwritten(ctx context.Context) error {
 }
 
 func (s *scenario) statusShowsTheInstallRefused(ctx context.Context, secs int, node string) error {
+	s.bd.pushed = time.Time{} // the push refused is not an installation to measure
 	return eventually(ctx, time.Duration(secs)*time.Second, func(ctx context.Context) error {
 		st, err := s.fullStatus(ctx)
 		if err != nil {

@@ -37,7 +37,7 @@ const (
 // installFirst bounds the first attempt to fetch a declaration's
 // artifacts, installTimeout the longest.
 const (
-	installFirst   = 3 * time.Second
+	installFirst   = time.Second
 	installTimeout = 2 * time.Minute
 )
 
@@ -276,7 +276,8 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		if n.sup != nil {
 			programs = n.sup.programs
 		}
-		// The first attempt is short: the declaration may come a moment
+		// The first attempt is short (the beds' reload lands within a
+		// second): the declaration may come a moment
 		// before the server reloads the grant of its artifacts' chunks,
 		// and a refused direct get is dropped with an asynchronous error,
 		// so the request waits out its bound. Each failure doubles it.
