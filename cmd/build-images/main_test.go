@@ -14,7 +14,7 @@ func TestUsage(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"-h"}, 0, "mesh-nats, mesh-controller, mesh-host, mesh-probe"},
+		{[]string{"-h"}, 0, "mesh-nats, mesh-controller, mesh-host, mesh-builder, mesh-source, mesh-probe"},
 		{[]string{"--help"}, 0, "Usage: build-images"},
 		{[]string{"--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"mesh-nope"}, 2, `unknown image "mesh-nope"`},

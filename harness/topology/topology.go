@@ -132,6 +132,9 @@ func (t Topology) Check() error {
 	if count[KindHost] > 0 && (count[KindController] == 0 || count[KindNATS] == 0) {
 		bad("members of kind %s need a member of kind %s and one of kind %s: a host enrols over the bus with the controller", KindHost, KindController, KindNATS)
 	}
+	if count[KindSource]+count[KindBuilder] > 0 && (count[KindController] == 0 || count[KindNATS] == 0) {
+		bad("members of kinds %s and %s need a member of kind %s and one of kind %s: their credentials are the controller's, their work comes over the bus", KindSource, KindBuilder, KindController, KindNATS)
+	}
 	for i, m := range t.Members {
 		if m.OnDemand && m.Kind != KindRabbitMQ {
 			bad("members[%d] %q: a member of kind %s is raised with the cluster, not on demand (only %s is)", i, m.Name, m.Kind, KindRabbitMQ)

@@ -15,7 +15,7 @@ func TestTheBedsTopologiesAreValid(t *testing.T) {
 	if got := Genesis().WithAMQP().String(); got != "bus (nats) on private, outside\ncontroller (controller) on private\namqp (rabbitmq) on private, raised when a step asks" {
 		t.Errorf("String:\n%s", got)
 	}
-	if got := Living().String(); got != "store (postgres) on private\nbus (nats) on private, outside\ncontroller (controller) on private\nnode-a (host) on private\nnode-b (host) on private" {
+	if got := Living().String(); got != "store (postgres) on private\nbus (nats) on private, outside\ncontroller (controller) on private\nnode-a (host) on private\nnode-b (host) on private\nmodules (source) on private\nbuilder (builder) on private" {
 		t.Errorf("String:\n%s", got)
 	}
 	if !Living().Has(KindPostgres) || Genesis().Has(KindPostgres) || len(Living().OfKind(KindHost)) != 2 {
@@ -32,7 +32,7 @@ func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
 		want string
 	}{
 		"empty":          {Topology{}, "no members"},
-		"unknown kind":   {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "mysql", Networks: []string{Private}}}}, `unknown kind "mysql" (the harness runs: postgres, nats, controller, host, rabbitmq)`},
+		"unknown kind":   {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "mysql", Networks: []string{Private}}}}, `unknown kind "mysql" (the harness runs: postgres, nats, controller, host, source, builder, rabbitmq)`},
 		"two stores":     {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "s1", Kind: KindPostgres, Networks: []string{Private}}, {Name: "s2", Kind: KindPostgres, Networks: []string{Private}}}}, "the controller has one store"},
 		"host alone":     {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind nats"},
 		"store later":    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "store", Kind: KindPostgres, Networks: []string{Private}, OnDemand: true}}}, "raised with the cluster, not on demand"},
