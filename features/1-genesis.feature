@@ -9,7 +9,7 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
   sensor (emits reading and alarm.raised, serves calibrate) and mesh-catalog (seat
   mesh-catalog, serves catalog_tools) on node-a; logger (consumes sensor.reading and
   sensor.alarm.>, uses mesh-catalog.catalog_tools) on node-b; persons alice and bob;
-  one enrolment token.
+  one enrolment token; the builder, and the source repository "modules" it builds from.
 
   Background:
     Given a mesh raised from nothing from "testdata/mesh.yaml"
@@ -17,15 +17,17 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
   Scenario: The streams exist with the retention of design 25 §3, and a second start changes nothing
     The control plane's streams are in an account of their own (docs/decisions/0001-accounts.md),
     and every stream is bounded: a full one refuses what is new rather than drop what it holds,
-    but for DEAD, whose oldest records go first.
+    but for DEAD, whose oldest records go first, and ARTIFACTS, whose oldest artifacts give way to
+    new builds (docs/decisions/0006-builds-and-installation.md).
 
     Then the server has exactly these streams:
-      | account | stream  | retention | subjects                                                                          | max per subject | when full    |
-      | CONTROL | CONTROL | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push | unlimited       | refuses new  |
-      | CONTROL | NODES   | limits    | mesh.node.>                                                                       | 1               | refuses new  |
-      | CONTROL | BUILDS  | workqueue | mesh.build.>                                                                      | unlimited       | refuses new  |
-      | MESH    | EVENTS  | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                           | unlimited       | refuses new  |
-      | MESH    | DEAD    | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                               | unlimited       | drops oldest |
+      | account | stream    | retention | subjects                                                                                                         | max per subject | when full    |
+      | CONTROL | CONTROL   | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push, mesh.control.source.*.changed | unlimited       | refuses new  |
+      | CONTROL | NODES     | limits    | mesh.node.>                                                                                                      | 1               | refuses new  |
+      | CONTROL | BUILDS    | workqueue | mesh.build.>                                                                                                     | unlimited       | refuses new  |
+      | CONTROL | ARTIFACTS | limits    | mesh.artifact.>                                                                                                  | 1               | drops oldest |
+      | MESH    | EVENTS    | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                                                          | unlimited       | refuses new  |
+      | MESH    | DEAD      | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                                                              | unlimited       | drops oldest |
     And the server has exactly these durable pull consumers:
       | stream  | consumer      | filters                                                    |
       | CONTROL | controller    |                                                            |
@@ -38,17 +40,19 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
 
   Scenario: The server accepts exactly the users composed from the manifests
     Then each of these users connects with the credential genesis wrote for it:
-      | user               |
-      | controller         |
-      | controller.mesh    |
-      | host.node-a        |
-      | host.node-b        |
-      | mod.node-a.sensor  |
+      | user                    |
+      | controller              |
+      | controller.mesh         |
+      | host.node-a             |
+      | host.node-b             |
+      | mod.node-a.sensor       |
       | mod.node-a.mesh-catalog |
-      | mod.node-b.logger  |
-      | person.alice       |
-      | person.bob         |
-      | enrol.tok-node-c   |
+      | mod.node-b.logger       |
+      | person.alice            |
+      | person.bob              |
+      | enrol.tok-node-c        |
+      | builder                 |
+      | source.modules          |
     And a user absent from the manifests is refused by the server
     And a composed user presenting another's password is refused by the server
     And for every user, the server refuses exactly what its composed grants do not allow, over every subject of the mesh
