@@ -2,8 +2,10 @@
 // a token (once; its state directory keeps the node's own credential and
 // sealing key, 0600), connects as the node's host, says it is alive,
 // takes its newest declaration from NODES, fetches its modules'
-// credentials, runs each declared module as its own process (from
-// --programs), and reports what it runs.
+// credentials, installs the artifacts the declaration names (fetched
+// from ARTIFACTS, their digests checked) into --programs, runs each
+// declared module as its own process from there, and reports what it runs
+// and installed.
 //
 //	mesh-host run --token FILE --state DIR [--programs DIR] [--heartbeat D] [--report-every D]
 //
@@ -60,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.TokenFile, "token", "", "the enrolment token (the credential mesh-controller token issue printed); read only until the node is enrolled")
 	fs.StringVar(&o.State.Dir, "state", "", "the host's state directory")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", host.DefaultHeartbeat, "how often the host says it is alive")
-	fs.StringVar(&o.Programs, "programs", "", "the directory of the modules' programs (<module>, else "+host.DefaultProgram+"); empty, the host runs no module")
+	fs.StringVar(&o.Programs, "programs", "", "the directory of the modules' programs, <module> (where installation puts a module's declared artifact), else "+host.DefaultProgram+"; empty, the host runs no module")
 	fs.DurationVar(&o.ReportEvery, "report-every", host.DefaultReportEvery, "how often the host reports what it runs, even unchanged")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
