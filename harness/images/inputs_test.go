@@ -197,14 +197,14 @@ func TestSpecCheck(t *testing.T) {
 	}
 	bin := []Binary{{Package: "p", Name: "x"}}
 	for name, s := range map[string]Spec{
-		"upper case":   {Name: "Mesh", Binaries: bin},
-		"tag in name":  {Name: "mesh:1", Binaries: bin},
-		"no binaries":  {Name: "mesh"},
-		"twice":        {Name: "mesh", Binaries: append(bin, bin...)},
-		"absolute":     {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "/a/b"}}},
-		"unclean":      {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "a/../../b"}}},
-		"out of it":    {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "../b"}}},
-		"dockerfile":   {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "Dockerfile"}}},
+		"upper case":  {Name: "Mesh", Binaries: bin},
+		"tag in name": {Name: "mesh:1", Binaries: bin},
+		"no binaries": {Name: "mesh"},
+		"twice":       {Name: "mesh", Binaries: append(bin, bin...)},
+		"absolute":    {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "/a/b"}}},
+		"unclean":     {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "a/../../b"}}},
+		"out of it":   {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "../b"}}},
+		"dockerfile":  {Name: "mesh", Binaries: []Binary{{Package: "p", Name: "Dockerfile"}}},
 	} {
 		if err := s.check(); err == nil {
 			t.Errorf("%s: expected an error", name)
