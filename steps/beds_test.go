@@ -2,33 +2,15 @@ package steps_test
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/steps"
 )
-
-// TestMain lifts go test's default ten-minute limit for this package when
-// no -timeout was given: the beds raise real clusters, and every bed
-// bounds itself with its own Timeout (and the runner declares a bed hung
-// when it ignores its context), so the sum of those is the real limit.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.timeout"); f != nil && f.Value.String() == (10*time.Minute).String() {
-		limit := 10 * time.Minute
-		for _, b := range beds.All() {
-			limit += b.Timeout
-		}
-		_ = f.Value.Set(limit.String())
-	}
-	os.Exit(m.Run())
-}
 
 // TestBeds runs every registered bed against real containers, as `bedrun
 // all` does. Where no Docker engine answers it is skipped, saying so; CI
