@@ -4,6 +4,13 @@
 // The Go side is only the test that runs its suites (node --test) within
 // go test, so the README's test command and CI run them too.
 //
-// Layout: src/nats/ the client (parser.js the command boundary,
-// headers.js the header block), test/ its node:test suites.
+// Layout: src/nats/ the client — parser.js the command boundary,
+// headers.js the header block, transport.js the Transport a connection
+// runs over (and memoryPair, the scripted server's end, for tests with no
+// socket), connection.js the handshake (INFO, the in-band TLS upgrade,
+// CONNECT and PING, up at the PONG), the server's PING answered, PONGs
+// matched in order, writes serialised, -ERR as the protocol's table says
+// — and test/ its node:test suites. Still to come (issue 11): the socket
+// dialer, reconnection, subscriptions and request/reply, the SDK, its
+// conformance driver.
 package sdkjs

@@ -1,0 +1,234 @@
+// One connection to one server: the handshake and the protocol's own
+// chatter (seed 002, "The handshake, and where TLS goes", "The
+// protocol's own chatter", "Writing is serialised"). Reconnection, the
+// subscriptions and request/reply are built on it.
+
+import { Parser } from './parser.js';
+import { ProtocolError } from './errors.js';
+
+const CRLF = '\r\n';
+
+// The -ERR the server leaves the connection open after (seed 002, "The
+// server's -ERR, as its table says"); every other one is followed by the
+// server closing the socket.
+const RECOVERABLE = [/^invalid subject/i, /^permissions violation/i];
+
+export function isRecoverable(message) {
+  return RECOVERABLE.some((re) => re.test(message));
+}
+
+// ServerError is a -ERR the server ended the session with, or refused the
+// handshake with ("Authorization Violation").
+export class ServerError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'ServerError';
+  }
+}
+
+export class Connection {
+  #t;
+  #parser;
+  #chain = Promise.resolve(); // every write goes through it, one after another
+  #pongs = []; // the waiters of the PINGs sent, in order: a PONG settles the oldest
+  #closed = null; // the cause, once closed
+  #onClosed = [];
+  #opts;
+  info = null;
+
+  // connect runs the handshake over transport t: the server's INFO; the
+  // TLS upgrade where the server requires it or the options ask for it,
+  // before anything is written; CONNECT and PING; up at the matching
+  // PONG. A second INFO (connect_info) is taken; a -ERR fails it with the
+  // server's words.
+  static async connect(t, opts = {}) {
+    const c = new Connection(t, opts);
+    await c.#handshake();
+    c.#readLoop();
+    return c;
+  }
+
+  constructor(t, opts) {
+    this.#t = t;
+    this.#opts = opts;
+    this.#parser = new Parser({ maxPayload: opts.maxPayload });
+  }
+
+  get closed() {
+    return this.#closed;
+  }
+
+  // onClosed registers fn, called once with the cause when the
+  // connection ends.
+  onClosed(fn) {
+    if (this.#closed) fn(this.#closed);
+    else this.#onClosed.push(fn);
+  }
+
+  async #handshake() {
+    const timeout = this.#opts.handshakeTimeoutMs ?? 5000;
+    const timer = setTimeout(() => this.#t.close(), timeout);
+    try {
+      const first = await this.#command();
+      if (first.op !== 'INFO') throw new ProtocolError(`the server began with ${first.op}, not INFO`);
+      this.info = first.info;
+      if (first.info.tls_required || this.#opts.tls) {
+        // Between INFO and CONNECT, where NATS puts it: CONNECT is never
+        // written in the clear to a server that wants TLS.
+        await this.#t.upgrade(this.#opts.tls ?? {});
+      }
+      await this.#t.write(Buffer.from(`CONNECT ${JSON.stringify(this.#connectOptions())}${CRLF}PING${CRLF}`));
+      for (;;) {
+        const c = await this.#command();
+        switch (c.op) {
+          case 'PONG':
+            return;
+          case 'INFO':
+            this.info = c.info;
+            continue;
+          case '+OK':
+            continue;
+          case '-ERR':
+            throw new ServerError(c.message);
+          case 'PING':
+            await this.#t.write(Buffer.from(`PONG${CRLF}`));
+            continue;
+          default:
+            throw new ProtocolError(`${c.op} before the handshake's PONG`);
+        }
+      }
+    } catch (err) {
+      this.#t.close();
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  #connectOptions() {
+    const o = {
+      verbose: false,
+      pedantic: false,
+      headers: true,
+      no_responders: true,
+      protocol: 1,
+      lang: 'mesh-js',
+      version: '0.0.0',
+      echo: true,
+    };
+    if (this.#opts.user !== undefined) {
+      o.user = this.#opts.user;
+      o.pass = this.#opts.pass;
+    }
+    if (this.#opts.name) o.name = this.#opts.name;
+    return o;
+  }
+
+  // #command reads until the parser holds a whole command.
+  async #command() {
+    for (;;) {
+      const c = this.#parser.next();
+      if (c !== null) return c;
+      const chunk = await this.#t.read();
+      if (chunk === null) throw new Error('the server closed the connection during the handshake');
+      this.#parser.push(chunk);
+    }
+  }
+
+  async #readLoop() {
+    try {
+      for (;;) {
+        for (const c of this.#parser.commands()) this.#dispatch(c);
+        const chunk = await this.#t.read();
+        if (chunk === null) {
+          this.#end(new Error('the connection was lost'));
+          return;
+        }
+        this.#parser.push(chunk);
+      }
+    } catch (err) {
+      this.#end(err);
+    }
+  }
+
+  #dispatch(c) {
+    switch (c.op) {
+      case 'PING':
+        this.write(`PONG${CRLF}`).catch(() => {});
+        return;
+      case 'PONG': {
+        const w = this.#pongs.shift();
+        if (w) w();
+        return;
+      }
+      case 'INFO':
+        this.info = c.info;
+        this.#opts.onInfo?.(c.info);
+        return;
+      case '-ERR':
+        if (isRecoverable(c.message)) {
+          this.#opts.onError?.(new ServerError(c.message));
+          return;
+        }
+        this.#end(new ServerError(c.message));
+        return;
+      case 'MSG':
+      case 'HMSG':
+        this.#opts.onMessage?.(c);
+        return;
+    }
+  }
+
+  // write queues bytes behind every write before it: a command of
+  // several writes never interleaves with another.
+  write(bytes) {
+    if (this.#closed) return Promise.reject(this.#closed);
+    const data = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
+    const done = this.#chain.then(() => {
+      if (this.#closed) throw this.#closed;
+      return this.#t.write(data);
+    });
+    this.#chain = done.catch(() => {});
+    return done;
+  }
+
+  // flush is a round trip: a PING, settled by its PONG (matched in order).
+  // One that times out keeps its place, so its PONG, when it comes, does
+  // not settle the next flush a round trip early.
+  flush(timeoutMs = 5000) {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        settled = true;
+        reject(new Error(`flush: no PONG within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#pongs.push(() => {
+        clearTimeout(timer);
+        if (!settled) resolve();
+      });
+      this.write(`PING${CRLF}`).catch((err) => {
+        clearTimeout(timer);
+        if (!settled) {
+          settled = true;
+          reject(err);
+        }
+      });
+    });
+  }
+
+  #end(cause) {
+    if (this.#closed) return;
+    this.#closed = cause;
+    this.#t.close();
+    for (const fn of this.#onClosed.splice(0)) fn(cause);
+  }
+
+  // close gives what is queued up to flushMs to be written (core NATS has
+  // no goodbye: what is still queued is all the server will ever get),
+  // then ends the connection.
+  async close(flushMs = 5000) {
+    if (this.#closed) return;
+    await Promise.race([this.#chain, new Promise((r) => setTimeout(r, flushMs).unref?.())]);
+    this.#end(new Error('closed'));
+  }
+}
