@@ -9,8 +9,11 @@
 // runs over (and memoryPair, the scripted server's end, for tests with no
 // socket), connection.js the handshake (INFO, the in-band TLS upgrade,
 // CONNECT and PING, up at the PONG), the server's PING answered, PONGs
-// matched in order, writes serialised, -ERR as the protocol's table says
-// — and test/ its node:test suites. Still to come (issue 11): the socket
-// dialer, reconnection, subscriptions and request/reply, the SDK, its
-// conformance driver.
+// matched in order, writes serialised, -ERR as the protocol's table says;
+// client.js publish (PUB, HPUB), subscriptions delivered one at a time and
+// capped (drops counted, said once per run), request/reply on an inbox
+// under the credential's prefix with a 503 as no responders — and test/
+// its node:test suites. Still to come (issue 11): the socket dialer and
+// its fingerprint pin, reconnection through the server pool, keepalive,
+// the SDK, its conformance driver, the benchmarks.
 package sdkjs

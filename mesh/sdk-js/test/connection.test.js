@@ -87,8 +87,11 @@ test('PONGs settle flushes in order, and a flush that timed out keeps its slot',
   await server.line(/^PING$/);
   let settled = false;
   second.then(() => (settled = true));
-  server.send('PONG\r\n'); // the timed-out flush's
-  await new Promise((r) => setTimeout(r, 50));
+  // The timed-out flush's PONG, then a PING of the server's: once the
+  // client has answered that, it has read the PONG before it.
+  server.send('PONG\r\nPING\r\n');
+  await server.line(/^PONG$/);
+  await Promise.resolve();
   assert.equal(settled, false, 'the first PONG settled the second flush a round trip early');
   server.send('PONG\r\n');
   await second;
@@ -111,9 +114,12 @@ test('a -ERR the server leaves the connection open after is reported; any other 
   const errors = [];
   const { c, server } = await up({ onError: (e) => errors.push(e.message) });
   server.send(`-ERR 'Permissions Violation for Publish to "mesh.x"'\r\n`);
-  await c.flush(2000).catch(() => {});
+  // A round trip after it: once the flush is settled, the -ERR before its
+  // PONG has been read.
+  const flushed = c.flush(2000);
   await server.line(/^PING$/);
   server.send('PONG\r\n');
+  await flushed;
   assert.deepEqual(errors, ['Permissions Violation for Publish to "mesh.x"']);
   assert.equal(c.closed, null);
   const closed = new Promise((r) => c.onClosed(r));

@@ -42,8 +42,9 @@ export function memoryPair() {
     send(text) {
       toClient.put(Buffer.from(text, 'utf8'));
     },
-    // received reads what the client wrote until it holds a line matching
-    // re, and returns that line.
+    // line reads what the client wrote until it holds a line matching re,
+    // skipping the lines before it, and returns that line; after a timeout
+    // the end is not to be read again (the test has failed).
     async line(re, timeoutMs = 2000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
@@ -56,7 +57,12 @@ export function memoryPair() {
         }
         const left = deadline - Date.now();
         if (left <= 0) throw new Error(`the client wrote no line matching ${re} within ${timeoutMs} ms`);
-        const chunk = await Promise.race([toServer.take(), new Promise((r) => setTimeout(() => r(undefined), left))]);
+        let timer;
+        const expired = new Promise((r) => {
+          timer = setTimeout(() => r(undefined), left);
+        });
+        const chunk = await Promise.race([toServer.take(), expired]);
+        clearTimeout(timer);
         if (chunk === null) throw new Error(`the transport closed before a line matching ${re}`);
         if (chunk !== undefined) server.pending += chunk.toString('utf8');
       }
