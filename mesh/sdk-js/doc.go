@@ -12,8 +12,13 @@
 // matched in order, writes serialised, -ERR as the protocol's table says;
 // client.js publish (PUB, HPUB), subscriptions delivered one at a time and
 // capped (drops counted, said once per run), request/reply on an inbox
-// under the credential's prefix with a 503 as no responders — and test/
-// its node:test suites. Still to come (issue 11): the socket dialer and
-// its fingerprint pin, reconnection through the server pool, keepalive,
-// the SDK, its conformance driver, the benchmarks.
+// under the credential's prefix with a 503 as no responders; socket.js
+// the Transport over node:net with the in-band TLS upgrade, the leaf's
+// sha256 pinned and its name checked before CONNECT — and test/ its
+// node:test suites: the unit ones with bytes alone (no socket, no port),
+// test/e2e/ against the real nats-server, which this package's Go test
+// starts in-process with the sample mesh's composed configuration and
+// hands to the suite (MESH_E2E). Still to come (issue 11): reconnection
+// through the server pool, keepalive, the SDK, its conformance driver,
+// the benchmarks.
 package sdkjs

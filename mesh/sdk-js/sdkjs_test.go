@@ -2,6 +2,7 @@ package sdkjs
 
 import (
 	"context"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -10,6 +11,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/meshbus/mesh/internal/natstest"
+	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 
 // TestNodeSuites runs the JavaScript suites with the machine's Node
@@ -46,16 +50,61 @@ func TestNodeSuites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Run("unit", func(t *testing.T) { runSuites(t, node, nil, "test/*.test.js") })
+	t.Run("against nats-server", func(t *testing.T) {
+		runSuites(t, node, []string{"MESH_E2E=" + e2eEnv(t)}, "test/e2e/*.test.js")
+	})
+}
+
+// runSuites runs node --test on the suites glob names and fails with
+// their output unless every test passed; with env (what the suites need
+// is given) a test that skipped is a failure too.
+func runSuites(t *testing.T, node string, env []string, glob string) {
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no suites match %s (%v)", glob, err)
+	}
+	dir := glob
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "test/")
+	cmd := exec.CommandContext(ctx, node, append([]string{"--test"}, files...)...)
+	cmd.Env = append(os.Environ(), env...)
 	res, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("node --test: %v\n%s", err, res)
+		t.Fatalf("node --test %s: %v\n%s", dir, err, res)
 	}
-	if s := regexp.MustCompile(`(?m)^# pass (\d+)$`).FindSubmatch(res); s != nil {
-		t.Logf("node --test: %s tests passed", s[1])
-	} else {
-		t.Fatalf("node --test printed no count of passed tests:\n%s", res)
+	pass := regexp.MustCompile(`(?m)^# pass (\d+)$`).FindSubmatch(res)
+	skipped := regexp.MustCompile(`(?m)^# skipped (\d+)$`).FindSubmatch(res)
+	if pass == nil || skipped == nil {
+		t.Fatalf("node --test %s printed no counts:\n%s", dir, res)
 	}
+	if env != nil && string(skipped[1]) != "0" {
+		t.Fatalf("node --test %s skipped %s tests it was given what they need for:\n%s", dir, skipped[1], res)
+	}
+	t.Logf("node --test %s: %s passed, %s skipped", dir, pass[1], skipped[1])
+}
+
+// e2eEnv starts the real nats-server in-process with the sample mesh's
+// composed configuration and spells, for the suite, where the bus is and
+// each principal's credential.
+func e2eEnv(t *testing.T) string {
+	m, err := meshdesc.Load(filepath.Join("..", "..", "features", "testdata", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t, m)
+	type cred struct {
+		URL         string `json:"url"`
+		Fingerprint string `json:"fingerprint"`
+		Inbox       string `json:"inbox"`
+	}
+	creds := map[string]cred{}
+	for user, c := range srv.Creds {
+		creds[user] = cred{URL: c.URL, Fingerprint: c.Fingerprint, Inbox: c.Inbox()}
+	}
+	b, err := json.Marshal(map[string]any{"creds": creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

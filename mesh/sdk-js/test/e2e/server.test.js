@@ -1,0 +1,63 @@
+// The client against the real nats-server (the module go.mod pins),
+// started by the Go test that runs this suite (sdkjs_test.go), which
+// hands it the bus and a module's credential in the environment. Run
+// alone, without them, the suite says it skipped.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { Client, NoRespondersError } from '../../src/nats/client.js';
+import { dial, FingerprintError } from '../../src/nats/socket.js';
+import { ServerError } from '../../src/nats/connection.js';
+
+const env = process.env.MESH_E2E ? JSON.parse(process.env.MESH_E2E) : null;
+const skip = env ? false : 'no bus: run through go test ./mesh/sdk-js';
+
+function credentialOf(user) {
+  const c = env.creds[user];
+  const u = new URL(c.url);
+  return { host: u.hostname, port: Number(u.port), user: decodeURIComponent(u.username), pass: decodeURIComponent(u.password), fingerprint: c.fingerprint, inbox: c.inbox };
+}
+
+async function connect(user, overrides = {}) {
+  const c = { ...credentialOf(user), ...overrides };
+  const t = await dial(c.host, c.port);
+  return Client.connect(t, { user: c.user, pass: c.pass, inboxPrefix: c.inbox, tls: { fingerprint: c.fingerprint } });
+}
+
+test('a module connects over TLS with the pin, and calls a tool across the bus', { skip }, async () => {
+  const sensor = await connect('mod.node-a.sensor');
+  sensor.subscribe('mesh.mod.sensor.tool.calibrate', (m) => sensor.publish(m.reply, '{"offset":1}'), { queue: 'sensor.calibrate' });
+  await sensor.flush();
+  const logger = await connect('mod.node-b.logger');
+  // logger uses mesh-catalog.catalog_tools, which nobody serves here: a
+  // definite no-responders, not a timeout.
+  await assert.rejects(logger.request('mesh.mod.mesh-catalog.tool.catalog_tools', '{}', { timeoutMs: 3000 }), NoRespondersError);
+  const bob = await connect('person.bob');
+  const answer = await bob.request('mesh.mod.sensor.tool.calibrate', '{"to":1}', { timeoutMs: 3000 });
+  assert.equal(answer.data.toString(), '{"offset":1}');
+  await Promise.all([sensor.close(), logger.close(), bob.close()]);
+});
+
+test('a certificate other than the pinned one is refused before CONNECT', { skip }, async () => {
+  await assert.rejects(connect('mod.node-a.sensor', { fingerprint: '0'.repeat(64) }), FingerprintError);
+});
+
+test("a wrong password is refused with the server's words", { skip }, async () => {
+  await assert.rejects(connect('mod.node-a.sensor', { pass: 'not-it' }), (err) => err instanceof ServerError && /Authorization Violation/.test(err.message));
+});
+
+test("what a module's grant does not allow the server refuses, and the connection stays", { skip }, async () => {
+  const errors = [];
+  const c = credentialOf('mod.node-b.logger');
+  const t = await dial(c.host, c.port);
+  const logger = await Client.connect(t, { user: c.user, pass: c.pass, inboxPrefix: c.inbox, tls: { fingerprint: c.fingerprint }, onError: (e) => errors.push(e.message) });
+  const sub = logger.subscribe('mesh.node.>', () => {});
+  await logger.publish('mesh.mod.sensor.event.forged', '{}');
+  await logger.flush();
+  await logger.flush();
+  assert.ok(errors.some((e) => /Permissions Violation for Subscription to "mesh.node.>"/.test(e)), errors.join('; '));
+  assert.ok(errors.some((e) => /Permissions Violation for Publish to "mesh.mod.sensor.event.forged"/.test(e)), errors.join('; '));
+  assert.ok(sub.refused);
+  assert.equal(logger.connection.closed, null);
+  await logger.close();
+});
