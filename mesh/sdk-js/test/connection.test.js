@@ -152,3 +152,37 @@ test('close gives what is queued its chance to be written first', async () => {
   await server.line(/^PUB a 1$/);
   assert.ok(server.closed);
 });
+
+// holdLoop keeps the event loop alive while a test waits on the
+// keepalive's timer, which is unreferenced (a socket holds the loop in
+// use; the scripted server holds nothing).
+function holdLoop(t) {
+  const h = setInterval(() => {}, 1000);
+  t.after(() => clearInterval(h));
+}
+
+test('after silence the client PINGs; unanswered PINGs end the connection as stale', async (t) => {
+  holdLoop(t);
+  const { c, server } = await up({ pingIntervalMs: 30, maxPingsOut: 2 });
+  await server.line(/^PING$/, 5000);
+  server.send('PONG\r\n'); // answered: the connection lives on
+  await server.line(/^PING$/, 5000);
+  const closed = new Promise((r) => c.onClosed(r));
+  await server.line(/^PING$/, 5000); // the second, unanswered too
+  const cause = await closed;
+  assert.match(cause.message, /stale connection: 2 keepalive PINGs unanswered/);
+});
+
+test('a server that speaks is not pinged', async (t) => {
+  holdLoop(t);
+  const { c, server } = await up({ pingIntervalMs: 1000 });
+  for (let i = 0; i < 5; i++) {
+    server.send('+OK\r\n');
+    await new Promise((r) => setTimeout(r, 100)); // the server's own cadence, well under the interval
+  }
+  server.send('PING\r\n');
+  // Only the answer to the server's PING: no keepalive PING came first.
+  const first = await server.line(/^P[IO]NG$/, 5000);
+  assert.equal(first, 'PONG');
+  await c.close();
+});

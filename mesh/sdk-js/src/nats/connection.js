@@ -34,6 +34,9 @@ export class Connection {
   #closed = null; // the cause, once closed
   #onClosed = [];
   #opts;
+  #keepalive = null; // the timer of the next keepalive PING
+  #heard = 0; // when the server last sent anything
+  #unanswered = 0; // keepalive PINGs without their PONG
   info = null;
 
   // connect runs the handshake over transport t: the server's INFO; the
@@ -44,7 +47,9 @@ export class Connection {
   static async connect(t, opts = {}) {
     const c = new Connection(t, opts);
     await c.#handshake();
+    c.#heard = Date.now();
     c.#readLoop();
+    c.#keepAlive();
     return c;
   }
 
@@ -144,11 +149,40 @@ export class Connection {
           this.#end(new Error('the connection was lost'));
           return;
         }
+        this.#heard = Date.now();
         this.#parser.push(chunk);
       }
     } catch (err) {
       this.#end(err);
     }
+  }
+
+  // #keepAlive sends a PING after pingIntervalMs of silence from the
+  // server, on an unreferenced timer (a script that has finished is not
+  // kept alive by it); maxPingsOut of them unanswered end the connection
+  // as stale, which a reconnect answers with a fresh one.
+  #keepAlive() {
+    const every = this.#opts.pingIntervalMs ?? 120000;
+    const most = this.#opts.maxPingsOut ?? 2;
+    if (every <= 0 || this.#closed) return;
+    const wait = Math.max(0, this.#heard + every - Date.now());
+    this.#keepalive = setTimeout(() => {
+      if (this.#closed) return;
+      if (Date.now() - this.#heard >= every) {
+        if (this.#unanswered >= most) {
+          this.#end(new ServerError(`stale connection: ${this.#unanswered} keepalive PINGs unanswered`));
+          return;
+        }
+        this.#unanswered++;
+        this.#pongs.push(() => {
+          this.#unanswered = 0;
+        });
+        this.write(`PING${CRLF}`).catch(() => {});
+        this.#heard = Date.now(); // the next PING after another interval of silence
+      }
+      this.#keepAlive();
+    }, wait);
+    this.#keepalive.unref?.();
   }
 
   #dispatch(c) {
@@ -219,6 +253,7 @@ export class Connection {
   #end(cause) {
     if (this.#closed) return;
     this.#closed = cause;
+    clearTimeout(this.#keepalive);
     this.#t.close();
     for (const fn of this.#onClosed.splice(0)) fn(cause);
   }
