@@ -2,10 +2,13 @@ package controller
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +88,7 @@ func newBed(t *testing.T, m *meshdesc.Mesh) *bed {
 	b := &bed{t: t, m: m, meshPath: filepath.Join(root, "mesh.yaml"), dir: filepath.Join(root, "state")}
 	b.st = newFileStore(b.dir)
 	b.opts = Options{
+		Logger:     testLogger(t),
 		BcryptCost: bcrypt.MinCost,
 		// Short, so that a test sees a spent token's user revoked.
 		SpentTokenGrace: 2 * time.Second,
@@ -229,4 +233,26 @@ func dialWith(c wire.Credential) (*nats.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return link.Dial(ctx, c)
+}
+
+// testLogger writes log lines to t's log, shown when the test fails,
+// beside the test that made them, until the test's cleanups are done
+// (registered first, so run last); a line after that is dropped, since a
+// test's log may not be written once it has completed.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testLog{t: t}
+	t.Cleanup(func() { w.done.Store(true) })
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+type testLog struct {
+	t    *testing.T
+	done atomic.Bool
+}
+
+func (w *testLog) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,10 +35,11 @@ func (l *living) startHost(node string) host.State {
 		l.programs = map[string]string{}
 	}
 	l.programs[node] = programs(t)
+	log := testLogger(t).With("node", node)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- host.Run(ctx, host.Options{State: state, TokenFile: tokenFile, Programs: l.programs[node], Heartbeat: time.Second, Poll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(testLog{t}, nil)).With("node", node)})
+		done <- host.Run(ctx, host.Options{State: state, TokenFile: tokenFile, Programs: l.programs[node], Heartbeat: time.Second, Poll: 50 * time.Millisecond, Logger: log})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -48,17 +48,6 @@ func (l *living) startHost(node string) host.State {
 		}
 	})
 	return state
-}
-
-// testLog writes a host's log lines to its test's log: shown when the
-// test fails, beside the test that made them. The host is stopped in the
-// test's cleanup, before the test has completed.
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // reported waits for node's last report in the store to say applied
