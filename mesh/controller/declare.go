@@ -228,8 +228,28 @@ func (gd *Guard) Set(ctx context.Context, decls []wire.Declaration) error {
 			}
 		}
 	}
-	return g.sweep(ctx)
+	// A sweep the JetStream API does not answer (no responders while the
+	// server reloads a composition made meanwhile) is tried again at once
+	// a few times: left to the periodic sweep, the push's declarations
+	// would wait up to sweepInterval (a test waiting 15 s saw it).
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := g.sweep(ctx)
+		if err == nil || attempt == setAttempts || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
+
+// setAttempts is how often Set sweeps before it leaves what is missing to
+// the periodic sweep: 100 ms doubling, about 3 s in all.
+const setAttempts = 6
 
 // sweep checks the last message of every node's subject.
 func (g *guard) sweep(ctx context.Context) error {
