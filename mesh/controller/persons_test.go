@@ -3,7 +3,6 @@ package controller
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
 )
 
 // issued issues a person and opens its sealed credential with its key.
@@ -46,49 +46,33 @@ func openSealed(t *testing.T, doc []byte, key seal.Key) wire.Credential {
 	return c
 }
 
-// violations dials c and keeps every permissions violation the server
-// reports to it.
-type violations struct {
-	nc *nats.Conn
-	mu sync.Mutex
-	of []string
-}
-
-func dialRecording(t *testing.T, c wire.Credential) *violations {
+// dialJudged connects as c through observe, whose client tells which
+// operations the server refused.
+func dialJudged(t *testing.T, c wire.Credential) *observe.Client {
 	t.Helper()
-	v := &violations{}
-	var err error
+	var oc *observe.Client
 	eventually(t, 10*time.Second, c.User()+" connects", func() bool {
-		v.nc, err = link.Dial(ctxT(t), c, link.WithNATSOptions(nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			v.of = append(v.of, err.Error())
-		})))
+		var err error
+		oc, err = observe.Dial(ctxT(t), c, "")
 		return err == nil
 	})
-	t.Cleanup(v.nc.Close)
-	return v
+	t.Cleanup(oc.Close)
+	return oc
 }
 
-// refused says whether the server refused subject to the connection.
-func (v *violations) refused(t *testing.T, subject string) bool {
+// judge has the server judge op on subjects through oc, and fails the
+// test where its verdict is not want (true: refused).
+func judge(t *testing.T, oc *observe.Client, who string, op observe.Op, want bool, subjects ...string) {
 	t.Helper()
-	if err := v.nc.Flush(); err != nil {
+	refused, err := oc.TryAll(ctxT(t), op, subjects)
+	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		v.mu.Lock()
-		for _, e := range v.of {
-			if strings.Contains(e, `"`+subject+`"`) {
-				v.mu.Unlock()
-				return true
-			}
+	for _, s := range subjects {
+		if refused[s] != want {
+			t.Errorf("%s %s %q: refused %v, expected %v", who, op, s, refused[s], want)
 		}
-		v.mu.Unlock()
-		time.Sleep(10 * time.Millisecond) // polling, bounded by the deadline
 	}
-	return false
 }
 
 // TestAPersonIssuedMayCallItsToolsAndNothingElse: design 25 §7 — a
@@ -103,56 +87,26 @@ func TestAPersonIssuedMayCallItsToolsAndNothingElse(t *testing.T) {
 	if carol.Name != "carol" || strings.Join(carol.Tools, ",") != "sensor.calibrate" {
 		t.Fatalf("carol's credential: %+v", carol)
 	}
-	v := dialRecording(t, carol)
-	for _, subject := range []string{wire.ToolSubject("sensor", "calibrate"), wire.ToolSubject(wire.CatalogSeat, wire.CatalogTool)} {
-		if err := v.nc.Publish(subject, []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		if v.refused(t, subject) {
-			t.Errorf("carol refused %s, which she was issued", subject)
-		}
-	}
-	for _, subject := range []string{
+	v := dialJudged(t, carol)
+	judge(t, v, "carol", observe.Publish, false, wire.ToolSubject("sensor", "calibrate"), wire.ToolSubject(wire.CatalogSeat, wire.CatalogTool))
+	judge(t, v, "carol", observe.Publish, true,
 		wire.SubjectPush, wire.SubjectBuildRequest, wire.NodeDeclare("node-a"), wire.SubjectBuilt,
-		wire.ToolSubject("sensor", "reset"), "$JS.API.STREAM.INFO." + wire.StreamEvents, wire.EventSubject("sensor", "reading"),
-	} {
-		if err := v.nc.Publish(subject, []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		if !v.refused(t, subject) {
-			t.Errorf("carol was let publish %s", subject)
-		}
-	}
-	for _, subject := range []string{wire.SubjectNodesAll, wire.Under(wire.PersonInbox("alice")), wire.SubjectModuleEvents} {
-		if _, err := v.nc.SubscribeSync(subject); err != nil {
-			t.Fatal(err)
-		}
-		if !v.refused(t, subject) {
-			t.Errorf("carol was let subscribe %s", subject)
-		}
-	}
+		wire.ToolSubject("sensor", "reset"), "$JS.API.STREAM.INFO."+wire.StreamEvents, wire.EventSubject("sensor", "reading"))
+	judge(t, v, "carol", observe.Subscribe, true, wire.SubjectNodesAll, wire.Under(wire.PersonInbox("alice")), wire.SubjectModuleEvents)
 
 	admin, _ := b.issuePerson("dave", Admin)
 	if strings.Join(admin.Tools, ",") != "*" {
 		t.Fatalf("an administrator's credential lists %v, expected *", admin.Tools)
 	}
-	va := dialRecording(t, admin)
+	va := dialJudged(t, admin)
+	var declared []string
 	for _, mod := range b.m.Modules {
 		for _, tool := range mod.Tools {
-			if err := va.nc.Publish(wire.ToolSubject(mod.Name, tool), []byte(`{}`)); err != nil {
-				t.Fatal(err)
-			}
-			if va.refused(t, wire.ToolSubject(mod.Name, tool)) {
-				t.Errorf("the administrator refused %s.%s", mod.Name, tool)
-			}
+			declared = append(declared, wire.ToolSubject(mod.Name, tool))
 		}
 	}
-	if err := va.nc.Publish(wire.SubjectPush, nil); err != nil {
-		t.Fatal(err)
-	}
-	if !va.refused(t, wire.SubjectPush) {
-		t.Error("the administrator was let publish a push")
-	}
+	judge(t, va, "the administrator", observe.Publish, false, declared...)
+	judge(t, va, "the administrator", observe.Publish, true, wire.SubjectPush)
 }
 
 // TestARevokedPersonIsClosedByTheServer: revoke composes the person out at
