@@ -9,7 +9,7 @@ const INFO = `INFO ${JSON.stringify({ server_id: 's1', headers: true, max_payloa
 async function up(opts = {}) {
   const { client, server } = memoryPair();
   server.send(INFO);
-  const connecting = Client.connect(client, { inboxPrefix: '_INBOX.sensor.node-a', ...opts });
+  const connecting = Client.connect({ servers: ['nats://bus:4222'], dial: async () => client, inboxPrefix: '_INBOX.sensor.node-a', ...opts });
   await server.line(/^PING$/);
   server.send('PONG\r\n');
   return { c: await connecting, server };
@@ -18,7 +18,7 @@ async function up(opts = {}) {
 test('an inbox prefix is required and never bare', async () => {
   for (const inboxPrefix of [undefined, '_INBOX', '_INBOX.>', 'mine.x']) {
     const { client } = memoryPair();
-    await assert.rejects(Client.connect(client, { inboxPrefix }), /inboxPrefix/);
+    await assert.rejects(Client.connect({ servers: ['nats://bus:4222'], dial: async () => client, inboxPrefix }), /inboxPrefix/);
   }
 });
 
@@ -118,4 +118,33 @@ async function waitFor(cond, ms = 2000) {
     if (Date.now() > deadline) throw new Error('not within the deadline');
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+test('connect tries the servers in order; tls:// means TLS, checked for the first host', async () => {
+  const dialled = [];
+  const pairs = [];
+  const dial = async (host, port) => {
+    dialled.push(`${host}:${port}`);
+    if (host === 'down') throw new Error('refused');
+    const p = memoryPair();
+    pairs.push(p);
+    p.server.send(INFO);
+    return p.client;
+  };
+  const connecting = Client.connect({ servers: ['tls://down:4443', 'nats://bus'], dial, inboxPrefix: '_INBOX.x', tls: { fingerprint: 'ab' } });
+  const { server, client } = await waitForPair(pairs);
+  await server.line(/^PING$/);
+  server.send('PONG\r\n');
+  const c = await connecting;
+  assert.deepEqual(dialled, ['down:4443', 'bus:4222']);
+  const up = server.events.find((e) => e.upgrade);
+  assert.deepEqual(up.upgrade, { fingerprint: 'ab', servername: 'down' });
+  assert.ok(client.upgraded);
+  await c.close();
+  assert.match((await c.closed).message, /closed/);
+});
+
+async function waitForPair(pairs) {
+  await waitFor(() => pairs.length > 0);
+  return pairs[0];
 }

@@ -5,6 +5,8 @@
 import { randomBytes } from 'node:crypto';
 
 import { Connection, ServerError } from './connection.js';
+import { Pool } from './servers.js';
+import { dial } from './socket.js';
 import { encodeHeaders } from './headers.js';
 
 const CRLF = '\r\n';
@@ -34,23 +36,58 @@ export class Client {
   #nextSid = 1;
   #inbox;
   #onError;
+  #onStatus;
+  #closed;
+  #resolveClosed;
 
-  // connect runs the handshake over transport t. inboxPrefix is the
-  // credential's own (never bare _INBOX: the mesh grants nobody that).
-  static async connect(t, opts = {}) {
+  // connect dials the servers of opts.servers in order until one
+  // completes the handshake, and rejects with the last one's failure when
+  // none does. inboxPrefix is the credential's own (never bare _INBOX: the
+  // mesh grants nobody that). TLS: a tls:// URL or the tls option means
+  // TLS on every server; tls.servername defaults to the first server's
+  // host, the name originally dialled, and is checked on every server.
+  static async connect(opts = {}) {
     if (!opts.inboxPrefix || !/^_INBOX\.[^\s*>]+$/.test(opts.inboxPrefix)) {
       throw new TypeError(`inboxPrefix ${JSON.stringify(opts.inboxPrefix)}: the credential's own prefix under _INBOX., without wildcards`);
     }
+    const pool = new Pool(opts.servers);
+    const dialer = opts.dial ?? dial;
+    const useTls = pool.tls || opts.tls !== undefined;
+    const tlsOptions = { ...opts.tls, servername: opts.tls?.servername ?? pool.first.host };
     const c = new Client(opts);
-    c.#conn = await Connection.connect(t, {
-      ...opts,
-      onMessage: (m) => c.#deliver(m),
-      onError: (e) => c.#serverError(e),
-    });
-    return c;
+    let last;
+    for (const s of pool.servers) {
+      try {
+        const t = await dialer(s.host, s.port);
+        c.#conn = await Connection.connect(t, {
+          ...opts,
+          tls: tlsOptions,
+          tlsAlways: useTls,
+          onMessage: (m) => c.#deliver(m),
+          onError: (e) => c.#serverError(e),
+        });
+        c.#conn.onClosed((cause) => c.#ended(cause, s));
+        return c;
+      } catch (err) {
+        last = err;
+      }
+    }
+    throw last;
+  }
+
+  // closed settles, with the cause, once the client is closed for good.
+  get closed() {
+    return this.#closed;
+  }
+
+  #ended(cause, s) {
+    this.#onStatus({ kind: 'closed', server: s.url, cause });
+    this.#resolveClosed(cause);
   }
 
   constructor(opts) {
+    this.#closed = new Promise((r) => (this.#resolveClosed = r));
+    this.#onStatus = opts.onStatus ?? (() => {});
     this.#inbox = opts.inboxPrefix;
     this.#onError = opts.onError ?? (() => {});
     this.pendingMessages = opts.pendingMessages ?? DEFAULT_PENDING_MESSAGES;

@@ -77,7 +77,10 @@ export class Connection {
       const first = await this.#command();
       if (first.op !== 'INFO') throw new ProtocolError(`the server began with ${first.op}, not INFO`);
       this.info = first.info;
-      if (first.info.tls_required || this.#opts.tls) {
+      // opts.tls is how to upgrade; tlsAlways (by default: whether tls is
+      // given) whether to when the server does not require it.
+      const always = this.#opts.tlsAlways ?? this.#opts.tls !== undefined;
+      if (first.info.tls_required || always) {
         // Between INFO and CONNECT, where NATS puts it: CONNECT is never
         // written in the clear to a server that wants TLS.
         await this.#t.upgrade(this.#opts.tls ?? {});

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { Client, NoRespondersError } from '../../src/nats/client.js';
-import { dial, FingerprintError } from '../../src/nats/socket.js';
+import { FingerprintError } from '../../src/nats/socket.js';
 import { ServerError } from '../../src/nats/connection.js';
 
 const env = process.env.MESH_E2E ? JSON.parse(process.env.MESH_E2E) : null;
@@ -15,13 +15,14 @@ const skip = env ? false : 'no bus: run through go test ./mesh/sdk-js';
 function credentialOf(user) {
   const c = env.creds[user];
   const u = new URL(c.url);
-  return { host: u.hostname, port: Number(u.port), user: decodeURIComponent(u.username), pass: decodeURIComponent(u.password), fingerprint: c.fingerprint, inbox: c.inbox };
+  return { server: `${u.protocol}//${u.host}`, user: decodeURIComponent(u.username), pass: decodeURIComponent(u.password), fingerprint: c.fingerprint, inbox: c.inbox };
 }
 
+// connect dials the bus as user: the credential's URL without its
+// userinfo is the pool, the userinfo the options.
 async function connect(user, overrides = {}) {
   const c = { ...credentialOf(user), ...overrides };
-  const t = await dial(c.host, c.port);
-  return Client.connect(t, { user: c.user, pass: c.pass, inboxPrefix: c.inbox, tls: { fingerprint: c.fingerprint } });
+  return Client.connect({ servers: [c.server], user: c.user, pass: c.pass, inboxPrefix: c.inbox, tls: { fingerprint: c.fingerprint }, ...c.options });
 }
 
 test('a module connects over TLS with the pin, and calls a tool across the bus', { skip }, async () => {
@@ -48,9 +49,7 @@ test("a wrong password is refused with the server's words", { skip }, async () =
 
 test("what a module's grant does not allow the server refuses, and the connection stays", { skip }, async () => {
   const errors = [];
-  const c = credentialOf('mod.node-b.logger');
-  const t = await dial(c.host, c.port);
-  const logger = await Client.connect(t, { user: c.user, pass: c.pass, inboxPrefix: c.inbox, tls: { fingerprint: c.fingerprint }, onError: (e) => errors.push(e.message) });
+  const logger = await connect('mod.node-b.logger', { options: { onError: (e) => errors.push(e.message) } });
   const sub = logger.subscribe('mesh.node.>', () => {});
   await logger.publish('mesh.mod.sensor.event.forged', '{}');
   await logger.flush();
