@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/meshbus/mesh/internal/natstest"
+	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // TestNodeSuites runs the JavaScript suites with the machine's Node
@@ -21,6 +25,18 @@ import (
 // socket and no port. Without a Node of 20 or later it is skipped, saying
 // so; CI installs one.
 func TestNodeSuites(t *testing.T) {
+	node := requireNode(t)
+	readFiles(t, "src", "test", "driver", filepath.Join("..", "..", "features", "fixtures"))
+	t.Run("unit", func(t *testing.T) { runSuites(t, node, nil, "test/*.test.js") })
+	t.Run("against nats-server", func(t *testing.T) {
+		runSuites(t, node, []string{"MESH_E2E=" + e2eEnv(t)}, "test/e2e/*.test.js")
+	})
+}
+
+// requireNode is the machine's Node, 20 or later; without one the test is
+// skipped, saying so (CI installs one).
+func requireNode(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("the JavaScript SDK's suites are not run: no node on PATH (Debian: apt-get install nodejs)")
@@ -36,10 +52,16 @@ func TestNodeSuites(t *testing.T) {
 	if major, _ := strconv.Atoi(string(m[1])); major < 20 {
 		t.Skipf("the JavaScript SDK's suites are not run: node %s is older than 20", out)
 	}
-	// go test caches a passing result by the files the test opens; node
-	// reads the suites in a process of its own, so they are opened here,
-	// or a changed suite would pass from the cache.
-	for _, dir := range []string{"src", "test"} {
+	return node
+}
+
+// readFiles opens every file under dirs. go test caches a passing result
+// by the files the test opens; node reads the JavaScript in a process of
+// its own, so it is opened here, or a changed file would pass from the
+// cache.
+func readFiles(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
 		if err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -50,10 +72,6 @@ func TestNodeSuites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Run("unit", func(t *testing.T) { runSuites(t, node, nil, "test/*.test.js") })
-	t.Run("against nats-server", func(t *testing.T) {
-		runSuites(t, node, []string{"MESH_E2E=" + e2eEnv(t)}, "test/e2e/*.test.js")
-	})
 }
 
 // runSuites runs node --test on the suites glob names and fails with
@@ -93,18 +111,45 @@ func e2eEnv(t *testing.T) string {
 		t.Fatal(err)
 	}
 	srv := natstest.Start(t, m)
+	assertStreams(t, srv, m)
 	type cred struct {
 		URL         string `json:"url"`
 		Fingerprint string `json:"fingerprint"`
 		Inbox       string `json:"inbox"`
+		// Document is the credential document a host would give the
+		// principal, as the SDK reads it.
+		Document string `json:"document"`
 	}
 	creds := map[string]cred{}
 	for user, c := range srv.Creds {
-		creds[user] = cred{URL: c.URL, Fingerprint: c.Fingerprint, Inbox: c.Inbox()}
+		creds[user] = cred{URL: c.URL, Fingerprint: c.Fingerprint, Inbox: c.Inbox(), Document: string(c.Marshal())}
 	}
 	b, err := json.Marshal(map[string]any{"creds": creds})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// assertStreams has the controller's own code assert the mesh's streams
+// and consumers on srv, as a controller would before any module runs.
+func assertStreams(t *testing.T, srv *natstest.Server, m *meshdesc.Mesh) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	jss := controller.JetStreams{}
+	for _, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
+		nc, err := srv.Dial(ctx, user)
+		if err != nil {
+			t.Fatalf("dial as %s: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jss[srv.Creds[user].Account()] = js
+	}
+	if _, err := controller.Assert(ctx, jss, controller.DesiredState(m, controller.DefaultPolicy()), nil); err != nil {
+		t.Fatalf("assert streams and consumers: %v", err)
+	}
 }

@@ -91,10 +91,13 @@ export class FakeJetStream {
     for (const w of this.#waiters.splice(0)) w();
   }
 
-  // send delivers a message to the client's subscription of subject.
-  send(subject, body = '', { reply = '', headers, status } = {}) {
+  // send delivers a message to the client's subscription of subject; as
+  // is the subject the MSG line names (JetStream delivers a stored
+  // message under its own subject to the pull's inbox subscription).
+  send(subject, body = '', { reply = '', headers, status, as = subject } = {}) {
     const sid = this.subs.get(subject);
     if (sid === undefined) return false;
+    subject = as;
     const r = reply ? ` ${reply}` : '';
     if (headers || status) {
       let h = `NATS/1.0${status ? ` ${status}` : ''}\r\n`;
@@ -116,7 +119,7 @@ export class FakeJetStream {
     this.#seq++;
     const consumer = pull.subject.split('.').at(-1);
     const ack = `$JS.ACK.EVENTS.${consumer}.${delivered}.${this.#seq}.${this.#seq}.${Date.now()}000000.0`;
-    return this.send(pull.reply, body, { reply: ack, headers });
+    return this.send(pull.reply, body, { reply: ack, headers, as: subject });
   }
 
   // until resolves once cond() holds, polling on every command the
