@@ -6,6 +6,7 @@
 // command line has been read like any other.
 
 import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 
 import { connect } from '../src/sdk/module.js';
 import { BootstrapError, CredentialError, DeniedError, FingerprintError, InvalidError, NoConsumerError, NoRespondersError, TimeoutError } from '../src/sdk/errors.js';
@@ -218,6 +219,7 @@ const commands = {
       print({ kind: 'ready' });
       await until(c.timeout, (stop) => {
         enough = stop;
+        if (handled >= c.count) stop(); // handled before the wait began
       });
     } finally {
       await m.close();
@@ -265,6 +267,6 @@ export async function run(args) {
   return EXIT_RAN;
 }
 
-if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   run(process.argv.slice(2)).then((code) => process.exit(code));
 }
