@@ -1,12 +1,12 @@
-// The client over one connection: publish, subscribe, request (seed 002,
+// The client: publish, subscribe, request (seed 002,
 // "Request/reply, without a reply queue", "Close flushes; a slow consumer
-// is bounded"). Reconnection through the server pool is the next layer.
+// is bounded"), over the link to the bus (link.js), which survives the
+// loss of a connection: subscriptions keep their sid across reconnects.
 
 import { randomBytes } from 'node:crypto';
 
-import { Connection, ServerError } from './connection.js';
-import { Pool } from './servers.js';
-import { dial } from './socket.js';
+import { ServerError } from './connection.js';
+import { Link } from './link.js';
 import { encodeHeaders } from './headers.js';
 
 const CRLF = '\r\n';
@@ -31,106 +31,132 @@ export class TimeoutError extends Error {
 }
 
 export class Client {
-  #conn;
+  #link;
   #subs = new Map(); // sid -> subscription
+  #on = new Map(); // sid -> the connection its SUB was written on
   #nextSid = 1;
   #inbox;
   #onError;
-  #onStatus;
-  #closed;
-  #resolveClosed;
 
-  // connect dials the servers of opts.servers in order until one
-  // completes the handshake, and rejects with the last one's failure when
-  // none does. inboxPrefix is the credential's own (never bare _INBOX: the
-  // mesh grants nobody that). TLS: a tls:// URL or the tls option means
-  // TLS on every server; tls.servername defaults to the first server's
-  // host, the name originally dialled, and is checked on every server.
+  // connect dials the servers of opts.servers (nats:// or tls:// URLs,
+  // first one first) in order until one completes the handshake, and
+  // rejects with the last one's failure when none does; once up, a lost
+  // connection is recovered through the pool (link.js says the policy).
+  // inboxPrefix is the credential's own (never bare _INBOX: the mesh
+  // grants nobody that). TLS: a tls:// URL or the tls option means TLS on
+  // every server; tls.servername defaults to the first server's host, the
+  // name originally dialled, and is checked on every server.
   static async connect(opts = {}) {
     if (!opts.inboxPrefix || !/^_INBOX\.[^\s*>]+$/.test(opts.inboxPrefix)) {
       throw new TypeError(`inboxPrefix ${JSON.stringify(opts.inboxPrefix)}: the credential's own prefix under _INBOX., without wildcards`);
     }
-    const pool = new Pool(opts.servers);
-    const dialer = opts.dial ?? dial;
-    const useTls = pool.tls || opts.tls !== undefined;
-    const tlsOptions = { ...opts.tls, servername: opts.tls?.servername ?? pool.first.host };
     const c = new Client(opts);
-    let last;
-    for (const s of pool.servers) {
-      try {
-        const t = await dialer(s.host, s.port);
-        c.#conn = await Connection.connect(t, {
-          ...opts,
-          tls: tlsOptions,
-          tlsAlways: useTls,
-          onMessage: (m) => c.#deliver(m),
-          onError: (e) => c.#serverError(e),
-        });
-        c.#conn.onClosed((cause) => c.#ended(cause, s));
-        return c;
-      } catch (err) {
-        last = err;
-      }
-    }
-    throw last;
-  }
-
-  // closed settles, with the cause, once the client is closed for good.
-  get closed() {
-    return this.#closed;
-  }
-
-  #ended(cause, s) {
-    this.#onStatus({ kind: 'closed', server: s.url, cause });
-    this.#resolveClosed(cause);
+    const onStatus = opts.onStatus ?? (() => {});
+    c.#link = new Link(opts, {
+      onMessage: (m) => c.#deliver(m),
+      onError: (e) => c.#serverError(e),
+      onStatus,
+      resubscribe: (conn) => c.#resubscribe(conn),
+    });
+    await c.#link.start();
+    return c;
   }
 
   constructor(opts) {
-    this.#closed = new Promise((r) => (this.#resolveClosed = r));
-    this.#onStatus = opts.onStatus ?? (() => {});
     this.#inbox = opts.inboxPrefix;
     this.#onError = opts.onError ?? (() => {});
     this.pendingMessages = opts.pendingMessages ?? DEFAULT_PENDING_MESSAGES;
     this.pendingBytes = opts.pendingBytes ?? DEFAULT_PENDING_BYTES;
   }
 
+  // closed settles, resolved with the cause, once the client is closed
+  // for good: close(), a loss with reconnect off, the pool's attempts
+  // spent, or a ProtocolError.
+  get closed() {
+    return this.#link.closed;
+  }
+
+  // connection is the connection of the moment (null before the first).
   get connection() {
-    return this.#conn;
+    return this.#link.connection;
   }
 
   // publish sends data on subject, with a reply subject and headers when
-  // given (HPUB).
+  // given (HPUB). While the client reconnects it waits, and is written
+  // after the subscriptions are back; past maxPendingWhileDownBytes of
+  // such it is refused at once (PendingOverflowError, said through
+  // onError too). The promise may be left unawaited: its failure is no
+  // unhandled rejection.
   publish(subject, data = Buffer.alloc(0), { reply = '', headers } = {}) {
+    return this.#publish(subject, data, { reply, headers });
+  }
+
+  #publish(subject, data, { reply = '', headers }, hold) {
     checkSubject(subject);
     if (reply) checkSubject(reply);
     const body = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
     const r = reply ? ` ${reply}` : '';
+    let bytes;
     if (headers) {
       const h = encodeHeaders(headers);
-      return this.#conn.write(Buffer.concat([Buffer.from(`HPUB ${subject}${r} ${h.length} ${h.length + body.length}${CRLF}`), h, body, Buffer.from(CRLF)]));
+      bytes = Buffer.concat([Buffer.from(`HPUB ${subject}${r} ${h.length} ${h.length + body.length}${CRLF}`), h, body, Buffer.from(CRLF)]);
+    } else {
+      bytes = Buffer.concat([Buffer.from(`PUB ${subject}${r} ${body.length}${CRLF}`), body, Buffer.from(CRLF)]);
     }
-    return this.#conn.write(Buffer.concat([Buffer.from(`PUB ${subject}${r} ${body.length}${CRLF}`), body, Buffer.from(CRLF)]));
+    const done = this.#link.write(bytes, { bounded: true, hold });
+    done.catch(() => {});
+    return done;
   }
 
   // subscribe delivers every message on subject (in queue group queue, if
   // given) to onMessage, one at a time in arrival order, until
   // unsubscribed or max messages have come. A subscription whose handler
   // falls behind by more than the pending caps drops what comes, counts
-  // it, and says so once per run of drops (onError).
+  // it, and says so once per run of drops (onError). It lives across
+  // reconnects, under the same sid; made while down, its SUB is written
+  // with the others when the client is back.
   subscribe(subject, onMessage, { queue = '', max = 0 } = {}) {
     checkSubject(subject, true);
+    const refused = this.#link.refusal;
+    if (refused) throw refused;
     const sid = String(this.#nextSid++);
-    const sub = new Subscription(this, sid, subject, onMessage, max);
+    const sub = new Subscription(this, sid, subject, onMessage, max, queue);
     this.#subs.set(sid, sub);
-    const q = queue ? ` ${queue}` : '';
-    this.#conn.write(`SUB ${subject}${q} ${sid}${CRLF}`).catch(() => {});
-    if (max > 0) this.#conn.write(`UNSUB ${sid} ${max}${CRLF}`).catch(() => {});
+    if (this.#link.up) {
+      const conn = this.#link.connection;
+      this.#on.set(sid, conn);
+      conn.write(subLines(sub)).catch(() => {});
+    }
     return sub;
   }
 
   unsubscribe(sub) {
     if (!this.#subs.delete(sub.sid)) return;
-    this.#conn.write(`UNSUB ${sub.sid}${CRLF}`).catch(() => {});
+    const on = this.#on.get(sub.sid);
+    this.#on.delete(sub.sid);
+    // Only the connection that has it is told; a new one never had it.
+    if (on && on === this.#link.connection && !on.closed) this.#link.write(`UNSUB ${sub.sid}${CRLF}`).catch(() => {});
+  }
+
+  // #resubscribe is the SUB lines of every subscription conn does not
+  // have yet, under its original sid and queue, an auto-unsubscribe's
+  // limit re-sent as what is left of it.
+  #resubscribe(conn) {
+    let lines = '';
+    for (const [sid, sub] of this.#subs) {
+      if (this.#on.get(sid) === conn) continue;
+      this.#on.set(sid, conn);
+      lines += subLines(sub);
+    }
+    return lines;
+  }
+
+  // spent is told by a subscription that its last message came: the
+  // server has dropped it, and so does the client.
+  spent(sub) {
+    if (this.#subs.get(sub.sid) !== sub) return;
+    this.#subs.delete(sub.sid);
+    this.#on.delete(sub.sid);
   }
 
   // request publishes data on subject with a fresh inbox under the
@@ -140,10 +166,9 @@ export class Client {
   request(subject, data, { headers, timeoutMs = 5000 } = {}) {
     const inbox = `${this.#inbox}.${randomBytes(12).toString('hex')}`;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.unsubscribe(sub);
-        reject(new TimeoutError(`request on ${subject}`, timeoutMs));
-      }, timeoutMs);
+      let timer;
+      // An inbox subscription lives across a reconnect like any other, so
+      // a request in flight may still be answered after one.
       const sub = this.subscribe(
         inbox,
         (m) => {
@@ -154,7 +179,16 @@ export class Client {
         },
         { max: 1 },
       );
-      this.publish(subject, data, { reply: inbox, headers }).catch((err) => {
+      // A request that times out while its PUB still waits for a
+      // reconnect takes it back: nobody is asked to act for a caller who
+      // has given up.
+      const hold = {};
+      timer = setTimeout(() => {
+        hold.withdraw?.();
+        this.unsubscribe(sub);
+        reject(new TimeoutError(`request on ${subject}`, timeoutMs));
+      }, timeoutMs);
+      this.#publish(subject, data, { reply: inbox, headers }, hold).catch((err) => {
         clearTimeout(timer);
         this.unsubscribe(sub);
         reject(err);
@@ -163,11 +197,11 @@ export class Client {
   }
 
   flush(timeoutMs) {
-    return this.#conn.flush(timeoutMs);
+    return this.#link.flush(timeoutMs);
   }
 
   close(flushMs) {
-    return this.#conn.close(flushMs);
+    return this.#link.close(flushMs);
   }
 
   #deliver(m) {
@@ -184,6 +218,7 @@ export class Client {
       for (const [sid, sub] of this.#subs) {
         if (sub.subject === m[1]) {
           this.#subs.delete(sid);
+          this.#on.delete(sid);
           sub.refused = err;
         }
       }
@@ -211,12 +246,20 @@ export class Subscription {
   #dropping = false;
   refused = null;
 
-  constructor(client, sid, subject, handler, max) {
+  constructor(client, sid, subject, handler, max, queue = '') {
     this.#client = client;
     this.sid = sid;
     this.subject = subject;
+    this.queue = queue;
+    this.max = max > 0 ? max : 0;
     this.#handler = handler;
     this.#left = max > 0 ? max : Infinity;
+  }
+
+  // left is how many messages an auto-unsubscribing subscription still
+  // takes (Infinity without a max).
+  get left() {
+    return this.#left;
   }
 
   get pending() {
@@ -226,6 +269,7 @@ export class Subscription {
   push(m) {
     if (this.#left <= 0) return;
     this.#left--;
+    if (this.#left === 0) this.#client.spent(this);
     if (this.#queue.length >= this.#client.pendingMessages || this.#bytes + m.data.length > this.#client.pendingBytes) {
       this.dropped++;
       if (!this.#dropping) {
@@ -257,6 +301,12 @@ export class Subscription {
   unsubscribe() {
     this.#client.unsubscribe(this);
   }
+}
+
+function subLines(sub) {
+  const q = sub.queue ? ` ${sub.queue}` : '';
+  const unsub = sub.max > 0 ? `UNSUB ${sub.sid} ${sub.left}${CRLF}` : '';
+  return `SUB ${sub.subject}${q} ${sub.sid}${CRLF}${unsub}`;
 }
 
 function checkSubject(s, wildcards = false) {

@@ -1,7 +1,7 @@
 // One connection to one server: the handshake and the protocol's own
 // chatter (seed 002, "The handshake, and where TLS goes", "The
-// protocol's own chatter", "Writing is serialised"). Reconnection, the
-// subscriptions and request/reply are built on it.
+// protocol's own chatter", "Writing is serialised"). It ends once, with
+// one cause; reconnection (link.js) is a new Connection.
 
 import { Parser } from './parser.js';
 import { ProtocolError } from './errors.js';
@@ -30,9 +30,11 @@ export class Connection {
   #t;
   #parser;
   #chain = Promise.resolve(); // every write goes through it, one after another
-  #pongs = []; // the waiters of the PINGs sent, in order: a PONG settles the oldest
+  #pongs = []; // the waiters of the PINGs sent, in order: a PONG settles the oldest; { ok, fail }
   #closed = null; // the cause, once closed
   #onClosed = [];
+  #ending; // rejects with the cause at the end
+  #endWith;
   #opts;
   #keepalive = null; // the timer of the next keepalive PING
   #heard = 0; // when the server last sent anything
@@ -57,6 +59,8 @@ export class Connection {
     this.#t = t;
     this.#opts = opts;
     this.#parser = new Parser({ maxPayload: opts.maxPayload });
+    this.#ending = new Promise((_, reject) => (this.#endWith = reject));
+    this.#ending.catch(() => {});
   }
 
   get closed() {
@@ -177,9 +181,7 @@ export class Connection {
           return;
         }
         this.#unanswered++;
-        this.#pongs.push(() => {
-          this.#unanswered = 0;
-        });
+        this.#pongs.push({ ok: () => (this.#unanswered = 0), fail: () => {} });
         this.write(`PING${CRLF}`).catch(() => {});
         this.#heard = Date.now(); // the next PING after another interval of silence
       }
@@ -195,7 +197,7 @@ export class Connection {
         return;
       case 'PONG': {
         const w = this.#pongs.shift();
-        if (w) w();
+        if (w) w.ok();
         return;
       }
       case 'INFO':
@@ -217,13 +219,22 @@ export class Connection {
   }
 
   // write queues bytes behind every write before it: a command of
-  // several writes never interleaves with another.
+  // several writes never interleaves with another. A write that fails
+  // ends the connection: the bytes after it would follow a gap.
   write(bytes) {
     if (this.#closed) return Promise.reject(this.#closed);
     const data = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
-    const done = this.#chain.then(() => {
+    const done = this.#chain.then(async () => {
       if (this.#closed) throw this.#closed;
-      return this.#t.write(data);
+      try {
+        // A write stuck behind a server that stopped reading is failed by
+        // the end (close() after its flush period), not left to hang.
+        await Promise.race([this.#t.write(data), this.#ending]);
+      } catch (err) {
+        if (this.#closed) throw this.#closed;
+        this.#end(new Error(`the connection was lost: ${err.message}`));
+        throw this.#closed;
+      }
     });
     this.#chain = done.catch(() => {});
     return done;
@@ -231,25 +242,29 @@ export class Connection {
 
   // flush is a round trip: a PING, settled by its PONG (matched in order).
   // One that times out keeps its place, so its PONG, when it comes, does
-  // not settle the next flush a round trip early.
+  // not settle the next flush a round trip early. The connection's end
+  // fails every flush still waiting, with its cause.
   flush(timeoutMs = 5000) {
     return new Promise((resolve, reject) => {
       let settled = false;
-      const timer = setTimeout(() => {
-        settled = true;
-        reject(new Error(`flush: no PONG within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.#pongs.push(() => {
-        clearTimeout(timer);
-        if (!settled) resolve();
-      });
-      this.write(`PING${CRLF}`).catch((err) => {
+      const fail = (err) => {
         clearTimeout(timer);
         if (!settled) {
           settled = true;
           reject(err);
         }
+      };
+      const timer = setTimeout(() => fail(new Error(`flush: no PONG within ${timeoutMs} ms`)), timeoutMs);
+      if (this.#closed) return fail(this.#closed);
+      this.#pongs.push({
+        ok: () => {
+          clearTimeout(timer);
+          settled = true;
+          resolve();
+        },
+        fail,
       });
+      this.write(`PING${CRLF}`).catch(fail);
     });
   }
 
@@ -257,7 +272,9 @@ export class Connection {
     if (this.#closed) return;
     this.#closed = cause;
     clearTimeout(this.#keepalive);
+    this.#endWith(cause);
     this.#t.close();
+    for (const w of this.#pongs.splice(0)) w.fail(cause);
     for (const fn of this.#onClosed.splice(0)) fn(cause);
   }
 

@@ -10,3 +10,30 @@ export class ProtocolError extends Error {
     this.name = 'ProtocolError';
   }
 }
+
+// ClosedError is the cause a client closed by close() ends with.
+export class ClosedError extends Error {
+  constructor() {
+    super('the client was closed');
+    this.name = 'ClosedError';
+  }
+}
+
+// ReconnectError ends a client whose every server of the pool used up its
+// reconnect attempts; cause is the last attempt's failure.
+export class ReconnectError extends Error {
+  constructor(attempts, cause) {
+    super(`no server of the pool took a connection in ${attempts} attempts each; the last: ${cause?.message ?? 'none'}`, { cause });
+    this.name = 'ReconnectError';
+  }
+}
+
+// PendingOverflowError refuses a publish made while the client is
+// reconnecting once what already waits for the reconnect would pass the
+// bound (maxPendingWhileDownBytes).
+export class PendingOverflowError extends Error {
+  constructor(size, waiting, bound) {
+    super(`publish of ${size} bytes refused while reconnecting: ${waiting} bytes already wait for the reconnect, and maxPendingWhileDownBytes is ${bound}`);
+    this.name = 'PendingOverflowError';
+  }
+}

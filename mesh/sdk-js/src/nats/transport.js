@@ -9,8 +9,8 @@
 //                          it are the TLS session's
 //   close()             -> ends it; a pending read gets null
 //
-// A dialer is (server, options) -> Promise<Transport>; node:net's is in
-// socket.js.
+// A dialer is (host, port) -> Promise<Transport>; node:net's is in
+// socket.js, memoryDialer's hands out a memoryPair an attempt.
 
 // memoryPair is a client Transport and the scripted server's end of it.
 // The server end reads what the client wrote and writes what the client
@@ -68,8 +68,24 @@ export function memoryPair() {
       }
     },
     pending: '',
+    // accept plays the server's side of the handshake: INFO (info's
+    // fields over a plain server's), then, once the client has written
+    // CONNECT and PING, the PONG. It returns the CONNECT's options.
+    async accept(info = {}) {
+      server.send(`INFO ${JSON.stringify({ server_id: 'mem', version: '2.15.3', headers: true, max_payload: 1048576, ...info })}\r\n`);
+      const connect = await server.line(/^CONNECT /);
+      await server.line(/^PING$/);
+      server.send('PONG\r\n');
+      return JSON.parse(connect.slice('CONNECT '.length));
+    },
+    // drop loses the connection: the client's read gets null.
     drop() {
       toClient.close();
+      toServer.close();
+    },
+    // breakWrites fails the client's writes from now on, its read still
+    // waiting: a socket whose writes fail before its close is seen.
+    breakWrites() {
       toServer.close();
     },
     get closed() {
@@ -112,4 +128,41 @@ class Chunks {
       w(null);
     }
   }
+}
+
+// memoryDialer hands out a fresh memoryPair on every dial, so a test can
+// drop one server and script the next. refuse, when set, is asked of
+// each attempt ((host, port) -> true refuses it, as a server that is not
+// listening).
+export function memoryDialer() {
+  const attempts = []; // { host, port, at, refused, client, server }
+  const waiters = [];
+  const d = {
+    attempts,
+    refuse: null,
+    async dial(host, port) {
+      const refused = Boolean(d.refuse?.(host, port));
+      const a = { host, port, at: Date.now(), refused, ...memoryPair() };
+      attempts.push(a);
+      for (const w of waiters.splice(0)) w();
+      if (refused) throw new Error(`dial ${host}:${port}: connection refused`);
+      return a.client;
+    },
+    // attempt resolves with the n-th attempt (from 0) once it is made.
+    async attempt(n, timeoutMs = 2000) {
+      const deadline = Date.now() + timeoutMs;
+      while (attempts.length <= n) {
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`no dial attempt #${n} within ${timeoutMs} ms (${attempts.length} made)`);
+        let timer;
+        await new Promise((r) => {
+          waiters.push(r);
+          timer = setTimeout(r, left);
+        });
+        clearTimeout(timer);
+      }
+      return attempts[n];
+    },
+  };
+  return d;
 }
