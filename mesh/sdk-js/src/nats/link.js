@@ -180,7 +180,8 @@ export class Link {
       this.#finish(cause, s);
       return;
     }
-    this.#reconnect(s, cause);
+    // A failure of the loop's own is the end, not an unhandled rejection.
+    this.#reconnect(s, cause).catch((err) => this.#finish(err, s));
   }
 
   async #reconnect(from, cause) {
