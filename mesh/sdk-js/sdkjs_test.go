@@ -1,17 +1,23 @@
 package sdkjs
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/internal/natstest"
@@ -124,7 +130,7 @@ func e2eEnv(t *testing.T) string {
 	for user, c := range srv.Creds {
 		creds[user] = cred{URL: c.URL, Fingerprint: c.Fingerprint, Inbox: c.Inbox(), Document: string(c.Marshal())}
 	}
-	b, err := json.Marshal(map[string]any{"creds": creds})
+	b, err := json.Marshal(map[string]any{"creds": creds, "restartable": restartableBus(t, m)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,4 +158,142 @@ func assertStreams(t *testing.T, srv *natstest.Server, m *meshdesc.Mesh) {
 	if _, err := controller.Assert(ctx, jss, controller.DesiredState(m, controller.DefaultPolicy()), nil); err != nil {
 		t.Fatalf("assert streams and consumers: %v", err)
 	}
+}
+
+// restartableBus starts a second bus with the sample mesh's configuration
+// for the reconnect suite to stop and start again on its port, so that
+// the bus of the other suites, which may run at the same time, is never
+// taken from under them. The suite says what to do on a loopback port, a
+// line at a time: "stop", "start" (the same configuration on the same
+// port) or "ldm" (lame duck: the clients are told at once and closed
+// after a grace period of 2 s, then the server stops); each is answered
+// "ok" once done, or "error: " and why.
+func restartableBus(t *testing.T, m *meshdesc.Mesh) map[string]any {
+	first := natstest.Start(t, m)
+	_, port, err := net.SplitHostPort(first.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &restartable{config: first.ConfigPath}
+	if b.port, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	// Ours from the start, so that every server on the port has the
+	// suite's lame-duck timings.
+	first.Shutdown()
+	first.WaitForShutdown()
+	if err := b.start(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ln.Close()
+		_ = b.stop()
+	})
+	go b.serve(ln)
+	creds := map[string]map[string]string{}
+	for user, c := range first.Creds {
+		creds[user] = map[string]string{"url": c.URL, "fingerprint": c.Fingerprint, "inbox": c.Inbox()}
+	}
+	return map[string]any{"control": ln.Addr().String(), "creds": creds}
+}
+
+type restartable struct {
+	mu     sync.Mutex
+	config string
+	port   int
+	srv    *server.Server
+}
+
+func (b *restartable) serve(ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			lines := bufio.NewScanner(conn)
+			for lines.Scan() {
+				var err error
+				switch cmd := lines.Text(); cmd {
+				case "stop":
+					err = b.stop()
+				case "start":
+					err = b.start()
+				case "ldm":
+					err = b.lameDuck()
+				default:
+					err = fmt.Errorf("no command %q", cmd)
+				}
+				answer := "ok"
+				if err != nil {
+					answer = "error: " + err.Error()
+				}
+				if _, err := fmt.Fprintln(conn, answer); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+func (b *restartable) start() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.srv != nil {
+		// A lame duck stops of itself; it is waited for, within reason.
+		stopped := make(chan struct{})
+		go func() {
+			b.srv.WaitForShutdown()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			return errors.New("the server before is still running")
+		}
+	}
+	opts, err := server.ProcessConfigFile(b.config)
+	if err != nil {
+		return err
+	}
+	opts.Port = b.port
+	opts.NoSigs, opts.NoLog = true, true
+	opts.LameDuckGracePeriod, opts.LameDuckDuration = 2*time.Second, 3*time.Second
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return err
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return fmt.Errorf("not taking connections on port %d within 10s", b.port)
+	}
+	b.srv = srv
+	return nil
+}
+
+func (b *restartable) stop() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.srv == nil {
+		return errors.New("not started")
+	}
+	b.srv.Shutdown()
+	b.srv.WaitForShutdown()
+	return nil
+}
+
+func (b *restartable) lameDuck() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.srv == nil {
+		return errors.New("not started")
+	}
+	go b.srv.LameDuckShutdown()
+	return nil
 }
