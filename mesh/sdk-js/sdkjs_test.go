@@ -185,6 +185,8 @@ func restartableBus(t *testing.T, m *meshdesc.Mesh) map[string]any {
 	if err := b.start(); err != nil {
 		t.Fatal(err)
 	}
+	// Its streams and consumers, on the store every later start finds.
+	assertStreams(t, first, m)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +198,7 @@ func restartableBus(t *testing.T, m *meshdesc.Mesh) map[string]any {
 	go b.serve(ln)
 	creds := map[string]map[string]string{}
 	for user, c := range first.Creds {
-		creds[user] = map[string]string{"url": c.URL, "fingerprint": c.Fingerprint, "inbox": c.Inbox()}
+		creds[user] = map[string]string{"url": c.URL, "fingerprint": c.Fingerprint, "inbox": c.Inbox(), "document": string(c.Marshal())}
 	}
 	return map[string]any{"control": ln.Addr().String(), "creds": creds}
 }
