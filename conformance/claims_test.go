@@ -7,8 +7,8 @@ import (
 
 const twoImplementations = `
 implementations:
-  - {name: go, language: go, claims: [connection, events, tools, provisioning]}
-  - {name: js, language: javascript, claims: [connection, events]}
+  - {name: go, language: go, driver: example.com/driver, claims: [connection, events, tools, provisioning]}
+  - {name: js, language: javascript, sdk: sdk-js, node: sdk-js/driver/main.js, claims: [connection, events]}
 `
 
 func row(name, lang, conn, events, tools, prov string) map[string]string {

@@ -9,7 +9,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -38,8 +41,14 @@ type Implementation struct {
 	Language string `yaml:"language"`
 	// SDK is where the SDK lives in this repository.
 	SDK string `yaml:"sdk"`
-	// Driver is the driver's Go package (for a Go driver).
+	// Driver is the driver's build recipe when it is written in Go: its
+	// main package, built into a scratch image.
 	Driver string `yaml:"driver"`
+	// Node is the recipe of a driver written for Node.js: its program, a
+	// path inside SDK ("mesh/sdk-js/driver/main.js"), run by Debian's
+	// nodejs with the SDK's JavaScript beside it. Exactly one of Driver
+	// and Node is set.
+	Node string `yaml:"node"`
 	// Claims are the capabilities it implements; the floor is always one.
 	Claims []Capability `yaml:"claims"`
 }
@@ -62,7 +71,7 @@ var registryYAML []byte
 func Load() (*Registry, error) { return Parse(registryYAML) }
 
 // Parse reads and checks a registry: unique names and languages, known
-// capabilities, the floor claimed by all.
+// capabilities, the floor claimed by all, one build recipe each.
 func Parse(data []byte) (*Registry, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -91,8 +100,31 @@ func Parse(data []byte) (*Registry, error) {
 		if !impl.ClaimsCapability(Connection) {
 			return nil, fmt.Errorf("%w: %s: every implementation claims the floor (%s)", ErrRegistry, where, Connection)
 		}
+		if err := impl.checkRecipe(); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrRegistry, where, err)
+		}
 	}
 	return &r, nil
+}
+
+// checkRecipe refuses a driver with no recipe or two, and a Node program
+// that is not a script in a directory of the SDK's own: the image holds
+// the SDK's package.json, its src and that directory (docs/conformance.md),
+// not its tests.
+func (i Implementation) checkRecipe() error {
+	switch {
+	case i.Driver != "" && i.Node != "":
+		return errors.New("driver (a Go package) and node (a Node.js program) are both set; a driver is built one way")
+	case i.Driver == "" && i.Node == "":
+		return errors.New("no build recipe for its driver: set driver (a Go package) or node (a Node.js program of the SDK)")
+	case i.Node == "":
+		return nil
+	case i.SDK == "" || !fs.ValidPath(i.SDK):
+		return fmt.Errorf("node %q: the SDK's directory must be given as a relative path (sdk), got %q", i.Node, i.SDK)
+	case !fs.ValidPath(i.Node) || path.Ext(i.Node) != ".js" || !strings.HasPrefix(path.Dir(i.Node), i.SDK+"/"):
+		return fmt.Errorf("node %q: must be a .js file in a directory inside the SDK's (%s), as a relative path, e.g. %s/driver/main.js", i.Node, i.SDK, i.SDK)
+	}
+	return nil
 }
 
 // Implementation returns the one named.

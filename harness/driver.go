@@ -13,6 +13,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/conformance/driverproto"
 	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -70,11 +71,15 @@ func (c *Cluster) ModuleImage(ctx context.Context, name string) (string, error) 
 	return c.EnsureImage(ctx, images.Module(name))
 }
 
-// DriverImage builds the conformance driver of implementation, the Go
-// package pkg of this module (conformance/registry.yaml's recipe), when
-// it is missing or stale, and returns its reference.
-func (c *Cluster) DriverImage(ctx context.Context, implementation, pkg string) (string, error) {
-	return c.EnsureImage(ctx, images.Driver(implementation, pkg))
+// DriverImage builds the conformance driver of impl by its recipe in
+// conformance/registry.yaml, a Go package or a Node.js program, when it is
+// missing or stale, and returns its reference.
+func (c *Cluster) DriverImage(ctx context.Context, impl conformance.Implementation) (string, error) {
+	ref, err := c.s.builder.EnsureDriver(ctx, impl, images.DebianFromEnv(os.Getenv))
+	if err != nil {
+		return "", infra("ensure the driver image of "+impl.Name, err)
+	}
+	return ref, nil
 }
 
 // StartDriver starts one command of a driver on the private network and

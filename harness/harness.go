@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -85,7 +86,7 @@ type Mesh interface {
 	// AMQP bus of today beside NATS, where the topology has one.
 	StartDriver(ctx context.Context, o DriverOptions) (*Driver, error)
 	ModuleImage(ctx context.Context, name string) (string, error)
-	DriverImage(ctx context.Context, implementation, pkg string) (string, error)
+	DriverImage(ctx context.Context, impl conformance.Implementation) (string, error)
 	ImageID(ctx context.Context, ref string) (string, error)
 	RaiseAMQP(ctx context.Context) (*AMQPBus, error)
 

@@ -24,9 +24,10 @@ type claims struct {
 
 // buildOutcome is what the build path's check answered.
 type buildOutcome struct {
-	module string
-	exit   int
-	output string
+	module   string
+	language string
+	exit     int
+	output   string
 }
 
 func (s *scenario) bindClaims(sc *godog.ScenarioContext) {
@@ -35,6 +36,7 @@ func (s *scenario) bindClaims(sc *godog.ScenarioContext) {
 	sc.Step(`^the scenarios of this feature check every capability an implementation claims, and none it does not$`, c.theScenariosCheckExactlyTheClaims)
 	sc.Step(`^the build path checks a module in "([^"]+)" that emits "([^"]+)"(?: and serves "([^"]+)")?$`, c.theBuildPathChecks)
 	sc.Step(`^the build is refused, naming the module and the language without an SDK$`, c.theBuildIsRefused)
+	sc.Step(`^the build is refused, naming the module, its language and the capability "([^"]+)" its SDK lacks$`, c.theBuildIsRefusedForLacking)
 	sc.Step(`^the build is accepted$`, c.theBuildIsAccepted)
 }
 
@@ -97,20 +99,38 @@ func (c *claims) theBuildPathChecks(ctx context.Context, language, key, tool str
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
-		c.build = buildOutcome{module: module, exit: exit.ExitCode(), output: string(out)}
+		c.build = buildOutcome{module: module, language: language, exit: exit.ExitCode(), output: string(out)}
 	case err != nil:
 		return fmt.Errorf("run mesh-build check: %w\n%s", err, out)
 	default:
-		c.build = buildOutcome{module: module, output: string(out)}
+		c.build = buildOutcome{module: module, language: language, output: string(out)}
 	}
 	return nil
 }
 
 func (c *claims) theBuildIsRefused() error {
+	return c.refusedSaying(fmt.Sprintf("module %q", c.build.module), "no SDK for language")
+}
+
+// theBuildIsRefusedForLacking: the refusal names the module, its language,
+// and the capability with the manifest's fields that need it
+// ("tools (tools: 1)").
+func (c *claims) theBuildIsRefusedForLacking(capability string) error {
+	if err := c.refusedSaying(fmt.Sprintf("module %q in %s", c.build.module, c.build.language), "the manifest needs "); err != nil {
+		return err
+	}
+	_, needs, _ := strings.Cut(c.build.output, "the manifest needs ")
+	if !strings.Contains(needs, capability+" (") {
+		return fmt.Errorf("expected the refusal to name %s among what the manifest needs, it says:\n%s", capability, c.build.output)
+	}
+	return nil
+}
+
+func (c *claims) refusedSaying(says ...string) error {
 	if c.build.exit != 1 {
 		return fmt.Errorf("expected the build refused (exit 1), got exit %d:\n%s", c.build.exit, c.build.output)
 	}
-	for _, want := range []string{fmt.Sprintf("module %q", c.build.module), "no SDK for language"} {
+	for _, want := range says {
 		if !strings.Contains(c.build.output, want) {
 			return fmt.Errorf("expected the refusal to say %q, it says:\n%s", want, c.build.output)
 		}

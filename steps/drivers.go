@@ -66,7 +66,7 @@ func (s *scenario) driverImage(ctx context.Context, implementation string) (stri
 	if !ok {
 		return "", fmt.Errorf("no implementation %q in the registry", implementation)
 	}
-	return s.r.cluster.DriverImage(ctx, impl.Name, impl.Driver)
+	return s.r.cluster.DriverImage(ctx, impl)
 }
 
 // driverRunOptions are the knobs of one driver command beyond the command.

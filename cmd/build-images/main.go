@@ -1,6 +1,7 @@
 // Command build-images builds the project's images from the checkout when
 // they are missing or their inputs changed (harness/images); `make images`
-// runs it. With names, it builds only those images.
+// runs it. With names, it builds only those images. The conformance
+// drivers are those of conformance/registry.yaml, each by its recipe.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/harness/postgres"
 	"github.com/meshbus/mesh/harness/rabbitmq"
@@ -43,13 +45,27 @@ const (
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("prog", "build-images")
+	reg, err := conformance.Load()
+	if err != nil {
+		log.Error("read the conformance registry", "err", err)
+		return 1
+	}
 	all := images.All()
 	names := make([]string, len(all))
 	for i, s := range all {
 		names[i] = s.Name
 	}
-	// The Debian images are made from Debian's packages (the netem helper
-	// adds a binary of ours), so they are not Specs; they are built last.
+	// The drivers not written in Go (whose images are in All()) are made
+	// of Debian's packages, as the broker, the store and the netem helper
+	// are (it adds a binary of ours): they are not Specs, and are built
+	// last.
+	var nodeDrivers []conformance.Implementation
+	for _, impl := range reg.Implementations {
+		if impl.Node != "" {
+			nodeDrivers = append(nodeDrivers, impl)
+			names = append(names, images.DriverName(impl.Name))
+		}
+	}
 	names = append(names, rabbitmqImage, postgresImage, netemImage)
 
 	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
@@ -67,10 +83,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	specs, broker, store, netem := all, true, true, true
+	specs, drivers, broker, store, netem := all, nodeDrivers, true, true, true
 	if fs.NArg() > 0 {
-		specs, broker, store, netem = nil, false, false, false
+		specs, drivers, broker, store, netem = nil, nil, false, false, false
 		for _, name := range fs.Args() {
+			if i := slices.IndexFunc(nodeDrivers, func(impl conformance.Implementation) bool { return images.DriverName(impl.Name) == name }); i >= 0 {
+				drivers = append(drivers, nodeDrivers[i])
+				continue
+			}
 			if name == rabbitmqImage {
 				broker = true
 				continue
@@ -110,6 +130,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ready := make([]string, 0, len(refs)+1)
 	for _, ref := range refs {
+		ready = append(ready, ref)
+	}
+	for _, impl := range drivers {
+		ref, err := b.EnsureDriver(ctx, impl, images.DebianFromEnv(os.Getenv))
+		if err != nil {
+			log.Error("build the driver image of "+impl.Name, "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
+			return 1
+		}
 		ready = append(ready, ref)
 	}
 	if broker {

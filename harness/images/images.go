@@ -139,19 +139,10 @@ func Module(name string) Spec {
 	}
 }
 
-// All is every image the beds use: the cluster's, the conformance drivers
-// of conformance/registry.yaml (a test keeps the two lists equal), and
-// the sample modules the beds run.
+// All is every image of Go binaries the beds use: the cluster's, the
+// conformance drivers of conformance/registry.yaml written in Go (a test
+// keeps the two in step; the others are made of Debian's packages, by
+// EnsureDriver), and the sample modules the beds run.
 func All() []Spec {
 	return []Spec{NATS(), Controller(), Host(), BuildMachine(), Source(), Probe(), Driver("go", module+"/conformance/drivers/go"), Module("echo")}
-}
-
-// Driver is the image of an implementation's conformance driver written
-// in Go (docs/conformance.md): the package pkg as /driver.
-func Driver(implementation, pkg string) Spec {
-	return Spec{
-		Name:       "mesh-driver-" + implementation,
-		Binaries:   []Binary{{Package: pkg, Name: "driver"}},
-		Entrypoint: []string{"/driver"},
-	}
 }
