@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,8 +15,12 @@ func TestTheShippedRegistryLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	impl, ok := r.ForLanguage("go")
-	if !ok || !impl.ClaimsCapability(Events) {
+	if !ok || !impl.ClaimsCapability(Events) || impl.Driver == "" {
 		t.Fatalf("expected a Go implementation claiming events, got %+v", r.Implementations)
+	}
+	js, ok := r.ForLanguage("javascript")
+	if !ok || js.Node != "mesh/sdk-js/driver/main.js" || !slices.Equal(js.Claims, []Capability{Connection, Events}) {
+		t.Fatalf("expected the JavaScript implementation claiming the floor and events, its driver for Node.js, got %+v", r.Implementations)
 	}
 }
 

@@ -16,14 +16,19 @@ Feature: Conformance — design 19, per capability, per implementation
 
   Scenario: Each implementation is checked for exactly what it claims
     Then the registry of implementations says:
-      | implementation | language | connection | events  | tools   | provisioning |
-      | go             | go       | claimed    | claimed | claimed | claimed      |
+      | implementation | language   | connection | events  | tools       | provisioning |
+      | go             | go         | claimed    | claimed | claimed     | claimed      |
+      | js             | javascript | claimed    | claimed | not claimed | not claimed  |
     And the scenarios of this feature check every capability an implementation claims, and none it does not
 
   Scenario: A module using a capability its language's SDK does not implement is refused at build time
     When the build path checks a module in "cobol" that emits "saved"
     Then the build is refused, naming the module and the language without an SDK
     When the build path checks a module in "go" that emits "saved" and serves "look"
+    Then the build is accepted
+    When the build path checks a module in "javascript" that emits "saved" and serves "look"
+    Then the build is refused, naming the module, its language and the capability "tools" its SDK lacks
+    When the build path checks a module in "javascript" that emits "saved"
     Then the build is accepted
 
   @connection
@@ -34,6 +39,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @connection
   Scenario Outline: The floor: a bus presenting another certificate is refused
@@ -43,6 +49,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @connection
   Scenario Outline: Identity comes from the credential, never from the environment
@@ -55,6 +62,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @events
   Scenario Outline: An emitted event is the fixture, header by header and byte for byte
@@ -65,6 +73,8 @@ Feature: Conformance — design 19, per capability, per implementation
       | implementation | fixture             |
       | go             | event.json          |
       | go             | event-optional.json |
+      | js             | event.json          |
+      | js             | event-optional.json |
 
   @events
   Scenario Outline: A delivery reaches the handler as the fixture says; an unknown x- header is accepted
@@ -76,6 +86,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @events
   Scenario Outline: A delivery missing a required header is refused, naming the header
@@ -90,6 +101,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @events
   Scenario Outline: A delivery whose source is not its subject's module, or whose body is not JSON, is refused
@@ -106,6 +118,8 @@ Feature: Conformance — design 19, per capability, per implementation
       | implementation | fixture                      |
       | go             | delivery-spoofed-source.json |
       | go             | delivery-not-json.json       |
+      | js             | delivery-spoofed-source.json |
+      | js             | delivery-not-json.json       |
 
   @events
   Scenario Outline: Delivery is at-least-once: the same event delivered twice is handled once
@@ -117,6 +131,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @events
   Scenario Outline: A failing handler asks again, and after max-deliver the event is dead-lettered
@@ -128,6 +143,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @events @transient
   Scenario Outline: A handler failing for a moment is asked again later, and handles the event
@@ -143,6 +159,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @events @durability
   Scenario Outline: A consuming module stays whole across the bus's server killed with SIGKILL
@@ -159,6 +176,7 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
 
   @events @durability
   Scenario Outline: A consuming module rides out a link that loses packets
@@ -174,6 +192,22 @@ Feature: Conformance — design 19, per capability, per implementation
     Examples:
       | implementation |
       | go             |
+      | js             |
+
+  @events
+  Scenario Outline: An event emitted by one implementation is consumed by another, byte for byte
+    Two implementations that disagree about an envelope do not fail: they ignore each other. So
+    each one's emit is read by the other's consume, the handler given exactly what the fixture
+    says was emitted.
+    Given the driver of "<consumer>" consumes "emitter.reading" as "consumer" on "node-b"
+    When the driver of "<emitter>" emits "event.json" as "emitter" on "node-a"
+    Then the handler received exactly the event "event.json" describes
+    And nothing is pending on the consumer "node-b_consumer"
+
+    Examples:
+      | emitter | consumer |
+      | go      | js       |
+      | js      | go       |
 
   @tools
   Scenario Outline: A tool is served in a queue group and answers its caller

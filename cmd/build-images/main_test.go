@@ -16,6 +16,8 @@ func TestUsage(t *testing.T) {
 	}{
 		{[]string{"-h"}, 0, "mesh-nats, mesh-controller, mesh-host, mesh-builder, mesh-source, mesh-probe"},
 		{[]string{"--help"}, 0, "Usage: build-images"},
+		// A driver of the registry not written in Go, by its image's name.
+		{[]string{"-h"}, 0, "mesh-driver-js"},
 		{[]string{"--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"mesh-nope"}, 2, `unknown image "mesh-nope"`},
 	} {

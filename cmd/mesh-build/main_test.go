@@ -26,6 +26,23 @@ nodes: [{name: a, modules: [store]}]
 modules:
   - {name: store, language: cobol, emits: [saved]}
 `)
+	// The JavaScript SDK claims the floor and events: a module emitting
+	// and consuming is built, one serving a tool is refused.
+	jsEvents := write("js-events.yaml", `
+name: m
+bus: {names: [nats], monitor: nats}
+nodes: [{name: a, modules: [sensor, panel]}]
+modules:
+  - {name: sensor, language: javascript, emits: [reading]}
+  - {name: panel, language: javascript, consumes: [sensor.reading]}
+`)
+	jsTools := write("js-tools.yaml", `
+name: m
+bus: {names: [nats], monitor: nats}
+nodes: [{name: a, modules: [panel]}]
+modules:
+  - {name: panel, language: javascript, emits: [shown], tools: [show]}
+`)
 	cases := []struct {
 		args []string
 		code int
@@ -34,6 +51,8 @@ modules:
 		{[]string{"check", "--mesh", good}, 0, "every module can be built"},
 		{[]string{"check", "--mesh", bad}, 1, `module "store": capability not implemented by the module's SDK: no SDK for language "cobol"`},
 		{[]string{"check", "--mesh", good, "--module", "ghost"}, 1, `no module "ghost"`},
+		{[]string{"check", "--mesh", jsEvents}, 0, "every module can be built"},
+		{[]string{"check", "--mesh", jsTools}, 1, `module "panel" in javascript: capability not implemented by the module's SDK: the js SDK claims [connection events], the manifest needs tools (tools: 1)`},
 		{[]string{"check"}, 2, "--mesh FILE is required"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"help"}, 0, "Usage:"},
