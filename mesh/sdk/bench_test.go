@@ -14,15 +14,22 @@ import (
 )
 
 // The SDK's two round trips beside the same operations through raw
-// nats.go, each on its own in-process server with the composed grants:
-// what the envelope, validation, dedup and error mapping cost.
+// nats.go, both on one in-process server with the composed grants: what
+// the envelope, validation, dedup and error mapping cost, measured side by
+// side (benchstat -col /sub compares sub=sdk with sub=nats).
+//
+// Each variant serves the same subject or binds the same consumer, so each
+// connects its own clients for its run and is gone from the server before
+// the other starts: two responders in one queue group, or two pullers on
+// one consumer, would each take a share of the other's traffic.
 
 var benchBody = []byte(`{"celsius":21.5}`)
 
 // BenchmarkToolCall is one call answered: Request -> Handle -> reply.
 func BenchmarkToolCall(b *testing.B) {
-	b.Run("sdk", func(b *testing.B) {
-		tm := startMesh(b, controller.DefaultPolicy())
+	tm := startMesh(b, controller.DefaultPolicy())
+	b.Run("sub=sdk", func(b *testing.B) {
+		tm.leaveServerAsFound(b)
 		catalog := tm.connect(b, catalogUser)
 		if err := catalog.Handle("catalog_tools", func(_ context.Context, args []byte) ([]byte, error) { return args, nil }); err != nil {
 			b.Fatal(err)
@@ -37,8 +44,8 @@ func BenchmarkToolCall(b *testing.B) {
 			}
 		}
 	})
-	b.Run("nats", func(b *testing.B) {
-		tm := startMesh(b, controller.DefaultPolicy())
+	b.Run("sub=nats", func(b *testing.B) {
+		tm.leaveServerAsFound(b)
 		server, _ := tm.raw(b, catalogUser)
 		subject := wire.ToolSubject("mesh-catalog", "catalog_tools")
 		if _, err := server.QueueSubscribe(subject, wire.ToolQueue("mesh-catalog", "catalog_tools"), func(m *nats.Msg) {
@@ -63,8 +70,9 @@ func BenchmarkToolCall(b *testing.B) {
 // BenchmarkEventPublishToHandle is one event from the emitter's publish
 // (PubAck awaited) to the consumer's handler, acked.
 func BenchmarkEventPublishToHandle(b *testing.B) {
-	b.Run("sdk", func(b *testing.B) {
-		tm := startMesh(b, controller.DefaultPolicy())
+	tm := startMesh(b, controller.DefaultPolicy())
+	b.Run("sub=sdk", func(b *testing.B) {
+		tm.leaveServerAsFound(b)
 		sensor := tm.connect(b, sensorUser)
 		logger := tm.connect(b, loggerUser)
 		handled := make(chan struct{}, 1)
@@ -83,9 +91,14 @@ func BenchmarkEventPublishToHandle(b *testing.B) {
 			}
 			<-handled
 		}
+		b.StopTimer()
+		// The last handler's ack is the dispatcher's, after handled: the
+		// consumer must have it before the next run binds the consumer,
+		// or that run is handed this one's event once its ack wait ends.
+		tm.drained(b)
 	})
-	b.Run("nats", func(b *testing.B) {
-		tm := startMesh(b, controller.DefaultPolicy())
+	b.Run("sub=nats", func(b *testing.B) {
+		tm.leaveServerAsFound(b)
 		_, pub := tm.raw(b, sensorUser)
 		_, sub := tm.raw(b, loggerUser)
 		ctx := context.Background()
@@ -119,5 +132,38 @@ func BenchmarkEventPublishToHandle(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		b.StopTimer()
+		tm.drained(b)
 	})
+}
+
+// leaveServerAsFound makes the run's clients, connected after it, gone
+// from the server when the run's cleanups are done: a subscription of a
+// closed connection lingers until the server has read its end.
+func (tm *testMesh) leaveServerAsFound(b *testing.B) {
+	before := tm.srv.NumClients()
+	b.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for tm.srv.NumClients() > before {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d clients still connected 10 s after the run, want %d", tm.srv.NumClients(), before)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
+
+// drained waits until the logger's consumer has every delivery settled.
+func (tm *testMesh) drained(b *testing.B) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ci := tm.consumer(b)
+		if ci.NumAckPending == 0 && ci.NumPending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("logger's consumer not drained in 10 s: %d unacked, %d undelivered", ci.NumAckPending, ci.NumPending)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
