@@ -41,7 +41,7 @@ func TestNodeSuites(t *testing.T) {
 
 // requireNode is the machine's Node, 20 or later; without one the test is
 // skipped, saying so (CI installs one).
-func requireNode(t *testing.T) string {
+func requireNode(t testing.TB) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -65,7 +65,7 @@ func requireNode(t *testing.T) string {
 // by the files the test opens; node reads the JavaScript in a process of
 // its own, so it is opened here, or a changed file would pass from the
 // cache.
-func readFiles(t *testing.T, dirs ...string) {
+func readFiles(t testing.TB, dirs ...string) {
 	t.Helper()
 	for _, dir := range dirs {
 		if err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -139,7 +139,7 @@ func e2eEnv(t *testing.T) string {
 
 // assertStreams has the controller's own code assert the mesh's streams
 // and consumers on srv, as a controller would before any module runs.
-func assertStreams(t *testing.T, srv *natstest.Server, m *meshdesc.Mesh) {
+func assertStreams(t testing.TB, srv *natstest.Server, m *meshdesc.Mesh) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	jss := controller.JetStreams{}
