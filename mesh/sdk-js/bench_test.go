@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -101,9 +103,7 @@ func BenchmarkRequest(b *testing.B) {
 			took[i] = time.Since(start)
 		}
 		b.StopTimer()
-		slices.Sort(took)
-		b.ReportMetric(quantile(took, 0.50), "p50-µs")
-		b.ReportMetric(quantile(took, 0.99), "p99-µs")
+		reportLatency(b, took)
 	})
 	b.Run("sub=js", func(b *testing.B) {
 		r := js.measure(b)
@@ -122,6 +122,7 @@ func BenchmarkPullConsumeAck(b *testing.B) {
 	bus.assertStreams(b)
 	js := bus.script(b, "pull.js", map[string]any{"user": logger, "next": wire.ConsumerNext(wire.StreamEvents, loggerCon), "batch": 500})
 	b.Run("sub=nats.go", func(b *testing.B) {
+		bus.leaveAsFound(b)
 		bus.fill(b, b.N)
 		nc := bus.dial(b, logger)
 		stream, err := jetstream.New(nc)
@@ -155,58 +156,222 @@ func BenchmarkPullConsumeAck(b *testing.B) {
 		bus.drained(b)
 	})
 	b.Run("sub=js", func(b *testing.B) {
+		bus.leaveAsFound(b)
 		bus.fill(b, b.N)
 		js.measure(b).reportRate(b)
 		bus.drained(b)
 	})
+	// The SDKs: a module connected before the clock starts, which
+	// subscribes (binds its consumer) once it has started; the clock stops
+	// at the last handler's return, and the module is closed after it
+	// (its acks flushed, then checked).
+	jsSDK := bus.script(b, "consume.js", map[string]any{"user": logger, "pattern": "sensor.reading"})
+	b.Run("sub=go-sdk", func(b *testing.B) {
+		bus.leaveAsFound(b)
+		bus.fill(b, b.N)
+		m := bus.module(b, logger)
+		var handled atomic.Int64
+		all := make(chan struct{})
+		b.ResetTimer()
+		if err := m.Subscribe("sensor.reading", func(context.Context, sdk.Event) error {
+			if handled.Add(1) == int64(b.N) {
+				close(all)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		<-all
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		bus.drained(b)
+	})
+	b.Run("sub=js-sdk", func(b *testing.B) {
+		bus.leaveAsFound(b)
+		bus.fill(b, b.N)
+		jsSDK.measure(b).reportRate(b)
+		bus.drained(b)
+	})
+}
+
+// BenchmarkEventPublishToHandle is one event from an emitter's publish
+// (PubAck awaited) to a consumer's handler, acked, one at a time, as
+// mesh/sdk's benchmark of the same name: nats.go spelling the envelope by
+// hand, the Go SDK, and the JavaScript SDK (both modules in one node).
+// Each variant's consumer is gone before the next binds the same one.
+func BenchmarkEventPublishToHandle(b *testing.B) {
+	bus := startBenchBus(b)
+	bus.assertStreams(b)
+	b.Run("sub=nats.go", func(b *testing.B) {
+		bus.leaveAsFound(b)
+		pub, err := jetstream.New(bus.dial(b, sensor))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sub, err := jetstream.New(bus.dial(b, logger))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cons, err := sub.Consumer(bus.ctx(b, 5*time.Second), wire.StreamEvents, loggerCon)
+		if err != nil {
+			b.Fatal(err)
+		}
+		iter, err := cons.Messages()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(iter.Stop)
+		ctx := context.Background()
+		took := make([]time.Duration, b.N)
+		b.ResetTimer()
+		for i := range b.N {
+			start := time.Now()
+			msg := event()
+			if _, err := pub.PublishMsg(ctx, msg, jetstream.WithMsgID(msg.Header.Get(wire.HeaderEventID))); err != nil {
+				b.Fatal(err)
+			}
+			got, err := iter.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := got.Ack(); err != nil {
+				b.Fatal(err)
+			}
+			took[i] = time.Since(start)
+		}
+		b.StopTimer()
+		reportLatency(b, took)
+		bus.drained(b)
+	})
+	b.Run("sub=go-sdk", func(b *testing.B) {
+		bus.leaveAsFound(b)
+		emitter := bus.module(b, sensor)
+		consumer := bus.module(b, logger)
+		handled := make(chan struct{}, 1)
+		if err := consumer.Subscribe("sensor.reading", func(context.Context, sdk.Event) error {
+			handled <- struct{}{}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		body := event().Data
+		took := make([]time.Duration, b.N)
+		b.ResetTimer()
+		for i := range b.N {
+			start := time.Now()
+			if _, err := emitter.Publish(ctx, "reading", body); err != nil {
+				b.Fatal(err)
+			}
+			<-handled
+			took[i] = time.Since(start)
+		}
+		b.StopTimer()
+		reportLatency(b, took)
+		bus.drained(b)
+	})
+	js := bus.script(b, "event.js", map[string]any{"pub": sensor, "sub": logger, "key": "reading", "pattern": "sensor.reading", "body": string(event().Data)})
+	b.Run("sub=js-sdk", func(b *testing.B) {
+		r := js.measure(b)
+		b.ReportMetric(r.P50us, "p50-µs")
+		b.ReportMetric(r.P99us, "p99-µs")
+		bus.drained(b)
+	})
+}
+
+func reportLatency(b *testing.B, took []time.Duration) {
+	slices.Sort(took)
+	b.ReportMetric(quantile(took, 0.50), "p50-µs")
+	b.ReportMetric(quantile(took, 0.99), "p99-µs")
 }
 
 // TestAStalledSubscriberKeepsMemoryBounded floods a subscription whose
-// handler never returns (bench/stall.js) and checks that the client holds
-// no more than its cap, counts every message it dropped, and says it is
-// slow once. The same flood with the cap lifted must break the memory
-// bound, or the bound would prove nothing.
+// handler never returns (bench/stall.js) from a nats.go connection, and
+// checks that the client holds no more than its cap, counts every message
+// it dropped, and says it is slow once. The same flood with the cap
+// lifted must break the memory bound, or the bound would prove nothing.
 func TestAStalledSubscriberKeepsMemoryBounded(t *testing.T) {
 	node := requireNode(t)
 	readFiles(t, "src", "bench")
-	env := startBenchBus(t).env
+	bus := startBenchBus(t)
 	const flood, capped, boundMiB = 200000, 1000, 16
 	type outcome struct {
-		Published   int      `json:"published"`
+		N           int      `json:"n"`
 		Handled     int      `json:"handled"`
 		Pending     int      `json:"pending"`
 		Dropped     int      `json:"dropped"`
 		SlowReports int      `json:"slowReports"`
 		OtherErrors []string `json:"otherErrors"`
 		GrowthMiB   float64  `json:"growthMiB"`
-		Seconds     float64  `json:"seconds"`
+		HeapMiB     float64  `json:"heapGrowthMiB"`
+		BuffersMiB  float64  `json:"buffersGrowthMiB"`
 		Closed      string   `json:"closed"`
+		Ready       bool     `json:"ready"`
 		Error       string   `json:"error"`
 	}
 	stall := func(t *testing.T, pending int) outcome {
-		setup := map[string]any{"sub": sensor, "pub": bob, "subject": calibrate, "queue": calibrateQueue, "n": flood, "size": messageSize, "pendingMessages": pending}
-		arg, err := json.Marshal(setup)
+		arg, err := json.Marshal(map[string]any{"sub": sensor, "subject": calibrate, "queue": calibrateQueue, "pendingMessages": pending})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, node, "--expose-gc", filepath.Join("bench", "stall.js"), string(arg))
-		cmd.Env = append(os.Environ(), "MESH_BENCH="+env)
+		cmd.Env = append(os.Environ(), "MESH_BENCH="+bus.env)
 		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		var o outcome
-		if jerr := json.Unmarshal(out, &o); jerr != nil || err != nil || o.Error != "" {
-			t.Fatalf("node bench/stall.js: %v %v\n%s", err, jerr, out)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
 		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = in.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("node bench/stall.js: %v", err)
+			}
+		}()
+		lines := bufio.NewScanner(stdout)
+		read := func() outcome {
+			if !lines.Scan() {
+				t.Fatalf("node bench/stall.js ended without answering: %v", lines.Err())
+			}
+			var o outcome
+			if err := json.Unmarshal(lines.Bytes(), &o); err != nil || o.Error != "" {
+				t.Fatalf("node bench/stall.js printed %s (%v)", lines.Bytes(), err)
+			}
+			return o
+		}
+		if o := read(); !o.Ready {
+			t.Fatalf("node bench/stall.js began with %+v, not ready", o)
+		}
+		pub := bus.dial(t, bob)
+		payload := make([]byte, messageSize)
+		for range flood {
+			if err := pub.Publish(calibrate, payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pub.FlushTimeout(time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Fprintf(in, "{\"n\":%d}\n", flood); err != nil {
+			t.Fatal(err)
+		}
+		o := read()
 		t.Logf("pending cap %d: %+v", pending, o)
 		return o
 	}
 	t.Run("capped", func(t *testing.T) {
 		o := stall(t, capped)
-		if o.Published != flood {
-			t.Fatalf("published %d, want %d", o.Published, flood)
-		}
 		if o.Handled != 1 || o.Pending != capped {
 			t.Errorf("handler given %d and %d held, want 1 and the cap, %d", o.Handled, o.Pending, capped)
 		}
@@ -234,6 +399,36 @@ func TestAStalledSubscriberKeepsMemoryBounded(t *testing.T) {
 	})
 }
 
+// event is sensor.reading as the SDKs emit it: the envelope in headers,
+// a JSON body of messageSize bytes.
+func event() *nats.Msg {
+	const shape = `{"celsius":21.5,"pad":"%s"}`
+	body := fmt.Appendf(nil, shape, strings.Repeat("x", messageSize-len(shape)+2))
+	return &nats.Msg{Subject: reading, Data: body, Header: nats.Header{
+		wire.HeaderEventID: {nats.NewInbox()}, wire.HeaderSource: {"sensor"}, wire.HeaderNode: {"node-a"},
+		wire.HeaderTime: {wire.FormatTime(time.Now())}, wire.HeaderContentType: {wire.ContentTypeJSON},
+	}}
+}
+
+// module is user connected through the Go SDK, with its credential
+// document where a host would put it.
+func (bus *benchBus) module(b *testing.B, user string) *sdk.Module {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "credential.json")
+	if err := os.WriteFile(path, bus.srv.Creds[user].Marshal(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{wire.EnvNode, wire.EnvModule} {
+		b.Setenv(name, "") // restored after; Connect sets them
+	}
+	m, err := sdk.Connect(bus.ctx(b, 10*time.Second), path)
+	if err != nil {
+		b.Fatalf("connect %s: %v", user, err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
 // benchBus is the bus a benchmark's variants share.
 type benchBus struct {
 	mesh *meshdesc.Mesh
@@ -245,7 +440,7 @@ type benchBus struct {
 
 // startBenchBus is the real nats-server in-process with the sample mesh's
 // composed configuration, and the credentials for the scripts (MESH_BENCH:
-// {"creds":{user:{url,fingerprint,inbox}}}).
+// {"creds":{user:{url,fingerprint,inbox,document}}}).
 func startBenchBus(tb testing.TB) *benchBus {
 	tb.Helper()
 	m, err := meshdesc.Load(filepath.Join("..", "..", "features", "testdata", "mesh.yaml"))
@@ -255,7 +450,7 @@ func startBenchBus(tb testing.TB) *benchBus {
 	srv := natstest.Start(tb, m)
 	creds := map[string]map[string]string{}
 	for user, c := range srv.Creds {
-		creds[user] = map[string]string{"url": c.URL, "fingerprint": c.Fingerprint, "inbox": c.Inbox()}
+		creds[user] = map[string]string{"url": c.URL, "fingerprint": c.Fingerprint, "inbox": c.Inbox(), "document": string(c.Marshal())}
 	}
 	env, err := json.Marshal(map[string]any{"creds": creds})
 	if err != nil {
@@ -281,6 +476,23 @@ func (bus *benchBus) dial(tb testing.TB, user string) *nats.Conn {
 	return nc
 }
 
+// leaveAsFound makes the clients a run connects after it gone from the
+// server once the run's cleanups are done: the pull requests of a
+// connection the server has not yet seen close would take the next run's
+// events.
+func (bus *benchBus) leaveAsFound(b *testing.B) {
+	before := bus.srv.NumClients()
+	b.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for bus.srv.NumClients() > before {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d clients connected 10 s after the run, want %d", bus.srv.NumClients(), before)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
+
 // assertStreams creates the streams and consumers with the controller's
 // own code, and keeps the controller's JetStream in the mesh account.
 func (bus *benchBus) assertStreams(b *testing.B) {
@@ -294,7 +506,8 @@ func (bus *benchBus) assertStreams(b *testing.B) {
 }
 
 // fill stores n events the logger's consumer delivers, outside the clock,
-// EVENTS purged first.
+// EVENTS purged first. They are whole events, the envelope as the SDKs
+// send it, so that the SDKs take them as they would any.
 func (bus *benchBus) fill(b *testing.B, n int) {
 	b.Helper()
 	b.StopTimer()
@@ -305,11 +518,10 @@ func (bus *benchBus) fill(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	payload := make([]byte, messageSize)
 	const window = 1000
 	for left := n; left > 0; left -= window {
 		for range min(left, window) {
-			if _, err := js.PublishAsync(reading, payload); err != nil {
+			if _, err := js.PublishMsgAsync(event()); err != nil {
 				b.Fatal(err)
 			}
 		}

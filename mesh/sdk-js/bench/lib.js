@@ -26,6 +26,7 @@ export function credential(user) {
     pass: decodeURIComponent(u.password),
     fingerprint: c.fingerprint,
     inbox: c.inbox,
+    document: c.document,
   };
 }
 
