@@ -38,7 +38,8 @@ type ApplyResult struct {
 	CredentialsWritten []string `json:"credentials_written"`
 }
 
-// Apply recomposes the state after the description changed: the secrets
+// Apply recomposes the state after the description changed — the one last
+// pushed, read inside its update, else m (Described) — : the secrets
 // of principals that still exist are kept, new principals are minted,
 // removed ones are dropped with their credentials (every credential of a
 // user not composed, whatever the old secrets say), and dir's nats.conf is
@@ -58,7 +59,13 @@ func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Option
 	err := composing(ctx, dir, func() error {
 		var a applied
 		err := st.Update(ctx, func(tx Tx) error {
-			var err error
+			// The description in force, read under the lock: a caller that
+			// read it before (a token or a person issued while a push was
+			// being applied) would compose what the push replaced.
+			m, err := Described(ctx, m, tx)
+			if err != nil {
+				return err
+			}
 			a, err = applyIn(ctx, tx, m, dir, o)
 			return err
 		})

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -85,6 +87,29 @@ func TestApplyAddsAndRemovesUsers(t *testing.T) {
 	}
 	if st, _ := os.Stat(l.NATSConfig()); !os.SameFile(stAfter, st) {
 		t.Error("an apply with nothing to change replaced nats.conf")
+	}
+}
+
+// TestApplyComposesTheDescriptionInForce: a composition outside the loop
+// (a token or a person issued) that read the description before a push
+// was applied still composes the pushed one, which it reads under the
+// composition lock: it must not take away the users the push added.
+func TestApplyComposesTheDescriptionInForce(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	pushed := edit(t, b.m)
+	data, err := yaml.Marshal(pushed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.st.Update(ctxT(t), func(tx Tx) error { return tx.PutDescription(ctxT(t), data) }); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Apply(ctxT(t), b.m, b.st, b.dir, b.opts) // b.m: read before the push
+	if err != nil {
+		t.Fatal(err)
+	}
+	if carol := wire.PersonUser("carol"); !slices.Contains(res.Added, carol) {
+		t.Fatalf("expected the pushed description's %s composed, got %+v", carol, res)
 	}
 }
 
