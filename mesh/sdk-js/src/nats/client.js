@@ -236,7 +236,7 @@ export class Client {
 // Subscription hands its messages to its handler one at a time, holding
 // at most the client's pending caps.
 export class Subscription {
-  #queue = [];
+  #queue = new Fifo();
   #bytes = 0;
   #running = false;
   #client;
@@ -300,6 +300,34 @@ export class Subscription {
 
   unsubscribe() {
     this.#client.unsubscribe(this);
+  }
+}
+
+// Fifo is a queue whose shift is O(1): Array.prototype.shift copies the
+// array, so a subscription draining 200 000 queued messages took 38 s,
+// the event loop blocked meanwhile (docs/benchmarks.md).
+class Fifo {
+  #items = [];
+  #head = 0;
+
+  get length() {
+    return this.#items.length - this.#head;
+  }
+
+  push(v) {
+    this.#items.push(v);
+  }
+
+  shift() {
+    if (this.#head >= this.#items.length) return undefined;
+    const v = this.#items[this.#head];
+    this.#items[this.#head++] = undefined;
+    // Compacted once the taken half is the larger: amortised O(1).
+    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return v;
   }
 }
 
