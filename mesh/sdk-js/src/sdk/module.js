@@ -265,7 +265,12 @@ export class Module {
   }
 
   async #handle(m) {
-    const settle = (how) => this._client.publish(m.reply, how).catch((err) => this.#log('error', 'settle delivery', { how, err: err.message }));
+    // A settlement is written in order behind the ones before it, and not
+    // waited for: the next delivery is handled while it is on its way
+    // (close() flushes what is queued).
+    const settle = (how) => {
+      this._client.publish(m.reply, how).catch((err) => this.#log('error', 'settle delivery', { how, err: err.message }));
+    };
     let event;
     try {
       event = decode(m);
