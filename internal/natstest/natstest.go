@@ -182,3 +182,21 @@ func write(t testing.TB, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// LeaveAsFound makes the clients connected from now on gone from the
+// server by the time tb's cleanups are done (waiting up to 10 s): a
+// closed connection's subscriptions and pull requests linger until the
+// server has read its end, and would take a share of what the next run on
+// this server sends.
+func (s *Server) LeaveAsFound(tb testing.TB) {
+	before := s.NumClients()
+	tb.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for s.NumClients() > before {
+			if time.Now().After(deadline) {
+				tb.Fatalf("%d clients still connected 10 s after the run, want %d", s.NumClients(), before)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}

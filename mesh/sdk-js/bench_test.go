@@ -122,7 +122,7 @@ func BenchmarkPullConsumeAck(b *testing.B) {
 	bus.assertStreams(b)
 	js := bus.script(b, "pull.js", map[string]any{"user": logger, "next": wire.ConsumerNext(wire.StreamEvents, loggerCon), "batch": 500})
 	b.Run("sub=nats.go", func(b *testing.B) {
-		bus.leaveAsFound(b)
+		bus.srv.LeaveAsFound(b)
 		bus.fill(b, b.N)
 		nc := bus.dial(b, logger)
 		stream, err := jetstream.New(nc)
@@ -156,7 +156,7 @@ func BenchmarkPullConsumeAck(b *testing.B) {
 		bus.drained(b)
 	})
 	b.Run("sub=js", func(b *testing.B) {
-		bus.leaveAsFound(b)
+		bus.srv.LeaveAsFound(b)
 		bus.fill(b, b.N)
 		js.measure(b).reportRate(b)
 		bus.drained(b)
@@ -167,7 +167,7 @@ func BenchmarkPullConsumeAck(b *testing.B) {
 	// (its acks flushed, then checked).
 	jsSDK := bus.script(b, "consume.js", map[string]any{"user": logger, "pattern": "sensor.reading"})
 	b.Run("sub=go-sdk", func(b *testing.B) {
-		bus.leaveAsFound(b)
+		bus.srv.LeaveAsFound(b)
 		bus.fill(b, b.N)
 		m := bus.module(b, logger)
 		var handled atomic.Int64
@@ -190,7 +190,7 @@ func BenchmarkPullConsumeAck(b *testing.B) {
 		bus.drained(b)
 	})
 	b.Run("sub=js-sdk", func(b *testing.B) {
-		bus.leaveAsFound(b)
+		bus.srv.LeaveAsFound(b)
 		bus.fill(b, b.N)
 		jsSDK.measure(b).reportRate(b)
 		bus.drained(b)
@@ -206,7 +206,7 @@ func BenchmarkEventPublishToHandle(b *testing.B) {
 	bus := startBenchBus(b)
 	bus.assertStreams(b)
 	b.Run("sub=nats.go", func(b *testing.B) {
-		bus.leaveAsFound(b)
+		bus.srv.LeaveAsFound(b)
 		pub, err := jetstream.New(bus.dial(b, sensor))
 		if err != nil {
 			b.Fatal(err)
@@ -247,7 +247,7 @@ func BenchmarkEventPublishToHandle(b *testing.B) {
 		bus.drained(b)
 	})
 	b.Run("sub=go-sdk", func(b *testing.B) {
-		bus.leaveAsFound(b)
+		bus.srv.LeaveAsFound(b)
 		emitter := bus.module(b, sensor)
 		consumer := bus.module(b, logger)
 		handled := make(chan struct{}, 1)
@@ -474,23 +474,6 @@ func (bus *benchBus) dial(tb testing.TB, user string) *nats.Conn {
 	}
 	tb.Cleanup(nc.Close)
 	return nc
-}
-
-// leaveAsFound makes the clients a run connects after it gone from the
-// server once the run's cleanups are done: the pull requests of a
-// connection the server has not yet seen close would take the next run's
-// events.
-func (bus *benchBus) leaveAsFound(b *testing.B) {
-	before := bus.srv.NumClients()
-	b.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for bus.srv.NumClients() > before {
-			if time.Now().After(deadline) {
-				b.Fatalf("%d clients connected 10 s after the run, want %d", bus.srv.NumClients(), before)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
 }
 
 // assertStreams creates the streams and consumers with the controller's

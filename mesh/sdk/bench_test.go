@@ -29,7 +29,7 @@ var benchBody = []byte(`{"celsius":21.5}`)
 func BenchmarkToolCall(b *testing.B) {
 	tm := startMesh(b, controller.DefaultPolicy())
 	b.Run("sub=sdk", func(b *testing.B) {
-		tm.leaveServerAsFound(b)
+		tm.srv.LeaveAsFound(b)
 		catalog := tm.connect(b, catalogUser)
 		if err := catalog.Handle("catalog_tools", func(_ context.Context, args []byte) ([]byte, error) { return args, nil }); err != nil {
 			b.Fatal(err)
@@ -45,7 +45,7 @@ func BenchmarkToolCall(b *testing.B) {
 		}
 	})
 	b.Run("sub=nats", func(b *testing.B) {
-		tm.leaveServerAsFound(b)
+		tm.srv.LeaveAsFound(b)
 		server, _ := tm.raw(b, catalogUser)
 		subject := wire.ToolSubject("mesh-catalog", "catalog_tools")
 		if _, err := server.QueueSubscribe(subject, wire.ToolQueue("mesh-catalog", "catalog_tools"), func(m *nats.Msg) {
@@ -72,7 +72,7 @@ func BenchmarkToolCall(b *testing.B) {
 func BenchmarkEventPublishToHandle(b *testing.B) {
 	tm := startMesh(b, controller.DefaultPolicy())
 	b.Run("sub=sdk", func(b *testing.B) {
-		tm.leaveServerAsFound(b)
+		tm.srv.LeaveAsFound(b)
 		sensor := tm.connect(b, sensorUser)
 		logger := tm.connect(b, loggerUser)
 		handled := make(chan struct{}, 1)
@@ -98,7 +98,7 @@ func BenchmarkEventPublishToHandle(b *testing.B) {
 		tm.drained(b)
 	})
 	b.Run("sub=nats", func(b *testing.B) {
-		tm.leaveServerAsFound(b)
+		tm.srv.LeaveAsFound(b)
 		_, pub := tm.raw(b, sensorUser)
 		_, sub := tm.raw(b, loggerUser)
 		ctx := context.Background()
@@ -134,22 +134,6 @@ func BenchmarkEventPublishToHandle(b *testing.B) {
 		}
 		b.StopTimer()
 		tm.drained(b)
-	})
-}
-
-// leaveServerAsFound makes the run's clients, connected after it, gone
-// from the server when the run's cleanups are done: a subscription of a
-// closed connection lingers until the server has read its end.
-func (tm *testMesh) leaveServerAsFound(b *testing.B) {
-	before := tm.srv.NumClients()
-	b.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for tm.srv.NumClients() > before {
-			if time.Now().After(deadline) {
-				b.Fatalf("%d clients still connected 10 s after the run, want %d", tm.srv.NumClients(), before)
-			}
-			time.Sleep(time.Millisecond)
-		}
 	})
 }
 
