@@ -38,8 +38,8 @@ type ApplyResult struct {
 	CredentialsWritten []string `json:"credentials_written"`
 }
 
-// Apply recomposes the state after the description changed — the one last
-// pushed, read inside its update, else m (Described) — : the secrets
+// Apply recomposes the state after the description changed (the one in
+// force, read inside its update: the last pushed, else m): the secrets
 // of principals that still exist are kept, new principals are minted,
 // removed ones are dropped with their credentials (every credential of a
 // user not composed, whatever the old secrets say), and dir's nats.conf is

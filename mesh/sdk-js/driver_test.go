@@ -11,6 +11,7 @@ import (
 	proto "github.com/meshbus/mesh/conformance/driverproto"
 	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // The JavaScript driver (driver/main.js) is held to the protocol the bed
@@ -94,7 +95,7 @@ func TestTheDriverConnectsAndReportsItsIdentity(t *testing.T) {
 	}
 	srv := natstest.Start(t, m)
 	cred := filepath.Join(t.TempDir(), "credential.json")
-	if err := os.WriteFile(cred, srv.Creds["mod.node-a.sensor"].Marshal(), 0o600); err != nil {
+	if err := os.WriteFile(cred, srv.Creds[wire.ModuleUser("node-a", "sensor")].Marshal(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runDriver(t, node, []string{"MESH_CREDENTIAL=" + cred, "MESH_NODE=node-z", "MESH_MODULE=impostor"}, "connect")

@@ -86,7 +86,8 @@ export class FakeJetStream {
     } else {
       const p = { subject, reply, headers: parseHead(head), body };
       this.published.push(p);
-      if (reply) this.send(reply, JSON.stringify(this.pubAck(p)));
+      const ack = this.pubAck(p); // undefined: no answer at all
+      if (reply && ack !== undefined) this.send(reply, JSON.stringify(ack));
     }
     for (const w of this.#waiters.splice(0)) w();
   }
