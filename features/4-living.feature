@@ -76,7 +76,25 @@ Feature: Living — the mesh living on its bus
     When a push gives every module the version "2.0.0"
     Then within 30 seconds every node runs every module at "2.0.0", at the revision declared to it, as status shows
     And every node was declared its next revision, once
-    And the host of each node runs each module declared to it as a process of its own
+    And the host of each node runs each module declared to it as a process and a user of its own
+
+  @isolation
+  Scenario: A module is not its host: it reads its own credential and nothing of the host's or a sibling's
+    ADR 0047 and issue 18. The host runs each module as an OS user and group of its own, which it
+    allots and keeps, in a home of its own, with an environment made for it; the host's state,
+    the node's sealing key, the enrolment token and the other modules' credentials are files the
+    module cannot read. The module "pry" looks for them all where a module could find them (its
+    own credential's path names the host's state) and connects as whatever it found, naming each
+    such connection "pry"; then it connects as itself, named "pry: tried". The server is asked,
+    from outside, who connected.
+
+    When a push adds these modules to "node-a":
+      """
+      - name: pry
+      """
+    Then within 30 seconds the module "pry" on "node-a" has connected as itself, named "pry: tried"
+    And the server shows no connection named "pry", open or closed
+    And the host of each node runs each module declared to it as a process and a user of its own
 
   @newest
   Scenario: A node that was away gets exactly the newest declaration, and an older one published again is refused

@@ -56,6 +56,10 @@ type Process struct {
 	PID     int
 	PPID    int
 	Command string
+	// UID and GID are the process's user and group ids, as the engine's
+	// host numbers them (the container's own, without user namespaces);
+	// -1 when the table does not say.
+	UID, GID int
 }
 
 // ID is the container's full id.
@@ -93,14 +97,15 @@ func (c *Handle) Inspect(ctx context.Context) (State, error) {
 // "top"), so a step can see, for instance, nats-server as the child of
 // the entrypoint and whether its pid changed.
 func (c *Handle) Processes(ctx context.Context) ([]Process, error) {
-	res, err := c.docker.ContainerTop(ctx, c.id, client.ContainerTopOptions{})
+	res, err := c.docker.ContainerTop(ctx, c.id, client.ContainerTopOptions{Arguments: []string{"-eo", "pid,ppid,uid,gid,args"}})
 	if err != nil {
 		return nil, infra("list processes of "+c.role, err)
 	}
 	return parseTop(res.Titles, res.Processes)
 }
 
-// parseTop reads the table of ps -ef that the engine answers top with.
+// parseTop reads the table of ps that the engine answers top with (ps
+// -ef's, or ps -eo pid,ppid,uid,gid,args's).
 func parseTop(titles []string, rows [][]string) ([]Process, error) {
 	col := map[string]int{}
 	for i, t := range titles {
@@ -128,7 +133,16 @@ func parseTop(titles []string, rows [][]string) ([]Process, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read processes: ppid %q: %w", r[ppidCol], err)
 		}
-		out = append(out, Process{PID: pid, PPID: ppid, Command: r[cmdCol]})
+		p := Process{PID: pid, PPID: ppid, Command: r[cmdCol], UID: -1, GID: -1}
+		for name, id := range map[string]*int{"UID": &p.UID, "GID": &p.GID} {
+			if i, ok := col[name]; ok {
+				// ps -ef names the user where it can; a number is read.
+				if n, err := strconv.Atoi(r[i]); err == nil {
+					*id = n
+				}
+			}
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

@@ -89,8 +89,8 @@ func (c *Cluster) Enrolment(node string) (Enrolment, error) {
 
 // startHost raises the host of node m.Name: a token issued by the
 // controller, then mesh-host run with it on the private network, waited
-// for until it is connected as the node's own host user. Its state (the
-// sealing key, its credential) is bound from the work directory.
+// for until it is connected as the node's own host user, as root (its
+// modules run as users of their own).
 func (c *Cluster) startHost(ctx context.Context, m topology.Member) error {
 	token, doc, err := c.IssueToken(ctx, m.Name)
 	if err != nil {
@@ -103,11 +103,18 @@ func (c *Cluster) startHost(ctx context.Context, m topology.Member) error {
 	}
 	role := m.Name
 	opts := append(c.s.common(role),
+		hostctr.AsRoot(),
 		hostctr.WithToken(doc),
-		hostctr.WithStateDir(state),
 		network.WithNetworkName([]string{m.Name}, c.networks[Private]),
 		hostctr.WithStartupTimeout(c.readyTimeout),
 	)
+	// The host writes its state as root, and its modules' homes as users
+	// of their own: bound from the work directory only when this process
+	// can remove what they write; otherwise it lives in the container's
+	// layer, which a stop and a start keep too.
+	if os.Geteuid() == 0 {
+		opts = append(opts, hostctr.WithStateDir(state))
+	}
 	ctr, runErr := hostctr.Run(ctx, c.images.host, opts...)
 	var got started
 	if ctr != nil {

@@ -21,6 +21,13 @@ func TestParseTop(t *testing.T) {
 	if len(got) != 2 || got[1].PID != 4250 || got[1].PPID != 4242 || !strings.HasPrefix(got[1].Command, "/nats-server") {
 		t.Fatalf("expected nats-server 4250 child of 4242, got %+v", got)
 	}
+	if got[1].UID != 1000 || got[1].GID != -1 {
+		t.Errorf("ps -ef's table: uid %d (want 1000), gid %d (want -1, not in the table)", got[1].UID, got[1].GID)
+	}
+	ids, err := parseTop([]string{"PID", "PPID", "UID", "GID", "COMMAND"}, [][]string{{"7", "1", "50001", "50001", "mesh-module-sensor"}})
+	if err != nil || len(ids) != 1 || ids[0].UID != 50001 || ids[0].GID != 50001 || ids[0].Command != "mesh-module-sensor" {
+		t.Fatalf("expected sensor as 50001:50001, got %+v, %v", ids, err)
+	}
 	if _, err := parseTop([]string{"PID", "CMD"}, nil); err == nil {
 		t.Fatal("expected an error for a table without PPID, got none")
 	}

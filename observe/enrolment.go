@@ -18,6 +18,8 @@ import (
 // Connection is one client connection as the server's /connz lists it.
 type Connection struct {
 	User string
+	// Name is the name the client gave its connection ("" for none).
+	Name string
 	// Reason is why it was closed; "" for an open one.
 	Reason string
 	// TLSVersion is the TLS version the client connected with ("1.3");
@@ -31,6 +33,7 @@ func Connections(body []byte) ([]Connection, error) {
 	var connz struct {
 		Connections []struct {
 			User       string `json:"authorized_user"`
+			Name       string `json:"name"`
 			Reason     string `json:"reason"`
 			TLSVersion string `json:"tls_version"`
 			IP         string `json:"ip"`
@@ -41,7 +44,7 @@ func Connections(body []byte) ([]Connection, error) {
 	}
 	out := make([]Connection, len(connz.Connections))
 	for i, c := range connz.Connections {
-		out[i] = Connection{User: c.User, Reason: c.Reason, TLSVersion: c.TLSVersion, IP: c.IP}
+		out[i] = Connection{User: c.User, Name: c.Name, Reason: c.Reason, TLSVersion: c.TLSVersion, IP: c.IP}
 	}
 	return out, nil
 }
@@ -103,4 +106,15 @@ func RefusedLogin(err error) bool {
 		return false
 	}
 	return errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+}
+
+// Named are the connections whose client gave them name.
+func Named(conns []Connection, name string) []Connection {
+	var out []Connection
+	for _, c := range conns {
+		if c.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -97,3 +97,17 @@ func TestEnrolledNodesReadsTheStoresRows(t *testing.T) {
 		t.Error("a row of one column was read")
 	}
 }
+
+// TestNamedReadsTheNameAClientGave: /connz's name field, as a client set it.
+func TestNamedReadsTheNameAClientGave(t *testing.T) {
+	conns, err := Connections([]byte(`{"connections":[{"authorized_user":"mod.node-a.pry","name":"pry: tried"},{"authorized_user":"host.node-a","name":"pry","reason":"Client Closed"},{"authorized_user":"host.node-a"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Named(conns, "pry"); len(got) != 1 || got[0].User != "host.node-a" || got[0].Reason != "Client Closed" {
+		t.Fatalf("named pry: %+v", got)
+	}
+	if got := Named(conns, "pry: tried"); len(got) != 1 || got[0].User != "mod.node-a.pry" {
+		t.Fatalf("named pry: tried: %+v", got)
+	}
+}

@@ -51,6 +51,52 @@ func (s *scenario) bindLiving(sc *godog.ScenarioContext) {
 	sc.Step(`^that token has expired$`, s.thatTokenHasExpired)
 	sc.Step(`^a claim with it is answered by the controller with a refusal saying "([^"]+)"$`, s.aClaimIsAnsweredRefused)
 	sc.Step(`^status counts that token's claim refused once, saying "([^"]+)"$`, s.statusCountsTheRefusal)
+	sc.Step(`^within (\d+) seconds the module "([^"]+)" on "([^"]+)" has connected as itself, named "([^"]+)"$`, s.theModuleConnectedNamed)
+	sc.Step(`^the server shows no connection named "([^"]+)", open or closed$`, s.noConnectionNamed)
+}
+
+// theModuleConnectedNamed: the server shows module's own user on node
+// connected, with the name the module gives its connection.
+func (s *scenario) theModuleConnectedNamed(ctx context.Context, seconds int, module, node, name string) error {
+	user := wire.ModuleUser(node, module)
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		conns, err := s.connz(ctx, "open")
+		if err != nil {
+			return err
+		}
+		named := observe.Named(conns, name)
+		if len(named) != 1 || named[0].User != user {
+			return fmt.Errorf("expected one open connection named %q, of %s; got %+v", name, user, named)
+		}
+		return nil
+	})
+}
+
+// noConnectionNamed: the server lists no connection with that name, open
+// or among those it closed.
+func (s *scenario) noConnectionNamed(ctx context.Context, name string) error {
+	conns, err := s.connz(ctx, "all")
+	if err != nil {
+		return err
+	}
+	if named := observe.Named(conns, name); len(named) != 0 {
+		return fmt.Errorf("expected no connection named %q, got %+v", name, named)
+	}
+	return nil
+}
+
+// connz are the connections the server lists in state (open, closed,
+// all), asked from the private network.
+func (s *scenario) connz(ctx context.Context, state string) ([]observe.Connection, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.monitor(ctx, observe.ConnzURL(r.mesh.Bus.Monitor, r.mesh.Bus.MonitorPort, state))
+	if err != nil {
+		return nil, err
+	}
+	return observe.Connections(body)
 }
 
 func (s *scenario) theServerShowsTheHostConnected(ctx context.Context, node, user string) error {

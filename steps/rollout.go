@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/harness/controllerctr"
 	ctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/host"
@@ -81,7 +82,7 @@ func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^that token is claimed, its answer awaited on its inbox$`, s.thatTokenIsClaimed)
 	sc.Step(`^I note how often the controller has been handed CONTROL's messages$`, s.iNoteTheHanded)
-	sc.Step(`^the host of each node runs each module declared to it as a process of its own$`, s.eachModuleIsAProcess)
+	sc.Step(`^the host of each node runs each module declared to it as a process and a user of its own$`, s.eachModuleIsAProcess)
 	sc.Step(`^within (\d+) seconds the claim is answered on its inbox with the credential of "([^"]+)"$`, s.theClaimIsAnswered)
 	sc.Step(`^the module "([^"]+)" on "([^"]+)" fails every delivery of "([^".]+)\.([^"]+)" until its deliveries run out$`, s.aConsumerFailsEveryDelivery)
 	sc.Step(`^within (\d+) seconds status names the dead letter of "([^"]+)" on "([^"]+)" for that event$`, s.statusNamesTheDeadLetter)
@@ -621,13 +622,14 @@ func (s *scenario) theClaimIsAnswered(ctx context.Context, seconds int, user str
 
 // eachModuleIsAProcess: in each host's container, a process per module
 // placed on its node, a child of the host (ADR 0047), named for its
-// module.
+// module, running as a user and a group of its own: neither the host's
+// nor root, nor any other module's.
 func (s *scenario) eachModuleIsAProcess(ctx context.Context) error {
 	r, err := s.cluster()
 	if err != nil {
 		return err
 	}
-	for _, n := range r.mesh.Nodes {
+	for _, n := range s.mesh().Nodes {
 		m, err := r.cluster.Member(n.Name)
 		if err != nil {
 			return err
@@ -636,23 +638,38 @@ func (s *scenario) eachModuleIsAProcess(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		hostPID := 0
-		for _, p := range procs {
-			if strings.Contains(p.Command, "mesh-host") {
-				hostPID = p.PID
-			}
+		if err := modulesAsTheirOwn(procs, n.Modules); err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
 		}
-		for _, mod := range n.Modules {
-			found := false
-			for _, p := range procs {
-				if strings.HasPrefix(p.Command, host.ProcessName(mod)) && p.PPID == hostPID {
-					found = true
-				}
-			}
-			if !found {
-				return fmt.Errorf("expected %s's host (pid %d) to run %s as a process of its own; its container runs %+v", n.Name, hostPID, mod, procs)
-			}
+	}
+	return nil
+}
+
+// modulesAsTheirOwn checks that procs, a host container's processes,
+// hold each of modules as a child of the host, each as a user and group
+// of its own.
+func modulesAsTheirOwn(procs []harness.Process, modules []string) error {
+	hostPID := slices.IndexFunc(procs, func(p harness.Process) bool { return strings.Contains(p.Command, host.HostProgram) })
+	if hostPID < 0 {
+		return fmt.Errorf("expected the host's process, the container runs %+v", procs)
+	}
+	hostProc := procs[hostPID]
+	users := map[int]string{hostProc.UID: "the host"}
+	for _, mod := range modules {
+		i := slices.IndexFunc(procs, func(p harness.Process) bool {
+			return strings.HasPrefix(p.Command, host.ProcessName(mod)) && p.PPID == hostProc.PID
+		})
+		if i < 0 {
+			return fmt.Errorf("expected the host (pid %d) to run %s as a process of its own; its container runs %+v", hostProc.PID, mod, procs)
 		}
+		p := procs[i]
+		if p.UID <= 0 || p.GID != p.UID {
+			return fmt.Errorf("expected %s to run as a user of its own with a group of its own, got uid %d gid %d", mod, p.UID, p.GID)
+		}
+		if who, ok := users[p.UID]; ok {
+			return fmt.Errorf("expected %s to run as a user of its own, got uid %d, %s's too", mod, p.UID, who)
+		}
+		users[p.UID] = mod
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/harness"
 )
 
 // fakeSession records what the World does with a cluster's session.
@@ -154,5 +155,28 @@ func TestFailureIsNotAnInterrupt(t *testing.T) {
 	}
 	if want := []string{`"A user is refused (fails)" at f.feature:6`, ""}; strings.Join(seen, "|") != strings.Join(want, "|") {
 		t.Fatalf("expected %q, got %q", want, seen)
+	}
+}
+
+// TestModulesAsTheirOwn: each module a child of the host, as a user and
+// group of its own; root, the host's user or a sibling's is refused.
+func TestModulesAsTheirOwn(t *testing.T) {
+	procs := func(sensorUID, loggerUID int) []harness.Process {
+		return []harness.Process{
+			{PID: 1, PPID: 0, Command: "/mesh-host run", UID: 0, GID: 0},
+			{PID: 7, PPID: 1, Command: "mesh-module-sensor", UID: sensorUID, GID: sensorUID},
+			{PID: 8, PPID: 1, Command: "mesh-module-logger", UID: loggerUID, GID: loggerUID},
+		}
+	}
+	if err := modulesAsTheirOwn(procs(50000, 50001), []string{"sensor", "logger"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, ps := range map[string][]harness.Process{"as root": procs(0, 50001), "shared": procs(50000, 50000), "unread": procs(-1, 50001)} {
+		if err := modulesAsTheirOwn(ps, []string{"sensor", "logger"}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := modulesAsTheirOwn(procs(50000, 50001), []string{"sensor", "relay"}); err == nil || !strings.Contains(err.Error(), "relay") {
+		t.Errorf("a module not running: %v", err)
 	}
 }

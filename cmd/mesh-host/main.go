@@ -7,7 +7,13 @@
 // declared module as its own process from there, and reports what it runs
 // and installed.
 //
-//	mesh-host run --token FILE --state DIR [--programs DIR] [--heartbeat D] [--report-every D]
+//	mesh-host run --token FILE --state DIR [--programs DIR] [--module-ids FIRST-LAST] [--heartbeat D] [--report-every D]
+//
+// Each module runs as an OS user and group of its own, allotted from
+// --module-ids and kept in the state, in a home of its own, with an
+// environment made for it: it can read its own credential and nothing
+// else of the host's. That takes root (CAP_SETUID, CAP_SETGID,
+// CAP_CHOWN); without them a host given --programs refuses to start.
 //
 // Logs are JSON lines on stderr; "ready" once connected as itself. Exit
 // status: 0 stopped by SIGTERM or SIGINT (or help), 1 refused or failed
@@ -32,7 +38,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-host run --token FILE --state DIR [--programs DIR] [--heartbeat D] [--report-every D]"
+	usageLine  = "usage: mesh-host run --token FILE --state DIR [--programs DIR] [--module-ids FIRST-LAST] [--heartbeat D] [--report-every D]"
 )
 
 func main() {
@@ -63,8 +69,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.State.Dir, "state", "", "the host's state directory")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", host.DefaultHeartbeat, "how often the host says it is alive")
 	fs.StringVar(&o.Programs, "programs", "", "the directory of the modules' programs, <module> (where installation puts a module's declared artifact), else "+host.DefaultProgram+"; empty, the host runs no module")
+	ids := host.DefaultIDRange.String()
+	fs.StringVar(&ids, "module-ids", ids, "the span of user and group ids the host allots its modules from, FIRST-LAST, one each; keep it free of the machine's own users")
 	fs.DurationVar(&o.ReportEvery, "report-every", host.DefaultReportEvery, "how often the host reports what it runs, even unchanged")
-	if err := fs.Parse(args[1:]); err != nil {
+	var err error
+	if err = fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -72,6 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.State.Dir == "" || fs.NArg() > 0 || o.Heartbeat <= 0 || o.ReportEvery <= 0 {
 		fmt.Fprintf(stderr, "mesh-host run: --state is required, --heartbeat and --report-every positive, nothing else\n%s\n", usageLine)
+		return exitUsage
+	}
+	if o.ModuleIDs, err = host.ParseIDRange(ids); err != nil {
+		fmt.Fprintf(stderr, "mesh-host run: --module-ids: %v\n%s\n", err, usageLine)
 		return exitUsage
 	}
 	o.Logger = slog.New(slog.NewJSONHandler(stderr, nil))

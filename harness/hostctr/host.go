@@ -64,13 +64,20 @@ func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCust
 }
 
 // WithToken puts the enrolment token doc (the credential mesh-controller
-// token issue printed) at TokenFile before the host starts. It is
-// readable by any user (0644): the container runs as whichever user the
-// caller chose, and the file is copied in as root.
+// token issue printed) at TokenFile before the host starts, readable by
+// root alone (0600): the host runs as root (AsRoot), and its modules,
+// each a user of its own, must not read it.
 func WithToken(doc []byte) testcontainers.CustomizeRequestOption {
 	return testcontainers.WithFiles(testcontainers.ContainerFile{
-		Reader: bytes.NewReader(doc), ContainerFilePath: TokenFile, FileMode: 0o644,
+		Reader: bytes.NewReader(doc), ContainerFilePath: TokenFile, FileMode: 0o600,
 	})
+}
+
+// AsRoot runs the host as root, whatever user an earlier option chose:
+// it runs each module as a user of its own, which takes root, and
+// refuses to run modules otherwise.
+func AsRoot() testcontainers.CustomizeRequestOption {
+	return testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0:0" })
 }
 
 // WithStateDir binds the host directory dir at StateDir, so that the

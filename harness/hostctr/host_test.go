@@ -30,7 +30,7 @@ func TestTheOptionsPutTheTokenAndTheStateWhereTheImageLooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(req.Files) != 1 || req.Files[0].ContainerFilePath != TokenFile || req.Files[0].FileMode != 0o644 {
+	if len(req.Files) != 1 || req.Files[0].ContainerFilePath != TokenFile || req.Files[0].FileMode != 0o600 {
 		t.Fatalf("files %+v", req.Files)
 	}
 	if b, _ := io.ReadAll(req.Files[0].Reader); string(b) != `{"url":"tls://x"}` {

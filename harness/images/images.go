@@ -77,6 +77,7 @@ func Host() Spec {
 		Binaries: []Binary{
 			{Package: module + "/cmd/mesh-host", Name: "mesh-host"},
 			{Package: module + "/stand-ins/module", Name: "default"},
+			{Package: module + "/stand-ins/pry", Name: "pry"},
 			{Package: module + "/mesh/modules/sensor", Name: "sensor"},
 			{Package: module + "/mesh/modules/catalog", Name: "mesh-catalog"},
 			{Package: module + "/mesh/modules/relay", Name: "relay"},

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +97,7 @@ func TestAnInstallCompletesOverTheBus(t *testing.T) {
 	if err != nil || in["sensor"] != digest {
 		t.Fatalf("the host's state says installed %v (%v)", in, err)
 	}
-	installed := installedProgram(t, l, "node-a", "sensor")
+	installed := state.ModuleProgram("sensor")
 	if got, err := os.ReadFile(installed); err != nil || wire.Digest(got) != digest {
 		t.Fatalf("the program installed is not the artifact (%v)", err)
 	}
@@ -128,15 +127,4 @@ func TestAnInstallCompletesOverTheBus(t *testing.T) {
 	if got, _ := os.ReadFile(installed); wire.Digest(got) != digest {
 		t.Error("the refused artifact replaced the program installed before")
 	}
-}
-
-// installedProgram is where the host of node installed module's program:
-// its programs directory, read from the process it runs.
-func installedProgram(t *testing.T, l *living, node, module string) string {
-	t.Helper()
-	dir, ok := l.programs[node]
-	if !ok {
-		t.Fatalf("no host of %s started", node)
-	}
-	return filepath.Join(dir, module)
 }

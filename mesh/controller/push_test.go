@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -24,8 +25,9 @@ import (
 func (l *living) startHost(node string) host.State {
 	t := l.t
 	t.Helper()
+	testutil.RequireRoot(t)
 	token := l.issue(node)
-	dir := t.TempDir()
+	dir := testutil.OpenTempDir(t)
 	tokenFile := filepath.Join(dir, "token.json")
 	if err := os.WriteFile(tokenFile, token.Marshal(), 0o600); err != nil {
 		t.Fatal(err)
@@ -111,8 +113,8 @@ func TestAnUpgradeRollsOutToTwoNodes(t *testing.T) {
 		if err != nil || c.User() != wire.ModuleUser("node-b", mod) {
 			t.Fatalf("node-b's %s credential is %s's (%v)", mod, c.User(), err)
 		}
-		if info, _ := os.Stat(hostB.ModuleCredential(mod)); info.Mode().Perm() != 0o600 {
-			t.Errorf("node-b's %s credential has mode %v", mod, info.Mode().Perm())
+		if info, _ := os.Stat(hostB.ModuleCredential(mod)); info.Mode().Perm() != 0o440 {
+			t.Errorf("node-b's %s credential has mode %v, want 0440 (its module's group alone may read it)", mod, info.Mode().Perm())
 		}
 	}
 
@@ -299,7 +301,7 @@ func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // module: a process that stays up until it is told to stop.
 func programs(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir := testutil.OpenTempDir(t)
 	if err := os.WriteFile(filepath.Join(dir, host.DefaultProgram), []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}

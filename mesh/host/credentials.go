@@ -9,59 +9,34 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// modulesDir holds the credential of each module the node runs, one file
-// each (0600), which that module's process is given (ADR 0047).
-const modulesDir = "modules"
-
-// configsDir holds the configuration declared to each module that has
-// one (wire.Declaration.Config), one file each (0600).
-const configsDir = "configs"
-
-// moduleConfig is where the configuration of module is kept, for its
-// process to read (wire.EnvConfig).
-func (s State) moduleConfig(module string) string {
-	return filepath.Join(s.Dir, configsDir, module+".json")
-}
-
-// putModuleConfig keeps the configuration declared to module, 0600 like
-// the rest of the state, and returns its path; with none declared it
-// removes one kept before and returns "".
-func (s State) putModuleConfig(module string, config []byte) (string, error) {
-	path := s.moduleConfig(module)
+// putModuleConfig keeps the configuration declared to module for its
+// process (wire.EnvConfig), as id's to read (the host's alone when nil),
+// and returns its path; with none declared it removes one kept before
+// and returns "".
+func (s State) putModuleConfig(module string, config []byte, id *Identity) (string, error) {
 	if config == nil {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("remove the configuration of %s: %w", module, err)
-		}
-		return "", nil
+		return "", s.forget(module, configName)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fmt.Errorf("keep the configuration of %s: %w", module, err)
+	if err := s.keepForModule(module, configName, config, id); err != nil {
+		return "", err
 	}
-	if _, err := atomicfile.Write(path, config, 0o600, atomicfile.SyncDir); err != nil {
-		return "", fmt.Errorf("keep the configuration of %s: %w", module, err)
-	}
-	return path, nil
-}
-
-// ModuleCredential is where the credential of module is kept.
-func (s State) ModuleCredential(module string) string {
-	return filepath.Join(s.Dir, modulesDir, module+".json")
+	return s.moduleConfig(module), nil
 }
 
 // fetchCredentials asks the controller for the credentials of the modules
-// declared to the node, opens each with the node's key, keeps them, and
-// removes those of modules no longer declared. Every module's is checked
-// to be that module's on this node before anything is kept.
-func fetchCredentials(ctx context.Context, nc *nats.Conn, s State, key seal.Key, d wire.Declaration) error {
+// declared to the node, opens each with the node's key, keeps each for
+// its module alone (identity, when the host runs modules; nil, when it
+// runs none), and removes those of modules no longer declared. Every
+// module's is checked to be that module's on this node before anything
+// is kept.
+func fetchCredentials(ctx context.Context, nc *nats.Conn, s State, key seal.Key, d wire.Declaration, identity func(module string) (*Identity, error)) error {
 	msg, err := nc.RequestWithContext(ctx, wire.NodeCredentials(d.Node), nil)
 	if err != nil {
 		return fmt.Errorf("ask for the modules' credentials: %w", err)
@@ -89,24 +64,41 @@ func fetchCredentials(ctx context.Context, nc *nats.Conn, s State, key seal.Key,
 		}
 		docs[mod] = doc
 	}
-	dir := filepath.Join(s.Dir, modulesDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
 	for mod, doc := range docs {
-		if _, err := atomicfile.Write(s.ModuleCredential(mod), doc, 0o600, atomicfile.SyncDir); err != nil {
+		id, err := identity(mod)
+		if err != nil {
+			return err
+		}
+		if err := s.keepForModule(mod, credentialName, doc, id); err != nil {
 			return err
 		}
 	}
+	return s.forgetUndeclared(d.Modules)
+}
+
+// forgetUndeclared removes the secrets kept for modules not in declared
+// (their credentials and configurations) and whatever else stands in the
+// modules' directory that is not a module's (a file of an older layout,
+// a write a kill interrupted). A module's home and its installed program
+// stay: it keeps its identity, and what it left is still its own if it
+// is declared again.
+func (s State) forgetUndeclared(declared []string) error {
+	dir := filepath.Join(s.Dir, modulesDir)
 	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		mod, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || !slices.Contains(d.Modules, mod) {
-			// A module no longer declared, or a write a kill interrupted.
+		switch {
+		case !e.IsDir():
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		case !slices.Contains(declared, e.Name()):
+			if err := errors.Join(s.forget(e.Name(), credentialName), s.forget(e.Name(), configName)); err != nil {
 				return err
 			}
 		}

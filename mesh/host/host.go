@@ -61,6 +61,9 @@ type Options struct {
 	// DefaultProgram), each declared module run from it as its own
 	// process; empty, the host runs no module.
 	Programs string
+	// ModuleIDs is the span the host allots its modules' user and group
+	// ids from; DefaultIDRange when zero.
+	ModuleIDs IDRange
 	// ReportEvery is how often the host reports what it runs even when
 	// nothing changed; DefaultReportEvery when zero. A report made while
 	// the bus is out of reach waits in the outbox and is sent later.
@@ -80,6 +83,9 @@ func (o Options) withDefaults() Options {
 	if o.ReportEvery == 0 {
 		o.ReportEvery = DefaultReportEvery
 	}
+	if o.ModuleIDs == (IDRange{}) {
+		o.ModuleIDs = DefaultIDRange
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -92,6 +98,11 @@ type Alive struct {
 	At   time.Time `json:"at"`
 }
 
+// ErrIsolation is wrapped when the host cannot run modules as identities
+// of their own (it is not root, a directory on the way is closed to
+// other users): it then runs none, rather than run them as itself.
+var ErrIsolation = errors.New("modules cannot run as identities of their own")
+
 // Run is the host: it enrols with its token unless its state holds its
 // own credential already, connects as itself, logs ReadyLog, and says it
 // is alive every Heartbeat until ctx ends, when it returns nil. A refused
@@ -101,6 +112,11 @@ func Run(ctx context.Context, o Options) error {
 	log := o.Logger
 	if err := o.State.open(); err != nil {
 		return err
+	}
+	if o.Programs != "" {
+		if err := preflight(o.Programs, o.State); err != nil {
+			return err
+		}
 	}
 	cred, err := o.State.Credential()
 	if errors.Is(err, ErrNoState) {
@@ -135,10 +151,19 @@ func Run(ctx context.Context, o Options) error {
 	}
 	n := &node{name: cred.Node, key: key, sealing: sealing, state: o.State, out: out, log: log}
 	if o.Programs != "" {
-		n.sup = &supervisor{programs: o.Programs, state: o.State, node: cred.Node, log: log}
+		n.sup = &supervisor{programs: o.Programs, state: o.State, ids: &identities{state: o.State, span: o.ModuleIDs}, node: cred.Node, log: log}
 		defer n.sup.stopAll()
-		// What was applied before a restart runs again at once.
+		// What was applied before a restart runs again at once, with its
+		// credentials fetched again if any is missing (a kill before they
+		// were kept, a state of an older layout).
 		if a, err := o.State.Applied(); err == nil && a.Declaration.Revision > 0 {
+			if n.credentialMissing(a.Declaration) {
+				fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := fetchCredentials(fctx, nc, n.state, n.sealing, a.Declaration, n.identity); err != nil {
+					log.Warn("the modules applied wait for their credentials", "err", err)
+				}
+				cancel()
+			}
 			if err := n.sup.set(a.Declaration); err != nil {
 				log.Error("the modules applied cannot run", "err", err)
 			}
@@ -264,17 +289,13 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		n.report(was, refused)
 		return
 	}
-	if err := fetchCredentials(rctx, nc, n.state, n.sealing, d); err != nil {
+	if err := fetchCredentials(rctx, nc, n.state, n.sealing, d, n.identity); err != nil {
 		n.log.Warn("the declaration waits for its modules' credentials", "revision", d.Revision, "err", err)
 		return
 	}
 	if len(d.Artifacts) > 0 {
 		if seq == n.refusedSeq {
 			return // refused already: a new declaration is needed
-		}
-		programs := ""
-		if n.sup != nil {
-			programs = n.sup.programs
 		}
 		// The first attempt is short (the beds' reload lands within a
 		// second): the declaration may come a moment
@@ -283,7 +304,7 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		// so the request waits out its bound. Each failure doubles it.
 		n.installWait = min(max(2*n.installWait, installFirst), installTimeout)
 		ictx, cancel := context.WithTimeout(ctx, n.installWait)
-		err := install(ictx, nc, n.state, programs, d)
+		err := install(ictx, nc, n.state, n.sup != nil, d)
 		cancel()
 		if err == nil {
 			n.installWait = 0
@@ -314,6 +335,25 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 	}
 	n.log.Info("declaration applied", "revision", d.Revision, "seq", seq, "modules", d.Modules)
 	n.report(now, "")
+}
+
+// identity is the one module runs as, or nil when the host runs no
+// module (its modules' files are then the host's alone).
+func (n *node) identity(module string) (*Identity, error) {
+	if n.sup == nil {
+		return nil, nil
+	}
+	return n.sup.identity(module)
+}
+
+// credentialMissing says whether a module of d has no credential kept.
+func (n *node) credentialMissing(d wire.Declaration) bool {
+	for _, mod := range d.Modules {
+		if _, err := os.Stat(n.state.ModuleCredential(mod)); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *node) lastRefusal() string {

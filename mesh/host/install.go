@@ -49,17 +49,18 @@ func (s State) putInstalled(in Installed) error {
 var ErrInstall = errors.New("artifact not installed")
 
 // install puts the program of each module d declares an artifact for in
-// the programs directory, as <programs>/<module>: fetched from ARTIFACTS
+// that module's own directory (State.ModuleProgram, never the programs
+// directory the host's own names are in): fetched from ARTIFACTS
 // by direct gets (the host's grant names those artifacts' chunks alone),
 // its digest checked, written beside it and renamed over the old one, so
 // a kill halfway leaves the old program or the new one, and kept in the
 // state as installed. A module whose artifact is installed already is
 // left as it is.
-func install(ctx context.Context, nc *nats.Conn, s State, programs string, d wire.Declaration) error {
+func install(ctx context.Context, nc *nats.Conn, s State, runsModules bool, d wire.Declaration) error {
 	if len(d.Artifacts) == 0 {
 		return nil
 	}
-	if programs == "" {
+	if !runsModules {
 		return fmt.Errorf("%w: the declaration installs %d artifact(s) and the host runs no module (no --programs)", ErrInstall, len(d.Artifacts))
 	}
 	in, err := s.Installed()
@@ -71,7 +72,7 @@ func install(ctx context.Context, nc *nats.Conn, s State, programs string, d wir
 		if !ok {
 			continue
 		}
-		path := filepath.Join(programs, mod)
+		path := s.ModuleProgram(mod)
 		if in[mod] == a.Digest && isProgram(path) {
 			continue
 		}
@@ -80,6 +81,9 @@ func install(ctx context.Context, nc *nats.Conn, s State, programs string, d wir
 			return fmt.Errorf("%w: module %s: %w", ErrInstall, mod, err)
 		}
 		if err != nil {
+			return fmt.Errorf("install %s: %w", mod, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return fmt.Errorf("install %s: %w", mod, err)
 		}
 		if _, err := atomicfile.Write(path, data, 0o755, atomicfile.SyncDir); err != nil {

@@ -37,6 +37,11 @@ func (s State) open() error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("host state: %w", err)
 	}
+	// Modules' configurations were kept here before each module had a
+	// directory of its own; what is declared is written there again.
+	if err := os.RemoveAll(s.path("configs")); err != nil {
+		return fmt.Errorf("host state: remove the configurations of an older layout: %w", err)
+	}
 	entries, err := os.ReadDir(s.Dir)
 	if err != nil {
 		return fmt.Errorf("host state: %w", err)

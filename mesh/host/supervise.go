@@ -34,17 +34,26 @@ const (
 func ProcessName(module string) string { return "mesh-module-" + module }
 
 // DefaultProgram is the program run for a module that has none of its
-// own in the programs directory (installation, the next issue, puts each
-// module's there); in the beds it is a stand-in that connects with the
-// module's credential and stays up.
+// own: no artifact installed for it, and none of its name in the
+// programs directory. In the beds it is a stand-in that connects with
+// the module's credential and stays up.
 const DefaultProgram = "default"
 
-// supervisor runs each declared module as its own process, with its own
-// credential file (ADR 0047), and starts one that ends again with
-// backoff, until it is no longer declared.
+// HostProgram is the host's own name in the beds' image, whose programs
+// directory is its root.
+const HostProgram = "mesh-host"
+
+// ReservedModuleNames are the names no module may have: a module so named
+// would be run from the host's own entries of the programs directory.
+var ReservedModuleNames = []string{DefaultProgram, HostProgram}
+
+// supervisor runs each declared module as its own process, as its own
+// OS identity, with its own credential file (ADR 0047), and starts one
+// that ends again with backoff, until it is no longer declared.
 type supervisor struct {
 	programs string // the modules' programs: <programs>/<module>, else DefaultProgram
 	state    State
+	ids      *identities
 	node     string
 	log      *slog.Logger
 
@@ -63,9 +72,17 @@ type supervised struct {
 	pid     int
 }
 
-// program is the path of module's program, or an error saying none is
-// installed.
-func (s *supervisor) program(module string) (string, error) {
+// program is the path of module's program — its installed artifact when
+// the declaration names one (installed), else its own in the programs
+// directory, else DefaultProgram — or an error saying none is there.
+func (s *supervisor) program(module string, installed bool) (string, error) {
+	if installed {
+		p := s.state.ModuleProgram(module)
+		if !isProgram(p) {
+			return "", fmt.Errorf("module %s's artifact is not installed at %s", module, p)
+		}
+		return p, nil
+	}
 	for _, name := range []string{module, DefaultProgram} {
 		p := filepath.Join(s.programs, name)
 		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && info.Mode()&0o111 != 0 {
@@ -77,12 +94,37 @@ func (s *supervisor) program(module string) (string, error) {
 	return "", fmt.Errorf("no program for module %s in %s (neither %s nor %s)", module, s.programs, module, DefaultProgram)
 }
 
+// identity is module's, allotted on first use.
+func (s *supervisor) identity(module string) (*Identity, error) {
+	id, err := s.ids.of(module)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
+// preflight says why modules cannot run here as identities of their own,
+// or nil: the host may change identity, and another user can reach the
+// programs and the state directory (whose own mode the host sets).
+func preflight(programs string, state State) error {
+	if err := canIsolate(); err != nil {
+		return err
+	}
+	if err := reachable(filepath.Join(programs, DefaultProgram)); err != nil {
+		return err
+	}
+	return reachable(state.Dir)
+}
+
 // set makes the running modules the declaration's: one not running is
 // started, one whose version changed started again, one no longer
 // declared stopped. It returns once every process it stops has ended.
 func (s *supervisor) set(d wire.Declaration) error {
 	for _, mod := range d.Modules {
-		if _, err := s.program(mod); err != nil {
+		if slices.Contains(ReservedModuleNames, mod) {
+			return fmt.Errorf("module %s: the name is the host's own (reserved: %v)", mod, ReservedModuleNames)
+		}
+		if _, err := s.program(mod, d.Artifacts[mod].Digest != ""); err != nil {
 			return err
 		}
 	}
@@ -114,7 +156,7 @@ func (s *supervisor) set(d wire.Declaration) error {
 	}
 	for _, mod := range gone {
 		// Its configuration goes with it; a start again writes it anew.
-		if _, err := s.state.putModuleConfig(mod, nil); err != nil {
+		if _, err := s.state.putModuleConfig(mod, nil, nil); err != nil {
 			s.log.Warn("the configuration of a module no longer declared is left", "module", mod, "err", err)
 		}
 	}
@@ -193,21 +235,34 @@ func (s *supervisor) start(module, version string, config []byte) *supervised {
 }
 
 // runOnce runs the module's program until it ends or ctx does (then it is
-// asked to stop with SIGTERM, and killed after stopGrace).
+// asked to stop with SIGTERM, and killed after stopGrace): as the
+// module's own identity, in its home, with an environment made for it
+// rather than the host's.
 func (s *supervisor) runOnce(ctx context.Context, p *supervised, module string) error {
-	path, err := s.program(module)
+	path, err := s.program(module, p.program != "")
 	if err != nil {
+		return err
+	}
+	id, err := s.identity(module)
+	if err != nil {
+		return err
+	}
+	if err := s.state.prepareModule(module, *id); err != nil {
 		return err
 	}
 	cmd := exec.Command(path)
 	// Named for its module in the process list.
 	cmd.Args = []string{ProcessName(module)}
-	cmd.Env = append(os.Environ(),
-		wire.EnvCredential+"="+s.state.ModuleCredential(module),
-		wire.EnvNode+"="+s.node,
-		wire.EnvModule+"="+module,
-	)
-	if config, err := s.state.putModuleConfig(module, p.config); err != nil {
+	cmd.SysProcAttr = processAs(*id)
+	cmd.Dir = s.state.ModuleHome(module)
+	cmd.Env = []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + cmd.Dir,
+		wire.EnvCredential + "=" + s.state.ModuleCredential(module),
+		wire.EnvNode + "=" + s.node,
+		wire.EnvModule + "=" + module,
+	}
+	if config, err := s.state.putModuleConfig(module, p.config, id); err != nil {
 		return err
 	} else if config != "" {
 		cmd.Env = append(cmd.Env, wire.EnvConfig+"="+config)

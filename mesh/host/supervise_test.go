@@ -9,8 +9,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/wire"
 )
+
+// newSupervisor is a supervisor whose programs directory (returned) and
+// state other users may enter, as its modules run as identities of
+// their own.
+func newSupervisor(t *testing.T) (*supervisor, string) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	root := testutil.OpenTempDir(t)
+	dir := filepath.Join(root, "programs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := State{Dir: filepath.Join(root, "state")}
+	if err := state.open(); err != nil {
+		t.Fatal(err)
+	}
+	if err := preflight(dir, state); err != nil {
+		t.Fatal(err)
+	}
+	return &supervisor{programs: dir, state: state, ids: &identities{state: state, span: IDRange{First: 61000, Last: 61009}}, node: "node-a", log: slog.New(slog.DiscardHandler)}, dir
+}
 
 func script(t *testing.T, dir, name, body string) {
 	t.Helper()
@@ -47,11 +69,10 @@ func (s *supervisor) pidOf(module string) int {
 // path; one that keeps crashing is started again; one no longer declared
 // is stopped; a new version is a new process.
 func TestTheSupervisorRunsEachModuleAsItsOwnProcess(t *testing.T) {
-	dir := t.TempDir()
-	env := filepath.Join(dir, "env")
-	script(t, dir, DefaultProgram, `echo "$MESH_MODULE $MESH_NODE $MESH_CREDENTIAL" >> `+env+`; exec sleep 600`)
-	script(t, dir, "crasher", `echo crash >> `+filepath.Join(dir, "crashes")+`; exit 3`)
-	s := &supervisor{programs: dir, state: State{Dir: filepath.Join(dir, "state")}, node: "node-a", log: slog.New(slog.DiscardHandler)}
+	s, dir := newSupervisor(t)
+	script(t, dir, DefaultProgram, `echo "$MESH_MODULE $MESH_NODE $MESH_CREDENTIAL" >> env; exec sleep 600`)
+	script(t, dir, "crasher", `echo crash >> crashes; exit 3`)
+	env := filepath.Join(s.state.ModuleHome("sensor"), "env")
 	defer s.stopAll()
 
 	if err := s.set(wire.Declaration{Node: "node-a", Revision: 1, Modules: []string{"sensor", "crasher"}, Versions: map[string]string{"sensor": "1.0"}}); err != nil {
@@ -62,7 +83,7 @@ func TestTheSupervisorRunsEachModuleAsItsOwnProcess(t *testing.T) {
 		t.Fatalf("running %v, want sensor 1.0", got)
 	}
 	waitFor(t, 10*time.Second, "the crasher started three times", func() bool {
-		b, _ := os.ReadFile(filepath.Join(dir, "crashes"))
+		b, _ := os.ReadFile(filepath.Join(s.state.ModuleHome("crasher"), "crashes"))
 		return strings.Count(string(b), "crash") >= 3
 	})
 	b, _ := os.ReadFile(env)
@@ -98,11 +119,13 @@ func TestTheSupervisorRunsEachModuleAsItsOwnProcess(t *testing.T) {
 // configuration is a new process reading the new one; a module declared
 // none is given no such variable.
 func TestAModuleIsGivenItsDeclaredConfiguration(t *testing.T) {
-	dir := t.TempDir()
-	seen := filepath.Join(dir, "seen")
-	script(t, dir, DefaultProgram, `echo "$MESH_MODULE ${MESH_CONFIG:-none} $(cat "${MESH_CONFIG:-/dev/null}")" >> `+seen+`; exec sleep 600`)
-	s := &supervisor{programs: dir, state: State{Dir: filepath.Join(dir, "state")}, node: "node-a", log: slog.New(slog.DiscardHandler)}
+	s, dir := newSupervisor(t)
+	script(t, dir, DefaultProgram, `echo "$MESH_MODULE ${MESH_CONFIG:-none} $(cat "${MESH_CONFIG:-/dev/null}")" >> seen; exec sleep 600`)
 	defer s.stopAll()
+	seenBy := func(mod string) string {
+		b, _ := os.ReadFile(filepath.Join(s.state.ModuleHome(mod), "seen"))
+		return string(b)
+	}
 	d := wire.Declaration{Node: "node-a", Revision: 1, Modules: []string{"mesh-catalog", "sensor"},
 		Config: map[string]json.RawMessage{"mesh-catalog": json.RawMessage(`{"tools":[]}`)}}
 	if err := s.set(d); err != nil {
@@ -110,10 +133,9 @@ func TestAModuleIsGivenItsDeclaredConfiguration(t *testing.T) {
 	}
 	path := s.state.moduleConfig("mesh-catalog")
 	waitFor(t, 5*time.Second, "both modules started", func() bool {
-		b, _ := os.ReadFile(seen)
-		return strings.Contains(string(b), "mesh-catalog "+path+` {"tools":[]}`) && strings.Contains(string(b), "sensor none")
+		return strings.Contains(seenBy("mesh-catalog"), "mesh-catalog "+path+` {"tools":[]}`) && strings.Contains(seenBy("sensor"), "sensor none")
 	})
-	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o440 {
 		t.Fatalf("the configuration file: %v, %v", info, err)
 	}
 	first, sensor := s.pidOf("mesh-catalog"), s.pidOf("sensor")
@@ -122,8 +144,7 @@ func TestAModuleIsGivenItsDeclaredConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the catalogue started again with the new configuration", func() bool {
-		b, _ := os.ReadFile(seen)
-		return strings.Contains(string(b), `{"tools":[{"module":"x"}]}`)
+		return strings.Contains(seenBy("mesh-catalog"), `{"tools":[{"module":"x"}]}`)
 	})
 	if again := s.pidOf("mesh-catalog"); again == first {
 		t.Error("a new configuration did not start a new process")
