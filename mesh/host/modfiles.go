@@ -27,11 +27,11 @@ import (
 // no module may list. A host that runs no module keeps its modules'
 // files 0600 in 0700 directories, as the rest of its state.
 const (
-	modulesDir      = "modules"
-	credentialName  = "credential.json"
-	configName      = "config.json"
-	programName     = "program"
-	homeName        = "home"
+	modulesDir       = "modules"
+	credentialName   = "credential.json"
+	configName       = "config.json"
+	programName      = "program"
+	homeName         = "home"
 	enteredNotListed = 0o711
 )
 
