@@ -7,7 +7,7 @@
 // declared module as its own process from there, and reports what it runs
 // and installed.
 //
-//	mesh-host run --token FILE --state DIR [--programs DIR] [--module-ids FIRST-LAST] [--heartbeat D] [--report-every D]
+//	mesh-host run --token FILE --state DIR [--programs DIR] [--module-ids FIRST-LAST] [--heartbeat D] [--report-every D] [--token-refused-for D]
 //
 // Each module runs as an OS user and group of its own, allotted from
 // --module-ids and kept in the state, in a home of its own, with an
@@ -17,7 +17,10 @@
 //
 // Logs are JSON lines on stderr; "ready" once connected as itself. Exit
 // status: 0 stopped by SIGTERM or SIGINT (or help), 1 refused or failed
-// (a refused enrolment says why), 2 bad usage.
+// (a refused enrolment says why), 2 bad usage, 3 a new token is needed:
+// the bus refused the token's login for --token-refused-for (spent, its
+// grace over; expired; revoked), as it does to a host killed after its
+// enrolment was answered and before it kept the answer.
 package main
 
 import (
@@ -38,7 +41,8 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-host run --token FILE --state DIR [--programs DIR] [--module-ids FIRST-LAST] [--heartbeat D] [--report-every D]"
+	exitToken  = 3
+	usageLine  = "usage: mesh-host run --token FILE --state DIR [--programs DIR] [--module-ids FIRST-LAST] [--heartbeat D] [--report-every D] [--token-refused-for D]"
 )
 
 func main() {
@@ -71,6 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Programs, "programs", "", "the directory of the modules' programs, <module> (where installation puts a module's declared artifact), else "+host.DefaultProgram+"; empty, the host runs no module")
 	ids := host.DefaultIDRange.String()
 	fs.StringVar(&ids, "module-ids", ids, "the span of user and group ids the host allots its modules from, FIRST-LAST, one each; keep it free of the machine's own users")
+	fs.DurationVar(&o.TokenRefusedFor, "token-refused-for", host.DefaultTokenRefusedFor, "how long the bus may refuse the token's login before the host stops, saying a new token is needed (exit status 3)")
 	fs.DurationVar(&o.ReportEvery, "report-every", host.DefaultReportEvery, "how often the host reports what it runs, even unchanged")
 	var err error
 	if err = fs.Parse(args[1:]); err != nil {
@@ -79,8 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if o.State.Dir == "" || fs.NArg() > 0 || o.Heartbeat <= 0 || o.ReportEvery <= 0 {
-		fmt.Fprintf(stderr, "mesh-host run: --state is required, --heartbeat and --report-every positive, nothing else\n%s\n", usageLine)
+	if o.State.Dir == "" || fs.NArg() > 0 || o.Heartbeat <= 0 || o.ReportEvery <= 0 || o.TokenRefusedFor <= 0 {
+		fmt.Fprintf(stderr, "mesh-host run: --state is required, --heartbeat, --report-every and --token-refused-for positive, nothing else\n%s\n", usageLine)
 		return exitUsage
 	}
 	if o.ModuleIDs, err = host.ParseIDRange(ids); err != nil {
@@ -91,6 +96,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := host.Run(ctx, o); err != nil {
 		o.Logger.Error("failed", "err", err, "refused", errors.Is(err, host.ErrRefused))
 		fmt.Fprintf(stderr, "mesh-host: %v\n", err)
+		if errors.Is(err, host.ErrTokenRefused) {
+			return exitToken
+		}
 		return exitFailed
 	}
 	return exitOK

@@ -97,6 +97,15 @@ func judge(was Applied, d wire.Declaration, seq uint64) string {
 	return ""
 }
 
+// republished says whether the declaration at seq is the one applied,
+// published again: the controller's guard putting it back after something
+// else landed there, or a controller restarted signing it again from its
+// store, whose spelling of a configuration may differ. It is kept as
+// applied at its new sequence; it is no refusal.
+func republished(was Applied, d wire.Declaration, seq uint64) bool {
+	return seq > was.Seq && wire.SameDeclaration(d, was.Declaration)
+}
+
 // reportOf is the report of the declaration applied and what runs.
 func reportOf(node string, a Applied, running map[string]string, refused string, now time.Time, id string) wire.Report {
 	return wire.Report{Kind: wire.KindReport, Node: node, ID: id, At: now.UTC(), Applied: a.Declaration.Revision, Running: running, Refused: refused}

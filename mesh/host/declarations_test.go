@@ -1,6 +1,7 @@
 package host
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -30,5 +31,28 @@ func TestJudge(t *testing.T) {
 	}
 	if got := judge(Applied{}, wire.Declaration{Node: "a", Revision: 1}, 1); got != "" {
 		t.Errorf("the first declaration: refused %q", got)
+	}
+}
+
+// TestTheDeclarationAppliedPublishedAgainIsNoRefusal: the one applied, at
+// a later sequence, its configuration spelled as a store kept it (a
+// controller restarted signs it again from PostgreSQL's jsonb), is taken
+// as applied; the same revision saying something else is still judged,
+// and refused.
+func TestTheDeclarationAppliedPublishedAgainIsNoRefusal(t *testing.T) {
+	decl := func(config string) wire.Declaration {
+		return wire.Declaration{Node: "node-a", Revision: 2, Modules: []string{"mesh-catalog"}, Config: map[string]json.RawMessage{"mesh-catalog": json.RawMessage(config)}}
+	}
+	was := Applied{Seq: 3, Declaration: decl(`{"tools":[{"module":"sensor","tool":"calibrate"}]}`)}
+	again := decl(`{"tools": [{"tool": "calibrate", "module": "sensor"}]}`)
+	if !republished(was, again, 7) {
+		t.Fatalf("the declaration applied, published again in another spelling, is judged %q", judge(was, again, 7))
+	}
+	if republished(was, again, 3) {
+		t.Error("the same sequence is not a publication again")
+	}
+	other := decl(`{"tools":[]}`)
+	if republished(was, other, 7) || judge(was, other, 7) == "" {
+		t.Error("another configuration at the same revision was taken")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"sync"
 	"time"
 
@@ -28,6 +27,9 @@ const (
 	DefaultHeartbeat   = 5 * time.Second
 	DefaultPoll        = time.Second
 	DefaultReportEvery = 15 * time.Second
+	// DefaultTokenRefusedFor is Options.TokenRefusedFor's default: far
+	// above the second a composition takes to reach the server.
+	DefaultTokenRefusedFor = time.Minute
 	// retryMin and retryMax bound the wait between attempts to enrol or
 	// connect while the bus or the controller is not there yet.
 	retryMin = 200 * time.Millisecond
@@ -61,6 +63,12 @@ type Options struct {
 	// DefaultProgram), each declared module run from it as its own
 	// process; empty, the host runs no module.
 	Programs string
+	// TokenRefusedFor is how long the bus may refuse the token's login,
+	// without a break, before the host gives up and says a new token is
+	// needed (ErrTokenRefused); DefaultTokenRefusedFor when zero. A token
+	// just issued is refused for the moment its user takes to be
+	// composed; one spent (its grace over), expired or revoked, for good.
+	TokenRefusedFor time.Duration
 	// ModuleIDs is the span the host allots its modules' user and group
 	// ids from; DefaultIDRange when zero.
 	ModuleIDs IDRange
@@ -83,6 +91,9 @@ func (o Options) withDefaults() Options {
 	if o.ReportEvery == 0 {
 		o.ReportEvery = DefaultReportEvery
 	}
+	if o.TokenRefusedFor == 0 {
+		o.TokenRefusedFor = DefaultTokenRefusedFor
+	}
 	if o.ModuleIDs == (IDRange{}) {
 		o.ModuleIDs = DefaultIDRange
 	}
@@ -97,6 +108,12 @@ type Alive struct {
 	Node string    `json:"node"`
 	At   time.Time `json:"at"`
 }
+
+// ErrTokenRefused is wrapped when the bus keeps refusing the token's
+// login: the token was spent and its grace is over (by this host, killed
+// after the controller answered and before it kept the answer, or by
+// another), it expired, or it was revoked. Only a new token helps.
+var ErrTokenRefused = errors.New("the bus refuses the enrolment token: issue the node a new token (mesh-controller token issue) and start the host with it")
 
 // ErrIsolation is wrapped when the host cannot run modules as identities
 // of their own (it is not root, a directory on the way is closed to
@@ -270,9 +287,7 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		return
 	case err != nil:
 		refused = fmt.Sprintf("NODES sequence %d: %v", seq, err)
-	case seq > was.Seq && d.Revision == was.Declaration.Revision && reflect.DeepEqual(d, was.Declaration):
-		// The one applied, published again (the controller's guard
-		// putting it back after something else landed there).
+	case republished(was, d, seq):
 		if err := n.state.PutApplied(Applied{Seq: seq, Declaration: d}); err != nil {
 			n.log.Error("what was applied cannot be kept", "err", err)
 		}
@@ -406,10 +421,22 @@ func enrolOnce(ctx context.Context, o Options) (wire.Credential, error) {
 	}
 	var cred wire.Credential
 	// No bound on an attempt but ctx: the answer may come after the
-	// controller held the request for as long as its store was away.
+	// controller held the request for as long as its store was away. A
+	// login refused is asked again for TokenRefusedFor, no longer.
+	var refusedSince time.Time
 	err = retrying(ctx, o.Logger, "enrol", 0, func(ctx context.Context) (bool, error) {
 		cred, err = Enrol(ctx, token, key, o.Dial...)
-		return errors.Is(err, ErrNotSent) || errors.Is(err, ErrNoAnswer), err
+		if !errors.Is(err, nats.ErrAuthorization) {
+			refusedSince = time.Time{}
+			return errors.Is(err, ErrNotSent) || errors.Is(err, ErrNoAnswer), err
+		}
+		if refusedSince.IsZero() {
+			refusedSince = time.Now()
+		}
+		if refused := time.Since(refusedSince); refused >= o.TokenRefusedFor {
+			return false, fmt.Errorf("%w (its user %s refused at login for %s: %w)", ErrTokenRefused, token.User(), refused.Round(time.Second), err)
+		}
+		return true, err
 	})
 	if err != nil {
 		return wire.Credential{}, err

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // HeaderSignature carries the controller's signature of a declaration.
@@ -65,12 +67,47 @@ func SignDeclaration(key ed25519.PrivateKey, d Declaration) (body []byte, signat
 	if d.Modules == nil {
 		d.Modules = []string{}
 	}
+	if len(d.Config) > 0 {
+		config := make(map[string]json.RawMessage, len(d.Config))
+		for mod, doc := range d.Config {
+			// One spelling whatever the store kept (PostgreSQL's jsonb
+			// orders keys and spaces them): signed again after a restart,
+			// it is the same bytes, and the guard has nothing to put back.
+			if config[mod], err = canonicalJSON(doc); err != nil {
+				return nil, "", fmt.Errorf("sign declaration: the configuration of %s: %w", mod, err)
+			}
+		}
+		d.Config = config
+	}
 	body, err = json.Marshal(d)
 	if err != nil {
 		return nil, "", fmt.Errorf("sign declaration: %w", err)
 	}
 	sig := ed25519.Sign(key, signedBytes(NodeDeclare(d.Node), body))
 	return body, base64.StdEncoding.EncodeToString(sig), nil
+}
+
+// SameDeclaration says whether a and b declare the same thing to the same
+// node at the same revision, configurations compared by what they say
+// rather than how they are spelled: the one a host applied, published
+// again by the controller, is no new declaration and no refusal.
+func SameDeclaration(a, b Declaration) bool {
+	if a.Node != b.Node || a.Revision != b.Revision || !slices.Equal(a.Modules, b.Modules) ||
+		!maps.Equal(a.Versions, b.Versions) || !maps.Equal(a.Artifacts, b.Artifacts) || len(a.Config) != len(b.Config) {
+		return false
+	}
+	for mod, x := range a.Config {
+		y, ok := b.Config[mod]
+		if !ok {
+			return false
+		}
+		cx, errx := canonicalJSON(x)
+		cy, erry := canonicalJSON(y)
+		if errx != nil || erry != nil || !bytes.Equal(cx, cy) {
+			return false
+		}
+	}
+	return true
 }
 
 // VerifyDeclaration is how every reader of NODES takes a message: only a
