@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,11 +76,17 @@ func TestAClosedDirectoryOnTheWayIsNamed(t *testing.T) {
 	}
 }
 
-// TestTheHostsNamesAreNoModules: a declaration naming a module after
-// the host's own entries of its programs directory is not run.
+// TestTheHostsNamesAreNoModules: the host's own entries of its programs
+// directory are reserved names, and a declaration naming a module so is
+// not run.
 func TestTheHostsNamesAreNoModules(t *testing.T) {
+	for _, name := range []string{DefaultProgram, HostProgram} {
+		if !slices.Contains(wire.ReservedModuleNames, name) {
+			t.Errorf("%s is not among the reserved module names %v", name, wire.ReservedModuleNames)
+		}
+	}
 	s := &supervisor{programs: t.TempDir(), state: State{Dir: t.TempDir()}}
-	for _, name := range ReservedModuleNames {
+	for _, name := range wire.ReservedModuleNames {
 		if err := s.set(wire.Declaration{Node: "node-a", Revision: 1, Modules: []string{name}}); err == nil || !strings.Contains(err.Error(), "reserved") {
 			t.Errorf("module %s: %v", name, err)
 		}

@@ -43,10 +43,6 @@ const DefaultProgram = "default"
 // directory is its root.
 const HostProgram = "mesh-host"
 
-// ReservedModuleNames are the names no module may have: a module so named
-// would be run from the host's own entries of the programs directory.
-var ReservedModuleNames = []string{DefaultProgram, HostProgram}
-
 // supervisor runs each declared module as its own process, as its own
 // OS identity, with its own credential file (ADR 0047), and starts one
 // that ends again with backoff, until it is no longer declared.
@@ -121,8 +117,8 @@ func preflight(programs string, state State) error {
 // declared stopped. It returns once every process it stops has ended.
 func (s *supervisor) set(d wire.Declaration) error {
 	for _, mod := range d.Modules {
-		if slices.Contains(ReservedModuleNames, mod) {
-			return fmt.Errorf("module %s: the name is the host's own (reserved: %v)", mod, ReservedModuleNames)
+		if slices.Contains(wire.ReservedModuleNames, mod) {
+			return fmt.Errorf("module %s: the name is reserved (%v)", mod, wire.ReservedModuleNames)
 		}
 		if _, err := s.program(mod, d.Artifacts[mod].Digest != ""); err != nil {
 			return err

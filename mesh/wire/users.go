@@ -72,9 +72,12 @@ const EnrolInboxes = inbox + ".enrol.>"
 // Under turns an inbox prefix into the subscription pattern covering it.
 func Under(prefix string) string { return prefix + ".>" }
 
-// ReservedModuleNames are names a module may not take, because its inbox
-// prefix _INBOX.<module>.<node> would then be another principal's.
-var ReservedModuleNames = []string{"controller", "host", "person", "enrol"}
+// ReservedModuleNames are names a module may not take: its inbox prefix
+// _INBOX.<module>.<node> would then be another principal's (controller,
+// host, person, enrol), or a host would run it from its own entries of
+// its programs directory (default, the program of a module with none of
+// its own; mesh-host, the host itself in the beds' image).
+var ReservedModuleNames = []string{"controller", "host", "person", "enrol", "default", "mesh-host"}
 
 // AnyInbox matches every inbox: the grant nobody is given (design 25 §4).
 const AnyInbox = inbox + ".>"
