@@ -117,6 +117,7 @@ func TestRefusals(t *testing.T) {
 		{"name with wildcard", strings.Replace(base, "name: em,", "name: 'e*',", 1), `modules[0] "e*"`},
 		{"name cannot be a consumer name", strings.Replace(base, "name: co,", "name: 'c o',", 1), `modules[1] "c o"`},
 		{"reserved module name", strings.Replace(strings.Replace(base, "name: co,", "name: host,", 1), "em, co]", "em, host]", 1), `the name is reserved`},
+		{"a name the host runs programs by", strings.Replace(strings.Replace(base, "name: co,", "name: default,", 1), "em, co]", "em, default]", 1), `the name is reserved`},
 		{"unknown field", base + "extra: 1\n", `field extra not found`},
 		{"monitor on every IPv4 interface", strings.Replace(base, "monitor: nats", "monitor: 0.0.0.0", 1), `bus.monitor "0.0.0.0": an unspecified address binds every interface`},
 		{"monitor on every IPv6 interface", strings.Replace(base, "monitor: nats", "monitor: '::'", 1), `bus.monitor "::": an unspecified address`},
