@@ -81,7 +81,7 @@ const (
 	PrincipalSource  = "source"
 )
 
-// SourceUser is the user of repository repo, in AccountControl.
+// SourceUser is the user of repository repo, in AccountSources.
 func SourceUser(repo string) string { return "source." + repo }
 
 // SourceInbox is repository repo's inbox prefix.
