@@ -2,6 +2,7 @@ package compose_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -240,15 +241,25 @@ func TestTheControllerAnswersAnEnrolmentInItsInbox(t *testing.T) {
 func TestAHostOrARepositoryCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
 	s := natstest.Start(t, sample(t))
 	ctl, _, targets := controlStreams(t, s)
-	for _, c := range []struct{ user, subject string }{
-		{wire.HostUser("node-a"), wire.NodeReport("node-a")},
-		{wire.SourceUser("modules"), wire.SourceChanged("modules")},
+	for _, c := range []struct {
+		user, subject string
+		// also are the other requests it may make into the control
+		// account, aimed the same way: their answers (a direct get's
+		// message or status, a no-responders status) go to the reply too.
+		also []string
+	}{
+		{wire.HostUser("node-a"), wire.NodeReport("node-a"), []string{
+			wire.DirectGetLast(wire.StreamNodes, wire.NodeDeclare("node-a")), wire.NodeCredentials("node-a"),
+		}},
+		{wire.SourceUser("modules"), wire.SourceChanged("modules"), nil},
 	} {
 		before := reading(t, ctl)
 		who := dial(t, s, c.user)
 		for _, target := range targets {
-			if err := who.PublishRequest(c.subject, target, []byte(`{}`)); err != nil {
-				t.Fatal(err)
+			for _, subject := range append([]string{c.subject}, c.also...) {
+				if err := who.PublishRequest(subject, target, []byte(`{}`)); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		who.expectNoViolation(t)
@@ -263,6 +274,12 @@ func TestAHostOrARepositoryCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
 		}
 		if ack.Stream != wire.StreamControl {
 			t.Fatalf("%s: acknowledged by %q", c.user, ack.Stream)
+		}
+		// And each other request, answered in turn, once.
+		for _, subject := range c.also {
+			if _, err := who.Request(subject, []byte(`{}`), 5*time.Second); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+				t.Fatalf("%s: an ordinary request on %s: %v", c.user, subject, err)
+			}
 		}
 		n := uint64(len(targets)) + 1
 		want := observe.Holding{}
