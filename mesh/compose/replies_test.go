@@ -241,6 +241,22 @@ func TestTheControllerAnswersAnEnrolmentInItsInbox(t *testing.T) {
 func TestAHostOrARepositoryCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
 	s := natstest.Start(t, sample(t))
 	ctl, _, targets := controlStreams(t, s)
+	// The services the control account exports to the hosts are aimed at
+	// too: an answer that came back to the hosts' account on one of them
+	// must not cross its import again (a heartbeat or a credential request
+	// in another node's name). A reply under $JS. (the direct gets) the
+	// server refuses outright (isJSReservedReply, v2.15.3).
+	targets = append(targets, wire.NodeAlive("node-b"), wire.NodeCredentials("node-b"))
+	// The controller hears heartbeats and credential requests: none may
+	// come in node-b's name.
+	controller := dial(t, s, wire.ControllerUser)
+	heard := make(chan *nats.Msg, 64)
+	for _, subject := range []string{wire.NodeAlive("node-b"), wire.NodeCredentials("node-b")} {
+		if _, err := controller.ChanSubscribe(subject, heard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	controller.expectNoViolation(t)
 	for _, c := range []struct {
 		user, subject string
 		// also are the other requests it may make into the control
@@ -295,5 +311,13 @@ func TestAHostOrARepositoryCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
 		for _, d := range want.Changes(after) {
 			t.Errorf("%s's PubAck: %s", c.user, d)
 		}
+	}
+	if err := controller.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-heard:
+		t.Errorf("the controller heard %q on %s, in node-b's name", m.Data, m.Subject)
+	case <-time.After(200 * time.Millisecond): // anything aimed has long been delivered: the PubAcks after it have come back
 	}
 }
