@@ -279,3 +279,25 @@ func TestTheEnrolmentAccountsBoundGrowsWithItsTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestAHostIsGrantedWhatItUses: issue 18 §7 — a host subscribes its own
+// inbox and nothing else, and answers nothing (no allow_responses): no
+// code of the host serves the controller's old command subjects
+// (mesh.ask.<node>.>). It is in the hosts' account (docs/decisions/0007).
+func TestAHostIsGrantedWhatItUses(t *testing.T) {
+	for _, p := range Principals(sample(t)) {
+		if p.Kind != wire.PrincipalHost {
+			continue
+		}
+		if p.Account != wire.AccountHosts || p.Permissions.AllowResponses ||
+			!slices.Equal(p.Permissions.Subscribe, []string{wire.Under(wire.HostInbox(p.Node))}) {
+			t.Errorf("%s: account %s, subscribe %v, allow_responses %v; want %s, its inbox alone, no responses",
+				p.User, p.Account, p.Permissions.Subscribe, p.Permissions.AllowResponses, wire.AccountHosts)
+		}
+		for _, g := range append(slices.Clone(p.Permissions.Publish), p.Permissions.Subscribe...) {
+			if strings.HasPrefix(g, "mesh.ask.") {
+				t.Errorf("%s is granted %s", p.User, g)
+			}
+		}
+	}
+}
