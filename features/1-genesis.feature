@@ -133,9 +133,12 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
   Scenario: No principal outside the control plane can aim a reply at it, by any route
     nats-server checks a publisher's right to a subject but never to the reply subject it names:
     a responder's answer (allow_responses), the JetStream API's statuses and a stream's PubAck all
-    go wherever the sender's reply says. So the control plane's streams are in an account of
-    their own, where no module, person or enrolment token is a user (docs/decisions/0001-accounts.md),
-    and every responder the mesh runs answers only a caller's inbox. The controller, CONTROL's
+    go wherever the sender's reply says. So the control plane's streams are in an account whose
+    only users are the controller and the builder (docs/decisions/0001-accounts.md, 0007): a host,
+    a source repository and an enrolment token are users of accounts of their own kind, reaching
+    it through service imports, through which the server gives every request a reply of its own;
+    and every responder the mesh runs answers only a caller's inbox. The subjects aimed at are a
+    subject of every stream of the control account, ARTIFACTS among them. The controller, CONTROL's
     consumer, is paused while the streams are compared, so that what it takes does not hide what
     came in; resumed, it settles every request it cannot read.
 
@@ -146,22 +149,14 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     And the module "logger" on "node-b" pulls from its consumer with its replies aimed at each of the control plane's subjects
     And the module "sensor" on "node-a" emits "reading" with its PubAck aimed at each of the control plane's subjects
     And the enrolment token "tok-node-c" asks to enrol with its PubAck aimed at each of the control plane's subjects
-    Then the control plane's streams hold what they held, but for the enrolment requests themselves
+    And the host of "node-a" reports with its PubAck aimed at each of the control plane's subjects
+    And the repository "modules" announces with its PubAck aimed at each of the control plane's subjects
+    Then the control plane's streams hold what they held, but for the requests into CONTROL themselves
+    And the declaration NODES holds for "node-b" is the controller's, as the node's own credential checks it
     When the controller is resumed
     Then within 10 seconds the controller has settled every message CONTROL held, and CONTROL holds none
     When the person "alice" calls "sensor.calibrate" with its reply aimed at "mesh.mod.mesh-catalog.event.provisioner.failing"
     Then the mesh's streams hold nothing on "mesh.mod.mesh-catalog.event.provisioner.failing"
-
-  @reply-injection
-  Scenario: A host's PubAck aimed at another node's declaration is never taken for one, and the controller puts it back
-    A host is inside the control plane: its report's PubAck can be aimed at another node's
-    declaration subject. What lands there is not signed by the controller for that subject, so a
-    node's reader refuses it; and the controller, watching NODES, restores the node's own.
-
-    Given the declaration NODES holds for "node-b" is the controller's, as the node's own credential checks it
-    When the host of "node-a" reports with its PubAck aimed at the declaration subject of "node-b"
-    Then what landed there is refused as a declaration by the key in the credential of "node-b"
-    And within 5 seconds NODES holds the controller's declaration for "node-b" again
 
   @torn-config
   Scenario: A torn configuration file is refused: the server keeps the last good one and the bus stays closed

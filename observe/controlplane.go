@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -12,17 +13,48 @@ import (
 )
 
 // ControlStreams are the streams of the control account, the ones no
-// reply subject from outside it may write into.
-var ControlStreams = []string{wire.StreamControl, wire.StreamNodes, wire.StreamBuilds}
+// reply subject from outside it may write into: every stream wire.Streams
+// places there, so a stream added later is held to it too.
+var ControlStreams = controlStreams()
+
+func controlStreams() []string {
+	var out []string
+	for _, s := range wire.Streams {
+		if wire.StreamAccount(s) == wire.AccountControl {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // ControlTargets are the subjects a route aimed at the control plane is
 // tried against: node's declaration, its report, every other subject of
-// CONTROL, and the build queue.
+// CONTROL, the build queue, and a subject of every subject pattern of
+// every stream in the control account (wire.StreamSubjects), each
+// wildcard filled in with node, so that a stream added later is aimed at
+// without anyone remembering to.
 func ControlTargets(node string) []string {
-	return []string{
+	out := []string{
 		wire.NodeDeclare(node), wire.SubjectEnrol, wire.NodeReport(node),
 		wire.SubjectPush, wire.SubjectBuilt, wire.SubjectBuildRequest,
 	}
+	for _, s := range ControlStreams {
+		for _, pattern := range wire.StreamSubjects(s) {
+			toks := strings.Split(pattern, ".")
+			for i, t := range toks {
+				switch t {
+				case "*":
+					toks[i] = node
+				case ">":
+					toks[i] = node + ".0"
+				}
+			}
+			if subj := strings.Join(toks, "."); !slices.Contains(out, subj) {
+				out = append(out, subj)
+			}
+		}
+	}
+	return out
 }
 
 // Holding is what streams hold: per stream its message count and last

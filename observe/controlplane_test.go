@@ -19,11 +19,14 @@ func TestHoldingSeesEveryWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, js := dialAs(ctx, t, s, wire.ControllerUser)
-	for _, cfg := range []jetstream.StreamConfig{
-		{Name: wire.StreamControl, Subjects: []string{wire.SubjectReports, wire.SubjectEnrol}, Retention: jetstream.WorkQueuePolicy, MaxBytes: 1 << 20},
-		{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 1, MaxBytes: 1 << 20},
-		{Name: wire.StreamBuilds, Subjects: []string{wire.SubjectBuildAll}, Retention: jetstream.WorkQueuePolicy, MaxBytes: 1 << 20},
-	} {
+	for _, name := range ControlStreams {
+		cfg := jetstream.StreamConfig{Name: name, Subjects: wire.StreamSubjects(name), MaxBytes: 1 << 20}
+		switch name {
+		case wire.StreamControl, wire.StreamBuilds:
+			cfg.Retention = jetstream.WorkQueuePolicy
+		default:
+			cfg.MaxMsgsPerSubject = 1
+		}
 		if _, err := js.CreateStream(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}

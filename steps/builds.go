@@ -81,7 +81,7 @@ func (s *scenario) theRepositoryAnnounces(ctx context.Context, repo, revision, m
 	s.r.tainted = true
 	s.bd.committed = time.Now()
 	change := wire.SourceChange{Repo: repo, Module: module, Revision: revision, At: time.Now().UTC()}
-	_, err = js.Publish(ctx, wire.SourceChanged(repo), wire.Marshal(change), jetstream.WithMsgID(wire.SourceChangeMsgID(wire.BuildID(repo, module, revision))))
+	_, err = js.Publish(ctx, wire.SourceChanged(repo), wire.Marshal(change), jetstream.WithMsgID(wire.SourceChangeMsgID(c.Opts.Password, wire.BuildID(repo, module, revision))))
 	return err
 }
 

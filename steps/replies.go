@@ -11,7 +11,6 @@ import (
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
 )
@@ -27,13 +26,12 @@ func (s *scenario) bindReplies(sc *godog.ScenarioContext) {
 	sc.Step(`^the module "([^"]+)" on "([^"]+)" pulls from its consumer with its replies aimed at "([^"]+)"$`, s.modulePullsAimedAt)
 	sc.Step(`^the module "([^"]+)" on "([^"]+)" emits "([^"]+)" with its PubAck aimed at each of the control plane's subjects$`, s.moduleEmitsAimedAtControl)
 	sc.Step(`^the enrolment token "([^"]+)" asks to enrol with its PubAck aimed at each of the control plane's subjects$`, s.tokenEnrolsAimedAtControl)
-	sc.Step(`^the control plane's streams hold what they held, but for the enrolment requests themselves$`, s.theControlPlaneIsUnchanged)
+	sc.Step(`^the host of "([^"]+)" reports with its PubAck aimed at each of the control plane's subjects$`, s.hostReportsAimedAtControl)
+	sc.Step(`^the repository "([^"]+)" announces with its PubAck aimed at each of the control plane's subjects$`, s.repositoryAnnouncesAimedAtControl)
+	sc.Step(`^the control plane's streams hold what they held, but for the requests into CONTROL themselves$`, s.theControlPlaneIsUnchanged)
 	sc.Step(`^the mesh's streams hold nothing on "([^"]+)"$`, s.theMeshHoldsNothingOn)
 	sc.Step(`^within (\d+) seconds the controller has settled every message CONTROL held, and CONTROL holds none$`, s.theControllerSettledControl)
 	sc.Step(`^the declaration NODES holds for "([^"]+)" is the controller's, as the node's own credential checks it$`, s.theDeclarationIsTheControllers)
-	sc.Step(`^the host of "([^"]+)" reports with its PubAck aimed at the declaration subject of "([^"]+)"$`, s.theHostReportsAimedAt)
-	sc.Step(`^what landed there is refused as a declaration by the key in the credential of "([^"]+)"$`, s.whatLandedIsRefused)
-	sc.Step(`^within (\d+) seconds NODES holds the controller's declaration for "([^"]+)" again$`, s.nodesHoldsItAgain)
 }
 
 // controlTargets are the subjects every route aims at.
@@ -131,13 +129,28 @@ func (s *scenario) moduleEmitsAimedAtControl(ctx context.Context, module, node, 
 }
 
 func (s *scenario) tokenEnrolsAimedAtControl(ctx context.Context, token string) error {
-	s.enrolments += len(controlTargets)
+	s.intoControl += len(controlTargets)
 	return s.aim(ctx, wire.EnrolUser(token), wire.SubjectEnrol, []byte(`{}`), controlTargets)
 }
 
+// hostReportsAimedAtControl: a host's report is stored in CONTROL, through
+// the hosts' service import; its PubAck comes back to the host whatever
+// reply it names (docs/decisions/0007).
+func (s *scenario) hostReportsAimedAtControl(ctx context.Context, node string) error {
+	s.intoControl += len(controlTargets)
+	return s.aim(ctx, wire.HostUser(node), wire.NodeReport(node), []byte(`{}`), controlTargets)
+}
+
+// repositoryAnnouncesAimedAtControl: the same for a source repository's
+// announcement, through the sources' service import.
+func (s *scenario) repositoryAnnouncesAimedAtControl(ctx context.Context, repo string) error {
+	s.intoControl += len(controlTargets)
+	return s.aim(ctx, wire.SourceUser(repo), wire.SourceChanged(repo), []byte(`{}`), controlTargets)
+}
+
 // theControlPlaneIsUnchanged waits out every heartbeat the pulls could
-// still send, then compares: only the enrolment requests themselves may
-// have been added, on the enrolment subject.
+// still send, then compares: only the requests into CONTROL themselves
+// (enrolments, reports, announcements) may have been added.
 func (s *scenario) theControlPlaneIsUnchanged(ctx context.Context) error {
 	if s.held == nil {
 		return errors.New("no earlier reading of the control plane's streams")
@@ -148,9 +161,9 @@ func (s *scenario) theControlPlaneIsUnchanged(ctx context.Context) error {
 	}
 	// The controller takes CONTROL's messages as they come (a work
 	// queue): what was written there is counted by the stream's last
-	// sequence, which must have grown by the enrolment requests alone.
-	// NODES and BUILDS, which nobody consumes here, are read whole.
-	n := uint64(s.enrolments)
+	// sequence, which must have grown by the requests into it alone.
+	// The other streams, which nobody consumes here, are read whole.
+	n := uint64(s.intoControl)
 	consumed := func(k string) bool {
 		return strings.HasPrefix(k, wire.StreamControl+" ") && k != wire.StreamControl+" last sequence"
 	}
@@ -174,7 +187,7 @@ func (s *scenario) theControlPlaneIsUnchanged(ctx context.Context) error {
 		}
 		last = want.Changes(now)
 		if len(last) > 0 {
-			return fmt.Errorf("expected the control plane's streams unchanged but for %d enrolment request(s); %d change(s):\n  %v", n, len(last), last)
+			return fmt.Errorf("expected the control plane's streams unchanged but for %d request(s) into CONTROL; %d change(s):\n  %v", n, len(last), last)
 		}
 		return nil
 	}
@@ -252,64 +265,6 @@ func (s *scenario) verifyLast(ctx context.Context, node string) error {
 
 func (s *scenario) theDeclarationIsTheControllers(ctx context.Context, node string) error {
 	return eventually(ctx, 10*time.Second, func(ctx context.Context) error { return s.verifyLast(ctx, node) })
-}
-
-// theHostReportsAimedAt watches the node's declaration subject from
-// outside before the host reports, so that what lands there is seen even
-// though the controller replaces it at once.
-func (s *scenario) theHostReportsAimedAt(ctx context.Context, host, node string) error {
-	js, err := s.controlJS(ctx)
-	if err != nil {
-		return err
-	}
-	oc, err := js.OrderedConsumer(ctx, wire.StreamNodes, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{wire.NodeDeclare(node)}, DeliverPolicy: jetstream.DeliverNewPolicy,
-	})
-	if err != nil {
-		return err
-	}
-	s.landed = make(chan jetstream.Msg, 16)
-	cc, err := oc.Consume(func(m jetstream.Msg) {
-		select {
-		case s.landed <- m:
-		default:
-		}
-	})
-	if err != nil {
-		return err
-	}
-	s.cleanups = append(s.cleanups, cc.Stop)
-	c, err := s.connect(ctx, wire.HostUser(host))
-	if err != nil {
-		return err
-	}
-	if err := c.PublishRequest(wire.NodeReport(host), wire.NodeDeclare(node), []byte(`{}`)); err != nil {
-		return err
-	}
-	return c.FlushWithContext(ctx)
-}
-
-func (s *scenario) whatLandedIsRefused(ctx context.Context, node string) error {
-	key, err := s.hostKey(ctx, node)
-	if err != nil {
-		return err
-	}
-	select {
-	case m := <-s.landed:
-		if _, err := wire.VerifyDeclaration(key, m.Subject(), m.Data(), m.Headers().Get(wire.HeaderSignature)); err == nil {
-			return fmt.Errorf("expected what the host's PubAck put on %s to be refused as a declaration, it was taken: %q", m.Subject(), m.Data())
-		}
-		beds.Logf(ctx, "landed on %s and refused as a declaration: %q", m.Subject(), m.Data())
-		return nil
-	case <-time.After(10 * time.Second):
-		return errors.New("expected the host's PubAck to land on the declaration subject (the control account's own route), nothing landed in 10s")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (s *scenario) nodesHoldsItAgain(ctx context.Context, seconds int, node string) error {
-	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error { return s.verifyLast(ctx, node) })
 }
 
 // theControllerSettledControl: the controller, CONTROL's only consumer,

@@ -48,18 +48,17 @@ type scenario struct {
 
 	drv drivers // the conformance drivers run; each domain's own state is in its file
 
-	held       observe.Holding    // the control plane's streams, noted
-	enrolments int                // enrolment requests sent since
-	pullsUntil time.Time          // when the pulls aimed at the control plane expire
-	landed     chan jetstream.Msg // what a watch of a declaration subject saw
-	cleanups   []func()
-	faultAt    time.Time // when the scenario's last fault took effect
-	storeBack  time.Time // when the store was last healthy again after a fault
-	durable    durability
-	live       living
-	ro         rollout
-	pp         persons
-	bd         builds
+	held        observe.Holding // the control plane's streams, noted
+	intoControl int             // requests into CONTROL sent since (enrolments, reports, announcements)
+	pullsUntil  time.Time       // when the pulls aimed at the control plane expire
+	cleanups    []func()
+	faultAt     time.Time // when the scenario's last fault took effect
+	storeBack   time.Time // when the store was last healthy again after a fault
+	durable     durability
+	live        living
+	ro          rollout
+	pp          persons
+	bd          builds
 	// brokenFrom and brokenUntil bound the last fault held for a time.
 	brokenFrom, brokenUntil time.Time
 }

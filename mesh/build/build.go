@@ -70,7 +70,8 @@ var ErrOptions = errors.New("invalid builder options")
 type Options struct {
 	// Conn is the builder's connection, dialled with its credential
 	// (link.Dial sets the inbox prefix, wire.BuilderInbox, that its user
-	// may subscribe). Run neither closes nor drains it.
+	// may subscribe, and the password, which keys the outcomes' message
+	// ids: wire.BuiltMsgID). Run neither closes nor drains it.
 	Conn *nats.Conn
 	// Toolchain is the directory holding the program of each module it
 	// can build, <Toolchain>/<module>, an executable file.
@@ -90,6 +91,10 @@ type Options struct {
 func (o Options) withDefaults() (Options, error) {
 	if o.Conn == nil {
 		return o, fmt.Errorf("%w: no connection", ErrOptions)
+	}
+	if o.Conn.Opts.Password == "" {
+		// An outcome's id keyed with nothing is one anyone can publish first.
+		return o, fmt.Errorf("%w: the connection has no password to key the outcomes' message ids with (dial it with the builder's credential)", ErrOptions)
 	}
 	if o.Name == "" {
 		return o, fmt.Errorf("%w: no builder name", ErrOptions)
@@ -323,9 +328,10 @@ func (b *builder) fetch(ctx context.Context, req wire.BuildRequest) ([]byte, err
 	return ans.Content, nil
 }
 
-// record publishes the outcome on CONTROL with the build's id as its
-// message id: the same build recorded twice within the stream's duplicate
-// window is stored once.
+// record publishes the outcome on CONTROL with the build's id, keyed with
+// the builder's password, as its message id: the same build recorded
+// twice within the stream's duplicate window is stored once, and no other
+// principal can publish that id first.
 func (b *builder) record(ctx context.Context, out wire.Built, log *slog.Logger) error {
 	out.At = b.o.Now().UTC()
 	data := wire.Marshal(out)
@@ -335,7 +341,7 @@ func (b *builder) record(ctx context.Context, out wire.Built, log *slog.Logger) 
 		return fmt.Errorf("outcome of %s: %w", out.ID, err)
 	}
 	ack, err := b.js.Publish(ctx, wire.SubjectBuilt, data,
-		jetstream.WithMsgID(wire.BuiltMsgID(out.ID)),
+		jetstream.WithMsgID(wire.BuiltMsgID(b.o.Conn.Opts.Password, out.ID)),
 		jetstream.WithExpectStream(wire.StreamControl))
 	if err != nil {
 		return postponed{fmt.Errorf("publish the outcome of %s: %w", out.ID, err)}

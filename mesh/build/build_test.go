@@ -328,15 +328,20 @@ func TestStoppingGivesTheRequestBack(t *testing.T) {
 func TestRunRefusesBadOptions(t *testing.T) {
 	ctx := buildtest.Context(t)
 	file := buildtest.Toolchain(t, program, "sensor") + "/sensor"
-	cases := map[string]build.Options{
-		"no connection":       {Toolchain: t.TempDir(), Name: "a"},
-		"toolchain is a file": {Conn: &nats.Conn{}, Toolchain: file, Name: "a"},
-		"toolchain not there": {Conn: &nats.Conn{}, Toolchain: "/nonexistent/toolchain", Name: "a"},
-		"no name":             {Conn: &nats.Conn{}, Toolchain: t.TempDir()},
+	conn := &nats.Conn{Opts: nats.Options{Password: "pw-builder"}}
+	cases := map[string]struct {
+		o    build.Options
+		says string
+	}{
+		"no connection":       {build.Options{Toolchain: t.TempDir(), Name: "a"}, "no connection"},
+		"no password":         {build.Options{Conn: &nats.Conn{}, Toolchain: t.TempDir(), Name: "a"}, "no password"},
+		"toolchain is a file": {build.Options{Conn: conn, Toolchain: file, Name: "a"}, "not a directory"},
+		"toolchain not there": {build.Options{Conn: conn, Toolchain: "/nonexistent/toolchain", Name: "a"}, "toolchain"},
+		"no name":             {build.Options{Conn: conn, Toolchain: t.TempDir()}, "no builder name"},
 	}
-	for what, o := range cases {
-		if err := build.Run(ctx, o); !errors.Is(err, build.ErrOptions) {
-			t.Errorf("%s: expected ErrOptions, got %v", what, err)
+	for what, c := range cases {
+		if err := build.Run(ctx, c.o); !errors.Is(err, build.ErrOptions) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: expected ErrOptions saying %q, got %v", what, c.says, err)
 		}
 	}
 }

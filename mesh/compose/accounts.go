@@ -39,9 +39,34 @@ func DefaultLimits() Limits {
 	}
 }
 
-// accounts lays the principals' users out in the three accounts of
-// docs/decisions/0001-accounts.md. The control account exports two
-// things to the enrolment account, and nothing else crosses:
+// HostServices are what the control account exports to the hosts'
+// account as services: a host's reports, heartbeats and credential
+// requests, and the direct gets of NODES and ARTIFACTS. Each host's own
+// grant narrows them to its node's subjects and artifacts. Through a
+// service import the server gives every request a reply of its own, so
+// a host's PubAck or answer comes back to it, whatever reply it named,
+// and never lands in a control stream (docs/decisions/0007).
+var HostServices = []string{
+	wire.SubjectReports, wire.NodeAlive("*"), wire.SubjectCredentialsAll,
+	wire.DirectGetAll(wire.StreamNodes), wire.DirectGetAll(wire.StreamArtifacts),
+}
+
+// SourceServices are what the control account exports to the sources'
+// account as services: a repository's announcements, and the builder's
+// inboxes, where a repository answers a fetch. The fetches themselves
+// cross the other way as a stream export: the control account imports
+// nothing, since a reload that changes an account's imports leaves it a
+// moment without its JetStream API import ("no responders", seen once in
+// ten controller tests when the control account imported the fetch
+// subject as a service).
+var SourceServices = []string{wire.SubjectSourceChanges, wire.Under(wire.BuilderInbox)}
+
+// accounts lays the principals' users out in the accounts of
+// docs/decisions/0001-accounts.md and 0007. The hosts and the source
+// repositories reach the control account through service imports alone
+// (HostServices and SourceServices; the builder's fetches reach the
+// repositories as an exported stream). The control account exports
+// two things to the enrolment account:
 //   - the enrolment subject, as a service: the server gives the request a
 //     reply subject of its own (_R_…) in the control account, so CONTROL's
 //     PubAck goes back to the requester in the enrolment account, whatever
@@ -73,7 +98,21 @@ func accounts(users map[string][]user, l Limits) map[string]account {
 		{Service: wire.SubjectEnrol, Accounts: []string{wire.AccountEnrol}},
 		{Stream: wire.EnrolInboxes, Accounts: []string{wire.AccountEnrol}},
 	}
+	hosts := account{Users: users[wire.AccountHosts]}
+	for _, s := range HostServices {
+		ctl.Exports = append(ctl.Exports, export{Service: s, Accounts: []string{wire.AccountHosts}})
+		hosts.Imports = append(hosts.Imports, imp{Service: &source{Account: wire.AccountControl, Subject: s}})
+	}
+	sources := account{Users: users[wire.AccountSources]}
+	for _, s := range SourceServices {
+		ctl.Exports = append(ctl.Exports, export{Service: s, Accounts: []string{wire.AccountSources}})
+		sources.Imports = append(sources.Imports, imp{Service: &source{Account: wire.AccountControl, Subject: s}})
+	}
+	ctl.Exports = append(ctl.Exports, export{Stream: wire.SourceFetch("*"), Accounts: []string{wire.AccountSources}})
+	sources.Imports = append(sources.Imports, imp{Stream: &source{Account: wire.AccountControl, Subject: wire.SourceFetch("*")}})
 	out[wire.AccountControl] = ctl
+	out[wire.AccountHosts] = hosts
+	out[wire.AccountSources] = sources
 	out[wire.AccountEnrol] = account{
 		Limits: &accountLimit{MaxConnections: max(l.EnrolConnectionsMin, l.EnrolConnectionsPerToken*len(users[wire.AccountEnrol])), MaxPayload: l.EnrolPayload},
 		Users:  users[wire.AccountEnrol],

@@ -70,8 +70,14 @@ func TestTheEnrolmentAccountIsComposedWithoutTokens(t *testing.T) {
 	m.Tokens = nil
 	accts := composed(t, m).Accounts
 	enrol, ok := accts[wire.AccountEnrol]
-	if !ok || len(enrol.Users) != 0 || len(enrol.Imports) != 2 || len(accts[wire.AccountControl].Exports) != 2 {
-		t.Fatalf("expected the enrolment account with its two imports, no users, and the control account's two exports, got %+v and %+v", enrol, accts[wire.AccountControl])
+	toEnrol := 0
+	for _, e := range accts[wire.AccountControl].Exports {
+		if slices.Contains(e.Accounts, wire.AccountEnrol) {
+			toEnrol++
+		}
+	}
+	if !ok || len(enrol.Users) != 0 || len(enrol.Imports) != 2 || toEnrol != 2 {
+		t.Fatalf("expected the enrolment account with its two imports, no users, and the control account's two exports to it, got %+v and %+v", enrol, accts[wire.AccountControl])
 	}
 }
 
@@ -270,6 +276,28 @@ func TestTheEnrolmentAccountsBoundGrowsWithItsTokens(t *testing.T) {
 		want := max(l.EnrolConnectionsMin, l.EnrolConnectionsPerToken*n)
 		if got := composed(t, m).Accounts[wire.AccountEnrol].Limits.MaxConnections; got != want {
 			t.Errorf("%d tokens: expected the enrolment account bounded at %d connections, got %d", n, want, got)
+		}
+	}
+}
+
+// TestAHostIsGrantedWhatItUses: issue 18 §7 — a host subscribes its own
+// inbox and nothing else, and answers nothing (no allow_responses): no
+// code of the host serves the controller's old command subjects
+// (mesh.ask.<node>.>). It is in the hosts' account (docs/decisions/0007).
+func TestAHostIsGrantedWhatItUses(t *testing.T) {
+	for _, p := range Principals(sample(t)) {
+		if p.Kind != wire.PrincipalHost {
+			continue
+		}
+		if p.Account != wire.AccountHosts || p.Permissions.AllowResponses ||
+			!slices.Equal(p.Permissions.Subscribe, []string{wire.Under(wire.HostInbox(p.Node))}) {
+			t.Errorf("%s: account %s, subscribe %v, allow_responses %v; want %s, its inbox alone, no responses",
+				p.User, p.Account, p.Permissions.Subscribe, p.Permissions.AllowResponses, wire.AccountHosts)
+		}
+		for _, g := range append(slices.Clone(p.Permissions.Publish), p.Permissions.Subscribe...) {
+			if strings.HasPrefix(g, "mesh.ask.") {
+				t.Errorf("%s is granted %s", p.User, g)
+			}
 		}
 	}
 }

@@ -366,3 +366,44 @@ func TestTheBuildPathsPrincipalsReachTheirSubjectsAlone(t *testing.T) {
 	}
 	hostB.expectViolation(t, mine)
 }
+
+// TestABuildersFetchIsAnsweredAcrossTheAccounts: the builder, in the
+// control account, asks a repository, in the sources' account, and has
+// its answer: the fetch crosses as an exported stream with the builder's
+// inbox as its reply, and the answer comes back through the service
+// export of the builder's inboxes. A repository that answered whatever
+// reply a fetch named (the stand-in did, with allow_responses, in the
+// control account) is refused by the server anywhere else: a fetch aimed
+// at the control plane's subjects, an artifact's chunk among them,
+// changes none of its streams.
+func TestABuildersFetchIsAnsweredAcrossTheAccounts(t *testing.T) {
+	s := natstest.Start(t, sample(t))
+	ctl, _, targets := controlStreams(t, s)
+	src := dial(t, s, wire.SourceUser("modules"))
+	if _, err := src.Subscribe(wire.SourceFetch("modules"), func(m *nats.Msg) {
+		_ = m.Respond([]byte("revision r2"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	src.expectNoViolation(t)
+	b := dial(t, s, wire.BuilderUser)
+	before := reading(t, ctl)
+	for _, target := range targets {
+		if err := b.PublishRequest(wire.SourceFetch("modules"), target, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The repository answers in arrival order: once an ordinary fetch has
+	// its answer, the aimed ones have had theirs tried.
+	msg, err := b.Request(wire.SourceFetch("modules"), []byte(`{}`), 5*time.Second)
+	if err != nil || string(msg.Data) != "revision r2" {
+		t.Fatalf("the builder's fetch: %v %v", msg, err)
+	}
+	unchanged(t, ctl, "a repository's answer", before, b, src)
+	for _, subject := range []string{wire.ControllerInbox + ".x", wire.HostInbox("node-a") + ".x", wire.NodeDeclare("node-a")} {
+		if err := src.Publish(subject, nil); err != nil {
+			t.Fatal(err)
+		}
+		src.expectViolation(t, subject)
+	}
+}

@@ -78,7 +78,8 @@ func Principals(m *meshdesc.Mesh) []Principal {
 // account's JetStream API, and answers enrolments on the reply subject
 // the request's payload names, which is an enrolment inbox (the control
 // account exports those to the enrolment account), and a host's request
-// for its modules' credentials in that host's inbox.
+// for its modules' credentials on the reply the hosts' service import
+// made for it, which only leads back to that host.
 func controller() Principal {
 	return Principal{
 		User:    wire.ControllerUser,
@@ -86,12 +87,14 @@ func controller() Principal {
 		Kind:    wire.PrincipalController,
 		Permissions: perms(
 			[]string{
-				wire.SubjectControlAll, wire.SubjectNodesAll, wire.SubjectBuildAll, wire.SubjectAskAll,
+				wire.SubjectControlAll, wire.SubjectNodesAll, wire.SubjectBuildAll,
 				wire.JetStreamAPI, wire.ConsumerAcks(wire.StreamControl, wire.ControlConsumer),
-				wire.EnrolInboxes, wire.HostInboxes,
+				wire.EnrolInboxes,
 			},
 			[]string{wire.Under(wire.ControllerInbox), wire.NodeAlive("*"), wire.SubjectCredentialsAll},
-			false,
+			// It answers a host's credential request on the reply the
+			// server gave it through the hosts' service import.
+			true,
 		),
 	}
 }
@@ -123,8 +126,12 @@ func controllerMesh(m *meshdesc.Mesh) Principal {
 	}
 }
 
-// host may publish its own node's control subjects and hear the
-// controller's asks of it, nothing of another node. It is not granted a
+// host may publish its own node's control subjects, nothing of another
+// node, and hear its own inbox. It is in the hosts' account and reaches
+// the control account through service imports alone (HostServices): the
+// reply of every request it makes there is the server's, so no PubAck
+// or answer of its can be aimed into a control stream. It serves
+// nothing, so it has no allow_responses. It is not granted a
 // core subscription on its declaration subject: whoever may subscribe a
 // subject hears the controller's publishes on it with their reply
 // subjects, and, granted allow_responses, could answer them with a forged
@@ -144,10 +151,10 @@ func host(m *meshdesc.Mesh, node string) Principal {
 	}
 	return Principal{
 		User:        wire.HostUser(node),
-		Account:     wire.AccountControl,
+		Account:     wire.AccountHosts,
 		Kind:        wire.PrincipalHost,
 		Node:        node,
-		Permissions: perms(pub, []string{wire.Under(wire.HostInbox(node)), wire.NodeAsk(node)}, true),
+		Permissions: perms(pub, []string{wire.Under(wire.HostInbox(node))}, false),
 	}
 }
 
@@ -174,17 +181,23 @@ func builder() Principal {
 }
 
 // sourceRepo is a source repository: it announces its revisions and answers
-// the builder's fetches of them, and nothing else.
+// the builder's fetches of them, and nothing else. It is in the sources'
+// account: its announcements reach CONTROL through a service import,
+// with a reply the server made; the builder's fetches reach it as an
+// imported stream, and it answers under the builder's inbox alone, the
+// one subject of the control account it may publish on besides its
+// announcements (through a service import too). It serves nothing by
+// allow_responses: an answer elsewhere is refused by the server.
 func sourceRepo(repo string) Principal {
 	return Principal{
 		User:    wire.SourceUser(repo),
-		Account: wire.AccountControl,
+		Account: wire.AccountSources,
 		Kind:    wire.PrincipalSource,
 		Name:    repo,
 		Permissions: perms(
-			[]string{wire.SourceChanged(repo)},
+			[]string{wire.SourceChanged(repo), wire.Under(wire.BuilderInbox)},
 			[]string{wire.SourceFetch(repo), wire.Under(wire.SourceInbox(repo))},
-			true,
+			false,
 		),
 	}
 }

@@ -2,6 +2,7 @@ package compose_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/internal/natstest"
+	"github.com/meshbus/mesh/mesh/artifact"
+	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
 )
@@ -20,43 +23,34 @@ import (
 // keeping the control plane's streams out of reach of every principal
 // outside the control account (docs/decisions/0001-accounts.md).
 
-// controlStreams creates CONTROL, NODES and BUILDS in the control
-// account and EVENTS in the mesh account, as the controller does.
-func controlStreams(t *testing.T, s *natstest.Server) (ctl, mesh jetstream.JetStream) {
+// controlStreams asserts every stream and consumer as the controller
+// does (controller.Assert of its DesiredState: a stream added later is
+// made here too), puts node-b's declaration in NODES and stores an
+// artifact in ARTIFACTS, as the builder does: what a successful route
+// would replace or evict. It returns JetStream in the control and the
+// mesh accounts, and the targets to aim at: observe.ControlTargets, and
+// the artifact's first chunk.
+func controlStreams(t *testing.T, s *natstest.Server) (ctl, mesh jetstream.JetStream, targets []string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ctl, _ = jetstream.New(dial(t, s, wire.ControllerUser).Conn)
 	mesh, _ = jetstream.New(dial(t, s, wire.ControllerMeshUser).Conn)
-	for _, c := range []struct {
-		js  jetstream.JetStream
-		cfg jetstream.StreamConfig
-	}{
-		{ctl, jetstream.StreamConfig{Name: wire.StreamControl, Subjects: []string{wire.SubjectReports, wire.SubjectEnrol, wire.SubjectBuilt, wire.SubjectPush}, Retention: jetstream.WorkQueuePolicy}},
-		{ctl, jetstream.StreamConfig{Name: wire.StreamNodes, Subjects: []string{wire.SubjectNodesAll}, MaxMsgsPerSubject: 1}},
-		{ctl, jetstream.StreamConfig{Name: wire.StreamBuilds, Subjects: []string{wire.SubjectBuildAll}, Retention: jetstream.WorkQueuePolicy}},
-		{mesh, jetstream.StreamConfig{Name: wire.StreamEvents, Subjects: []string{wire.SubjectModuleEvents, wire.SubjectSeatEvents}}},
-	} {
-		c.cfg.MaxBytes = 1 << 20
-		if _, err := c.js.CreateStream(ctx, c.cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := mesh.CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{
-		Durable: wire.ModuleConsumer("node-b", "logger"), AckPolicy: jetstream.AckExplicitPolicy,
-		FilterSubjects: []string{wire.EventSubject("sensor", "reading")},
-	}); err != nil {
+	js := controller.JetStreams{wire.AccountControl: ctl, wire.AccountMesh: mesh}
+	if _, err := controller.Assert(ctx, js, controller.DesiredState(sample(t), controller.DefaultPolicy()), nil); err != nil {
 		t.Fatal(err)
 	}
 	// node-b's declaration, which a successful route would replace.
 	if _, err := ctl.Publish(ctx, wire.NodeDeclare("node-b"), []byte(`{"node":"node-b","modules":["logger"]}`)); err != nil {
 		t.Fatal(err)
 	}
-	return ctl, mesh
+	builder, _ := jetstream.New(dial(t, s, wire.BuilderUser).Conn)
+	digest, _, err := artifact.Put(ctx, builder, []byte("the program of a module"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctl, mesh, append(observe.ControlTargets("node-b"), wire.ArtifactChunk(digest, 0))
 }
-
-// targets are the subjects every route aims at.
-var targets = observe.ControlTargets("node-b")
 
 // reading is what the control streams hold (observe.Hold).
 func reading(t *testing.T, js jetstream.JetStream) observe.Holding {
@@ -86,7 +80,7 @@ func unchanged(t *testing.T, js jetstream.JetStream, route string, before observ
 
 func TestAToolResponderCannotBeAimedAtTheControlPlane(t *testing.T) {
 	s := natstest.Start(t, sample(t))
-	ctl, _ := controlStreams(t, s)
+	ctl, _, targets := controlStreams(t, s)
 	// A responder that answers whatever reply it is given, as the SDK did.
 	sensor := dial(t, s, wire.ModuleUser("node-a", "sensor"))
 	if _, err := sensor.QueueSubscribe(wire.ToolSubject("sensor", "calibrate"), wire.ToolQueue("sensor", "calibrate"),
@@ -114,7 +108,7 @@ func TestAToolResponderCannotBeAimedAtTheControlPlane(t *testing.T) {
 
 func TestTheJetStreamAPICannotBeAimedAtTheControlPlane(t *testing.T) {
 	s := natstest.Start(t, sample(t))
-	ctl, _ := controlStreams(t, s)
+	ctl, _, targets := controlStreams(t, s)
 	logger := dial(t, s, wire.ModuleUser("node-b", "logger"))
 	before := reading(t, ctl)
 	next := wire.ConsumerNext(wire.StreamEvents, wire.ModuleConsumer("node-b", "logger"))
@@ -146,7 +140,7 @@ func TestTheJetStreamAPICannotBeAimedAtTheControlPlane(t *testing.T) {
 
 func TestAPubAckCannotBeAimedAtTheControlPlane(t *testing.T) {
 	s := natstest.Start(t, sample(t))
-	ctl, _ := controlStreams(t, s)
+	ctl, _, targets := controlStreams(t, s)
 	sensor := dial(t, s, wire.ModuleUser("node-a", "sensor"))
 	before := reading(t, ctl)
 	for _, target := range targets {
@@ -168,7 +162,7 @@ func TestAPubAckCannotBeAimedAtTheControlPlane(t *testing.T) {
 
 func TestAnEnrolmentUserCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
 	s := natstest.Start(t, sample(t))
-	ctl, _ := controlStreams(t, s)
+	ctl, _, targets := controlStreams(t, s)
 	tok := dial(t, s, wire.EnrolUser("tok-node-c"))
 	before := reading(t, ctl)
 	for _, target := range targets {
@@ -232,5 +226,98 @@ func TestTheControllerAnswersAnEnrolmentInItsInbox(t *testing.T) {
 	m, err := sub.NextMsg(5 * time.Second)
 	if err != nil || string(m.Data) != "sealed" {
 		t.Fatalf("expected the controller's answer in the token's inbox, got %v %v", m, err)
+	}
+}
+
+// TestAHostOrARepositoryCannotAimItsPubAckAtTheControlPlane: issue 18 §2
+// — a host's report and a repository's announcement are stored in
+// CONTROL, and their PubAcks went where their reply named, within the
+// control account: into ARTIFACTS (a chunk overwritten, or the stream
+// filled until the artifacts were evicted), NODES, BUILDS or CONTROL
+// itself. Each is now a user of an account of its own kind, reaching
+// CONTROL through a service import, which gives the request a reply of
+// the server's own: the PubAck goes back to the publisher, and the
+// control streams hold only the publishes themselves.
+func TestAHostOrARepositoryCannotAimItsPubAckAtTheControlPlane(t *testing.T) {
+	s := natstest.Start(t, sample(t))
+	ctl, _, targets := controlStreams(t, s)
+	// The services the control account exports to the hosts are aimed at
+	// too: an answer that came back to the hosts' account on one of them
+	// must not cross its import again (a heartbeat or a credential request
+	// in another node's name). A reply under $JS. (the direct gets) the
+	// server refuses outright (isJSReservedReply, v2.15.3).
+	targets = append(targets, wire.NodeAlive("node-b"), wire.NodeCredentials("node-b"))
+	// The controller hears heartbeats and credential requests: none may
+	// come in node-b's name.
+	controller := dial(t, s, wire.ControllerUser)
+	heard := make(chan *nats.Msg, 64)
+	for _, subject := range []string{wire.NodeAlive("node-b"), wire.NodeCredentials("node-b")} {
+		if _, err := controller.ChanSubscribe(subject, heard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	controller.expectNoViolation(t)
+	for _, c := range []struct {
+		user, subject string
+		// also are the other requests it may make into the control
+		// account, aimed the same way: their answers (a direct get's
+		// message or status, a no-responders status) go to the reply too.
+		also []string
+	}{
+		{wire.HostUser("node-a"), wire.NodeReport("node-a"), []string{
+			wire.DirectGetLast(wire.StreamNodes, wire.NodeDeclare("node-a")), wire.NodeCredentials("node-a"),
+		}},
+		{wire.SourceUser("modules"), wire.SourceChanged("modules"), nil},
+	} {
+		before := reading(t, ctl)
+		who := dial(t, s, c.user)
+		for _, target := range targets {
+			for _, subject := range append([]string{c.subject}, c.also...) {
+				if err := who.PublishRequest(subject, target, []byte(`{}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		who.expectNoViolation(t)
+		// CONTROL stores and acknowledges in order: once an ordinary
+		// publish has its PubAck, the aimed ones have had theirs sent.
+		js, _ := jetstream.New(who.Conn)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ack, err := js.Publish(ctx, c.subject, []byte(`{}`))
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: an ordinary publish on %s: %v", c.user, c.subject, err)
+		}
+		if ack.Stream != wire.StreamControl {
+			t.Fatalf("%s: acknowledged by %q", c.user, ack.Stream)
+		}
+		// And each other request, answered in turn, once.
+		for _, subject := range c.also {
+			if _, err := who.Request(subject, []byte(`{}`), 5*time.Second); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+				t.Fatalf("%s: an ordinary request on %s: %v", c.user, subject, err)
+			}
+		}
+		n := uint64(len(targets)) + 1
+		want := observe.Holding{}
+		for k, v := range before {
+			want[k] = v
+		}
+		want[wire.StreamControl+" messages"] += n
+		want[wire.StreamControl+" last sequence"] += n
+		want[wire.StreamControl+" "+c.subject+" messages"] += n
+		last := wire.StreamControl + " " + c.subject + " last sequence"
+		after := reading(t, ctl)
+		want[last], after[last] = 0, 0
+		for _, d := range want.Changes(after) {
+			t.Errorf("%s's PubAck: %s", c.user, d)
+		}
+	}
+	if err := controller.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-heard:
+		t.Errorf("the controller heard %q on %s, in node-b's name", m.Data, m.Subject)
+	case <-time.After(200 * time.Millisecond): // anything aimed has long been delivered: the PubAcks after it have come back
 	}
 }

@@ -54,11 +54,25 @@ type ApplyResult struct {
 // before signed declarations lacks it, the secrets, the credentials, the
 // revocations; then nats.conf, last, since it makes the change live.
 func Apply(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Options) (ApplyResult, error) {
+	return applyWith(ctx, m, st, dir, o, nil)
+}
+
+// applyWith is Apply with change made to the store in the same update as
+// the composition (a person issued or revoked): the change is never
+// committed without the composition that makes it live, and an
+// interruption before nats.conf is written leaves the store saying what
+// to compose, which Apply run again writes.
+func applyWith(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, o Options, change func(tx Tx) error) (ApplyResult, error) {
 	o = o.withDefaults()
 	var res ApplyResult
 	err := composing(ctx, dir, func() error {
 		var a applied
 		err := st.Update(ctx, func(tx Tx) error {
+			if change != nil {
+				if err := change(tx); err != nil {
+					return err
+				}
+			}
 			// The description in force, read under the lock: a caller that
 			// read it before (a token or a person issued while a push was
 			// being applied) would compose what the push replaced.
@@ -323,4 +337,31 @@ func checkReloadable(path string, conf []byte) error {
 		}
 	}
 	return nil
+}
+
+// composedUsers are the users the configuration at path composes, in
+// every account: what the server lets in once it has loaded it.
+func composedUsers(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var conf struct {
+		Accounts map[string]struct {
+			Users []struct {
+				User string `json:"user"`
+			} `json:"users"`
+		} `json:"accounts"`
+	}
+	if err := json.Unmarshal(data, &conf); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var out []string
+	for _, a := range conf.Accounts {
+		for _, u := range a.Users {
+			out = append(out, u.User)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

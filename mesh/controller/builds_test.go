@@ -13,20 +13,32 @@ import (
 )
 
 // announce publishes a repository's announcement as that repository's
-// own user, as the stand-in does.
-func (l *living) announce(t *testing.T, repo, module, revision string) {
+// own user, as the stand-in does, and returns CONTROL's acknowledgement.
+func (l *living) announce(t *testing.T, repo, module, revision string) *jetstream.PubAck {
 	t.Helper()
-	nc := dialEventually(t, l.credential(wire.SourceUser(repo)))
+	cred := l.credential(wire.SourceUser(repo))
+	nc := dialEventually(t, cred)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := wire.SourceChange{Repo: repo, Module: module, Revision: revision, At: time.Now()}
-	if _, err := js.Publish(ctxT(t), wire.SourceChanged(repo), wire.Marshal(c), jetstream.WithMsgID(wire.SourceChangeMsgID(wire.BuildID(repo, module, revision)))); err != nil {
+	ack, err := js.Publish(ctxT(t), wire.SourceChanged(repo), wire.Marshal(c), jetstream.WithMsgID(announcementID(cred, wire.BuildID(repo, module, revision))))
+	if err != nil {
 		t.Fatalf("announce %s@%s: %v", module, revision, err)
 	}
+	return ack
 }
+
+// announcementID and outcomeID are the message ids the stand-in and the
+// builder give an announcement and an outcome, each with its own
+// credential.
+func announcementID(c wire.Credential, build string) string {
+	return wire.SourceChangeMsgID(c.Password(), build)
+}
+
+func outcomeID(c wire.Credential, build string) string { return wire.BuiltMsgID(c.Password(), build) }
 
 // TestASourceChangeReachesTheBuilderAndItsOutcomeIsRecordedOnce: design
 // 25 §9 step 4 — the repository's announcement becomes one build request
@@ -78,7 +90,7 @@ func TestASourceChangeReachesTheBuilderAndItsOutcomeIsRecordedOnce(t *testing.T)
 	out := wire.Built{ID: reqs[0].ID, Repo: "modules", Module: "sensor", Revision: "r2", Outcome: wire.BuildSucceeded,
 		Digest: wire.Digest([]byte("artifact")), Size: 8, Chunks: 1, Builder: "b1", At: time.Now()}
 	for range 2 {
-		if _, err := js.Publish(ctx, wire.SubjectBuilt, wire.Marshal(out), jetstream.WithMsgID(wire.BuiltMsgID(out.ID))); err != nil {
+		if _, err := js.Publish(ctx, wire.SubjectBuilt, wire.Marshal(out), jetstream.WithMsgID(outcomeID(bc, out.ID))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,4 +202,72 @@ func TestAPushInstallsOnlyAnArtifactABuildProduced(t *testing.T) {
 	if a := decls[0].Artifacts["sensor"]; decls[0].Node != "node-a" || a.Digest != digest || a.Size != 12 {
 		t.Fatalf("node-a's declaration: %+v", decls[0])
 	}
+}
+
+// TestAHostCannotPreEmptABuildsMessageIDs: issue 18 §3 — CONTROL
+// deduplicates message ids across all its subjects, so a host that
+// reported first with a build's announcement or outcome id had the real
+// one dropped as its duplicate: the revision never built, or "not built
+// yet" for good. A host publishing every id it can derive (the build's
+// own, keyed with nothing, keyed with its own password) leaves the
+// announcement and the outcome stored and taken, and each still a
+// duplicate of itself sent again.
+func TestAHostCannotPreEmptABuildsMessageIDs(t *testing.T) {
+	l := newLiving(t)
+	ctx := ctxT(t)
+	build := wire.BuildID("modules", "sensor", "r2")
+	hc := l.credential(wire.HostUser("node-a"))
+	host := dialEventually(t, hc)
+	hjs, err := jetstream.New(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{
+		"changed:" + build, "built:" + build, build,
+		announcementID(hc, build), outcomeID(hc, build),
+		wire.SourceChangeMsgID("", build), wire.BuiltMsgID("", build),
+	} {
+		if _, err := hjs.Publish(ctx, wire.NodeReport("node-a"), []byte(`{}`), jetstream.WithMsgID(id)); err != nil {
+			t.Fatalf("the host's report with id %q: %v", id, err)
+		}
+	}
+
+	if ack := l.announce(t, "modules", "sensor", "r2"); ack.Duplicate {
+		t.Fatal("the repository's announcement was dropped as a duplicate of the host's report")
+	}
+	if ack := l.announce(t, "modules", "sensor", "r2"); !ack.Duplicate {
+		t.Error("the same announcement sent again was stored again: the retry dedup is gone")
+	}
+	bc := l.credential(wire.BuilderUser)
+	nc := dialEventually(t, bc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, wire.StreamBuilds, wire.BuildsConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	if err != nil {
+		t.Fatalf("the announcement did not become a build request: %v", err)
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out := wire.Built{ID: build, Repo: "modules", Module: "sensor", Revision: "r2", Outcome: wire.BuildSucceeded,
+		Digest: wire.Digest([]byte("artifact")), Size: 8, Chunks: 1, Builder: "b1", At: time.Now()}
+	for i, want := range []bool{false, true} {
+		ack, err := js.Publish(ctx, wire.SubjectBuilt, wire.Marshal(out), jetstream.WithMsgID(outcomeID(bc, out.ID)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack.Duplicate != want {
+			t.Fatalf("the outcome sent %d time(s): duplicate %v, want %v", i+1, ack.Duplicate, want)
+		}
+	}
+	eventually(t, 10*time.Second, "the outcome recorded", func() bool {
+		builds, _ := l.st.Builds(ctx)
+		return len(builds) == 1 && builds[0].Outcome == wire.BuildSucceeded
+	})
 }

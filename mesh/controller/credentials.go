@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -17,17 +16,19 @@ import (
 // the modules declared to their node (design 19: a credential never rides
 // in a declaration), on nc, the control account's connection, until stop.
 // A request comes on the node's own subject, which only that node's host
-// may publish on; the answer goes only to that host's inbox, each
-// credential sealed to the key the node enrolled with. A node not
-// enrolled, or asking from anywhere but its inbox, is refused.
+// may publish on, through the hosts' service import; the answer goes only
+// to the reply the server made for it there, which leads back to that
+// host and nowhere else, each credential sealed to the key the node
+// enrolled with. A node not enrolled is refused; a request with any other
+// reply (none crosses the import) is not answered.
 func AnswerCredentials(ctx context.Context, nc *nats.Conn, st Store, log *slog.Logger) (stop func(), err error) {
 	sub, err := nc.Subscribe(wire.SubjectCredentialsAll, func(m *nats.Msg) {
 		node, ok := wire.NodeOfCredentials(m.Subject)
 		if !ok {
 			return
 		}
-		if err := wire.CheckInboxReply(m.Reply); err != nil || !strings.HasPrefix(m.Reply, wire.HostInbox(node)+".") {
-			log.Warn("a credential request answered nowhere: its reply is not the host's inbox", "node", node, "reply", m.Reply)
+		if err := wire.CheckServiceReply(m.Reply); err != nil {
+			log.Warn("a credential request answered nowhere: it did not come through the hosts' service import", "node", node, "err", err)
 			return
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)

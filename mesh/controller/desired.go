@@ -33,16 +33,15 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 	byName := map[string]DesiredStream{
 		wire.StreamDead: {Config: jetstream.StreamConfig{
 			Name:      wire.StreamDead,
-			Subjects:  []string{wire.DeadLetterAdvisories},
+			Subjects:  wire.StreamSubjects(wire.StreamDead),
 			Retention: jetstream.LimitsPolicy,
 			Storage:   jetstream.FileStorage,
 			MaxAge:    p.DeadMaxAge,
 		}},
 		wire.StreamControl: {
 			Config: jetstream.StreamConfig{
-				Name: wire.StreamControl,
-				// mesh.control.> except alive: heartbeats stay on core NATS.
-				Subjects:  []string{wire.SubjectReports, wire.SubjectEnrol, wire.SubjectBuilt, wire.SubjectPush, wire.SubjectSourceChanges},
+				Name:      wire.StreamControl,
+				Subjects:  wire.StreamSubjects(wire.StreamControl),
 				Retention: jetstream.WorkQueuePolicy,
 				Storage:   jetstream.FileStorage,
 			},
@@ -50,7 +49,7 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 		},
 		wire.StreamNodes: {Config: jetstream.StreamConfig{
 			Name:              wire.StreamNodes,
-			Subjects:          []string{wire.SubjectNodesAll},
+			Subjects:          wire.StreamSubjects(wire.StreamNodes),
 			Retention:         jetstream.LimitsPolicy,
 			Storage:           jetstream.FileStorage,
 			MaxMsgsPerSubject: 1,
@@ -61,7 +60,7 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 		wire.StreamBuilds: {
 			Config: jetstream.StreamConfig{
 				Name:      wire.StreamBuilds,
-				Subjects:  []string{wire.SubjectBuildAll},
+				Subjects:  wire.StreamSubjects(wire.StreamBuilds),
 				Retention: jetstream.WorkQueuePolicy,
 				Storage:   jetstream.FileStorage,
 			},
@@ -69,7 +68,7 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 		},
 		wire.StreamArtifacts: {Config: jetstream.StreamConfig{
 			Name:              wire.StreamArtifacts,
-			Subjects:          []string{wire.SubjectArtifactsAll},
+			Subjects:          wire.StreamSubjects(wire.StreamArtifacts),
 			Retention:         jetstream.LimitsPolicy,
 			Storage:           jetstream.FileStorage,
 			MaxMsgsPerSubject: 1,
@@ -81,7 +80,7 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 		wire.StreamEvents: {
 			Config: jetstream.StreamConfig{
 				Name:       wire.StreamEvents,
-				Subjects:   []string{wire.SubjectModuleEvents, wire.SubjectSeatEvents},
+				Subjects:   wire.StreamSubjects(wire.StreamEvents),
 				Retention:  jetstream.LimitsPolicy,
 				Storage:    jetstream.FileStorage,
 				MaxAge:     p.EventsMaxAge,

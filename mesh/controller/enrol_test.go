@@ -100,13 +100,18 @@ func newLivingOf(t *testing.T, m *meshdesc.Mesh, guarded bool) *living {
 	return &living{bed: b, loop: loop, conns: conns}
 }
 
-// watch reloads the in-process server whenever nats.conf changes.
+// watch reloads the in-process server whenever nats.conf changes from
+// what the server loaded. The baseline is taken here, before watch
+// returns, as mesh-nats primes its own before the server starts: taken in
+// the goroutine, on a loaded machine it was read after the test's next
+// step had already composed a change (a person issued), which then never
+// reached the server ("not within 10s: person.carol connects").
 func (b *bed) watch() {
 	t := b.t
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	last, _ := os.ReadFile(Layout{b.dir}.NATSConfig())
 	wg.Go(func() {
-		last, _ := os.ReadFile(Layout{b.dir}.NATSConfig())
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {

@@ -69,7 +69,8 @@ func IssuePerson(ctx context.Context, m *meshdesc.Mesh, st Store, dir, name stri
 	if err := checkGrant(m, p); err != nil {
 		return nil, err
 	}
-	if err := st.Update(ctx, func(tx Tx) error {
+	// The person and its user are made in one update, composed at once.
+	if _, err := applyWith(ctx, m, st, dir, o, func(tx Tx) error {
 		if err := tx.PutPerson(ctx, p); err != nil {
 			return err
 		}
@@ -87,9 +88,6 @@ func IssuePerson(ctx context.Context, m *meshdesc.Mesh, st Store, dir, name stri
 	}); err != nil {
 		return nil, fmt.Errorf("issue person %s: %w", name, err)
 	}
-	if _, err := Apply(ctx, m, st, dir, o); err != nil {
-		return nil, fmt.Errorf("issue person %s: compose its user: %w", name, err)
-	}
 	doc, err := st.Credential(ctx, wire.PersonUser(name))
 	if err != nil {
 		return nil, fmt.Errorf("issue person %s: %w", name, err)
@@ -103,7 +101,12 @@ func IssuePerson(ctx context.Context, m *meshdesc.Mesh, st Store, dir, name stri
 }
 
 // RevokePerson removes a person issued: its user is composed out of
-// nats.conf at once, and the server closes its open connections.
+// nats.conf at once, and the server closes its open connections. The
+// person is forgotten in the same store update that composes it out, and
+// nats.conf is written from the store: a revoke interrupted before it
+// said it was done (a kill, a store or disk failing) leaves the person's
+// user in nats.conf, and running it again finishes it, whether the store
+// still holds the person or not.
 func RevokePerson(ctx context.Context, m *meshdesc.Mesh, st Store, dir, name string, o Options) error {
 	o = o.withDefaults()
 	m, err := Described(ctx, m, st)
@@ -114,17 +117,28 @@ func RevokePerson(ctx context.Context, m *meshdesc.Mesh, st Store, dir, name str
 	if err != nil {
 		return err
 	}
+	user := wire.PersonUser(name)
 	if !slices.ContainsFunc(persons, func(p Person) bool { return p.Name == name }) {
 		if slices.ContainsFunc(m.Persons, func(p meshdesc.Person) bool { return p.Name == name }) {
 			return fmt.Errorf("%w: person %q is in the mesh description: remove it there and push", ErrPerson, name)
 		}
-		return fmt.Errorf("%w: no person %q was issued (issued: %s)", ErrPerson, name, personNames(persons))
+		// Forgotten by the store, but still composed: a revoke
+		// interrupted after its update. The store says what to compose.
+		composed, err := composedUsers(Layout{dir}.NATSConfig())
+		if err != nil {
+			return fmt.Errorf("revoke person %s: %w", name, err)
+		}
+		if !slices.Contains(composed, user) {
+			return fmt.Errorf("%w: no person %q was issued (issued: %s)", ErrPerson, name, personNames(persons))
+		}
+		if _, err := Apply(ctx, m, st, dir, o); err != nil {
+			return fmt.Errorf("revoke person %s: compose it out: %w", name, err)
+		}
+		o.Logger.Info("person revoked (an interrupted revoke finished)", "person", name)
+		return nil
 	}
-	if err := st.Update(ctx, func(tx Tx) error { return tx.DeletePerson(ctx, name) }); err != nil {
+	if _, err := applyWith(ctx, m, st, dir, o, func(tx Tx) error { return tx.DeletePerson(ctx, name) }); err != nil {
 		return fmt.Errorf("revoke person %s: %w", name, err)
-	}
-	if _, err := Apply(ctx, m, st, dir, o); err != nil {
-		return fmt.Errorf("revoke person %s: compose it out: %w", name, err)
 	}
 	o.Logger.Info("person revoked", "person", name)
 	return nil

@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,8 +54,12 @@ func dialJudged(t *testing.T, c wire.Credential) *observe.Client {
 	t.Helper()
 	var oc *observe.Client
 	eventually(t, 10*time.Second, c.User()+" connects", func() bool {
+		// Each attempt bounded well within the deadline: one hanging on a
+		// busy server would otherwise be the only attempt made.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
 		var err error
-		oc, err = observe.Dial(ctxT(t), c, "")
+		oc, err = observe.Dial(ctx, c, "")
 		return err == nil
 	})
 	t.Cleanup(oc.Close)
@@ -208,5 +214,91 @@ func TestADescriptionThePersonsNoLongerFitIsRefused(t *testing.T) {
 	after, _ := b.st.Secrets(ctxT(t))
 	if len(after) != len(before) {
 		t.Errorf("the refused apply changed the secrets: %d users before, %d after", len(before), len(after))
+	}
+}
+
+// killedStore commits every Update, and the kill-th one (from 1) is the
+// controller killed right after it committed: its caller sees an error
+// and does nothing more.
+type killedStore struct {
+	Store
+	kill, n int
+}
+
+var errKilled = errors.New("killed after the update committed")
+
+func (s *killedStore) Update(ctx context.Context, fn func(Tx) error) error {
+	if err := s.Store.Update(ctx, fn); err != nil {
+		return err
+	}
+	if s.n++; s.n == s.kill {
+		return errKilled
+	}
+	return nil
+}
+
+// composedUser reports whether user is in dir's nats.conf.
+func composedUser(t *testing.T, dir, user string) bool {
+	t.Helper()
+	users, err := composedUsers(Layout{dir}.NATSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(users, user)
+}
+
+// TestAnInterruptedRevokeIsFinishedByRunningItAgain: issue 18 §4 — a
+// revoke killed after any of its store updates leaves the person's user
+// composed (its connection live); running the revoke again finishes it:
+// the user is composed out and the server closes the connection. A
+// revoke that returned nil is done.
+func TestAnInterruptedRevokeIsFinishedByRunningItAgain(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	b.start()
+	b.watch()
+	for kill := 1; ; kill++ {
+		carol, _ := b.issuePerson("carol", []string{"sensor.calibrate"})
+		closed := make(chan struct{})
+		var nc *nats.Conn
+		eventually(t, 10*time.Second, "carol connects", func() bool {
+			var err error
+			nc, err = link.Dial(ctxT(t), carol, link.WithNATSOptions(nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) })))
+			return err == nil
+		})
+		st := &killedStore{Store: b.st, kill: kill}
+		err := RevokePerson(ctxT(t), b.m, st, b.dir, "carol", b.opts)
+		if err == nil {
+			// Not killed: the revoke made fewer updates than kill.
+			if composedUser(t, b.dir, wire.PersonUser("carol")) {
+				t.Fatal("a revoke that said it was done left carol's user composed")
+			}
+			nc.Close()
+			if kill == 1 {
+				t.Fatal("the revoke made no store update")
+			}
+			return
+		}
+		if !errors.Is(err, errKilled) {
+			t.Fatalf("kill after update %d: %v", kill, err)
+		}
+		if !composedUser(t, b.dir, wire.PersonUser("carol")) {
+			// Killed after its composition was written: nothing left to finish.
+			nc.Close()
+			continue
+		}
+		if err := RevokePerson(ctxT(t), b.m, b.st, b.dir, "carol", b.opts); err != nil {
+			t.Fatalf("revoke again after a kill after update %d: %v", kill, err)
+		}
+		if composedUser(t, b.dir, wire.PersonUser("carol")) {
+			t.Fatalf("revoked again after a kill after update %d, carol's user is still composed", kill)
+		}
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("kill after update %d: carol's connection was not closed within 10 s of the revoke run again", kill)
+		}
+		if err := RevokePerson(ctxT(t), b.m, b.st, b.dir, "carol", b.opts); !errors.Is(err, ErrPerson) || !strings.Contains(err.Error(), "no person") {
+			t.Fatalf("a third revoke, of a person revoked: expected ErrPerson saying no person, got %v", err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -81,7 +82,7 @@ const (
 	PrincipalSource  = "source"
 )
 
-// SourceUser is the user of repository repo, in AccountControl.
+// SourceUser is the user of repository repo, in AccountSources.
 func SourceUser(repo string) string { return "source." + repo }
 
 // SourceInbox is repository repo's inbox prefix.
@@ -147,14 +148,34 @@ type BuildRequest struct {
 func BuildID(repo, module, revision string) string { return repo + "/" + module + "@" + revision }
 
 // CONTROL recognises a duplicate by its message id across all its
-// subjects, so each kind of message about a build has its own: an
-// announcement of the revision, and the build's outcome. A request on
-// BUILDS is the build's id itself.
-func SourceChangeMsgID(buildID string) string { return "changed:" + buildID }
+// subjects, whoever published it: an id another principal can predict is
+// one it can publish first, and the real message is then dropped as its
+// duplicate (issue 18 §3: a host reporting with "changed:<build>" kept a
+// revision from ever being built). So each kind of message about a build
+// has an id of its own kind, keyed with a secret only its publisher holds
+// (docs/decisions/0008-message-ids.md): the publisher's credential
+// password. The same publisher sending the same message again (a retry,
+// a builder killed after it said and its request built again by another
+// builder with the same credential) gets the same id, which CONTROL's
+// duplicate window makes one message. A request on BUILDS is the build's
+// id itself: only the controller writes BUILDS.
 
-// BuiltMsgID is the message id of a build's outcome: a build done twice
-// (its builder killed after it said) is recorded once.
-func BuiltMsgID(buildID string) string { return "built:" + buildID }
+// SourceChangeMsgID is the message id of a repository's announcement of
+// build buildID, keyed with key, the repository's credential password.
+func SourceChangeMsgID(key, buildID string) string { return keyedMsgID("changed", key, buildID) }
+
+// BuiltMsgID is the message id of build buildID's outcome, keyed with
+// key, the builder's credential password.
+func BuiltMsgID(key, buildID string) string { return keyedMsgID("built", key, buildID) }
+
+// keyedMsgID is "<kind>:<id>:<mac>", the mac an HMAC-SHA-256 of kind and
+// id under key (128 bits of it): readable in a log, and unpredictable
+// without key.
+func keyedMsgID(kind, key, id string) string {
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(kind + "\x00" + id))
+	return kind + ":" + id + ":" + hex.EncodeToString(mac.Sum(nil)[:16])
+}
 
 // Build outcomes.
 const (

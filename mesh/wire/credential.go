@@ -252,7 +252,11 @@ func (r userRule) String() string {
 // (docs/decisions/0001-accounts.md).
 func (c Credential) Account() string {
 	switch c.Principal {
-	case PrincipalHost, PrincipalBuilder, PrincipalSource:
+	case PrincipalHost:
+		return AccountHosts
+	case PrincipalSource:
+		return AccountSources
+	case PrincipalBuilder:
 		return AccountControl
 	case PrincipalEnrol:
 		return AccountEnrol

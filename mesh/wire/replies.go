@@ -50,3 +50,35 @@ func CheckEnrolReply(token, reply string) error {
 	}
 	return nil
 }
+
+// serviceReply is the prefix of the reply subjects nats-server makes for
+// a request that crosses a service import; a client may not name one
+// (isReservedReply in server/client.go refuses it).
+const serviceReply = "_R_."
+
+// CheckServiceReply reports whether reply is one the server made for a
+// request that came through a service import (from AccountHosts or
+// AccountSources): an answer published there goes back to the requester,
+// in its own account, and nowhere else, whatever reply the requester
+// named. A responder reached only through an import answers only these.
+func CheckServiceReply(reply string) error {
+	rest, ok := strings.CutPrefix(reply, serviceReply)
+	if !ok || rest == "" || strings.ContainsAny(rest, "*> \t\r\n") {
+		return fmt.Errorf("%w: %q is not a reply the server made for a service import (%s…)", ErrReplySubject, reply, serviceReply)
+	}
+	return nil
+}
+
+// CheckBuilderReply reports whether reply, a fetch's, is under the
+// builder's inbox: the one place a source repository answers (its grant
+// allows no other in the control account), so a fetch aimed elsewhere is
+// not answered at all rather than refused by the server.
+func CheckBuilderReply(reply string) error {
+	if err := CheckInboxReply(reply); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(reply, BuilderInbox+".") {
+		return fmt.Errorf("%w: %q is not under the builder's inbox (%s)", ErrReplySubject, reply, Under(BuilderInbox))
+	}
+	return nil
+}

@@ -125,3 +125,59 @@ func TestEveryStreamIsInTheAccountTheControlPlaneNeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyTheServersReplyOrTheBuildersInboxIsAnsweredOn: the controller
+// answers a credential request only on a reply the server made for a
+// service import, and a repository a fetch only under the builder's
+// inbox.
+func TestOnlyTheServersReplyOrTheBuildersInboxIsAnsweredOn(t *testing.T) {
+	for reply, ok := range map[string]bool{
+		"_R_.abc.DEF":                 true,
+		"_R_.":                        false,
+		"_R_.a.>":                     false,
+		HostInbox("node-a") + ".x":    false,
+		NodeDeclare("node-b"):         false,
+		"_R_x":                        false,
+		ArtifactChunk(Digest(nil), 0): false,
+		"":                            false,
+	} {
+		if err := CheckServiceReply(reply); (err == nil) != ok || err != nil && !errors.Is(err, ErrReplySubject) {
+			t.Errorf("CheckServiceReply(%q) = %v, expected ok=%v", reply, err, ok)
+		}
+	}
+	for reply, ok := range map[string]bool{
+		BuilderInbox + ".nuid.1":      true,
+		BuilderInbox + ".>":           false,
+		HostInbox("node-a") + ".x":    false,
+		ArtifactChunk(Digest(nil), 0): false,
+		"_R_.abc":                     false,
+	} {
+		if err := CheckBuilderReply(reply); (err == nil) != ok || err != nil && !errors.Is(err, ErrReplySubject) {
+			t.Errorf("CheckBuilderReply(%q) = %v, expected ok=%v", reply, err, ok)
+		}
+	}
+}
+
+// TestBuildMessageIDsAreKeyed: an announcement's and an outcome's ids
+// are the same for the same key and build (a retry is a duplicate), and
+// differ with the key, the build and the kind.
+func TestBuildMessageIDsAreKeyed(t *testing.T) {
+	b := BuildID("modules", "sensor", "r2")
+	if SourceChangeMsgID("k", b) != SourceChangeMsgID("k", b) || BuiltMsgID("k", b) != BuiltMsgID("k", b) {
+		t.Fatal("the same key and build give different ids")
+	}
+	ids := map[string]bool{}
+	for _, id := range []string{
+		SourceChangeMsgID("k", b), SourceChangeMsgID("other", b), SourceChangeMsgID("", b),
+		BuiltMsgID("k", b), BuiltMsgID("other", b), SourceChangeMsgID("k", BuildID("modules", "sensor", "r3")),
+		"changed:" + b, "built:" + b,
+	} {
+		if ids[id] {
+			t.Errorf("id %q given twice", id)
+		}
+		ids[id] = true
+	}
+	if !strings.HasPrefix(SourceChangeMsgID("k", b), "changed:"+b+":") {
+		t.Errorf("an announcement's id does not name its build: %q", SourceChangeMsgID("k", b))
+	}
+}

@@ -85,3 +85,32 @@ func TerminatedAdvisory(consumer string) string {
 func DirectGetLast(stream, subject string) string {
 	return "$JS.API.DIRECT.GET." + stream + "." + subject
 }
+
+// StreamSubjects are the subjects stream captures: the one table the
+// controller creates the streams from and the reply-injection checks aim
+// at (observe.ControlTargets), so that a stream added here is both
+// created and aimed at.
+func StreamSubjects(stream string) []string {
+	switch stream {
+	case StreamDead:
+		return []string{DeadLetterAdvisories}
+	case StreamControl:
+		// mesh.control.> but the heartbeats and the credential requests,
+		// which stay on core NATS.
+		return []string{SubjectReports, SubjectEnrol, SubjectBuilt, SubjectPush, SubjectSourceChanges}
+	case StreamNodes:
+		return []string{SubjectNodesAll}
+	case StreamBuilds:
+		return []string{SubjectBuildAll}
+	case StreamArtifacts:
+		return []string{SubjectArtifactsAll}
+	case StreamEvents:
+		return []string{SubjectModuleEvents, SubjectSeatEvents}
+	}
+	return nil
+}
+
+// DirectGetAll matches every direct get of stream: what AccountControl
+// exports to AccountHosts for NODES and ARTIFACTS, each host's own
+// grant narrowing it to its declaration and its artifacts.
+func DirectGetAll(stream string) string { return "$JS.API.DIRECT.GET." + stream + ".>" }

@@ -26,8 +26,6 @@ const (
 	SubjectModuleEvents = "mesh.mod.*.event.>"
 	// SubjectSeatEvents matches every seat holder's events.
 	SubjectSeatEvents = "mesh.seat.*.event.>"
-	// SubjectAskAll is the controller's command api on every node.
-	SubjectAskAll = "mesh.ask.>"
 )
 
 // NodeReport is the subject a node reports on.
@@ -49,9 +47,6 @@ func NodeControl(node string) string { return "mesh.control." + node + ".>" }
 
 // NodeDeclare is the subject of a node's declaration, kept last-per-subject.
 func NodeDeclare(node string) string { return "mesh.node." + node + ".declare" }
-
-// NodeAsk is the controller's command api on one node.
-func NodeAsk(node string) string { return "mesh.ask." + node + ".>" }
 
 // EventSubject is the subject a module's event with key is emitted on.
 func EventSubject(module, key string) string { return "mesh.mod." + module + ".event." + key }

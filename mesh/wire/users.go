@@ -1,15 +1,30 @@
 package wire
 
-// The bus's accounts. Design 25 §4 had one; docs/decisions/0001 says why
-// there are three: within one account a reply subject is a capability the
-// server never checks (a responder's answer, a JetStream API status and
-// every stream's PubAck go wherever the sender's reply names), so the
-// control plane's streams live in an account no module, person or
-// enrolment token is a user of.
+// The bus's accounts. Design 25 §4 had one; docs/decisions/0001 and 0007
+// say why there are five: within one account a reply subject is a
+// capability the server never checks (a responder's answer, a JetStream
+// API status and every stream's PubAck go wherever the sender's reply
+// names), so the control plane's streams live in an account whose only
+// users are the controller and the builder, its writers. Everyone else
+// who must reach it (hosts, source repositories, enrolment tokens) is a
+// user of an account of its own kind, and reaches it through service
+// imports, on the way through which the server replaces the request's
+// reply subject with one of its own (_R_.…): an answer or a PubAck goes
+// back to the requester, whatever reply the request named.
 const (
 	// AccountControl holds the control plane: the controller's user and
-	// the hosts', and the streams CONTROL, NODES and BUILDS.
+	// the builder's, and the streams CONTROL, NODES, BUILDS and ARTIFACTS.
 	AccountControl = "CONTROL"
+	// AccountHosts holds the hosts' users and nothing else: no JetStream.
+	// It imports from AccountControl the services a host uses: its
+	// reports, heartbeats and credential requests, and the direct gets
+	// of its declaration and its artifacts' chunks.
+	AccountHosts = "HOSTS"
+	// AccountSources holds the source repositories' users and nothing
+	// else: no JetStream. It imports their announcements into CONTROL, and
+	// exports their fetch subjects, which AccountControl imports for the
+	// builder.
+	AccountSources = "SOURCES"
 	// AccountMesh holds what modules and persons share: EVENTS, DEAD and
 	// the tools, and the controller's second user for them.
 	AccountMesh = "MESH"
@@ -54,10 +69,6 @@ func ModuleInbox(node, module string) string { return inbox + "." + module + "."
 
 // HostInbox is the inbox prefix of the host on node.
 func HostInbox(node string) string { return inbox + ".host." + node }
-
-// HostInboxes matches every host's inbox: the controller answers a host's
-// request for its modules' credentials there.
-const HostInboxes = inbox + ".host.*.>"
 
 // PersonInbox is the inbox prefix of a person.
 func PersonInbox(person string) string { return inbox + ".person." + person }

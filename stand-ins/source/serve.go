@@ -46,8 +46,11 @@ func serve(ctx context.Context, nc *nats.Conn, repo string, r repository, delay 
 
 // answer answers one fetch: the revision's content, or why there is none.
 func answer(ctx context.Context, m *nats.Msg, r repository, delay time.Duration, log *slog.Logger) {
-	if m.Reply == "" {
-		log.Warn("fetch without a reply subject ignored", "subject", m.Subject)
+	// Only a caller's inbox, the builder's: a fetch whose reply names
+	// anything else would have the repository write there (decision 0001:
+	// a responder answers only a caller's inbox).
+	if err := wire.CheckBuilderReply(m.Reply); err != nil {
+		log.Warn("fetch not answered", "subject", m.Subject, "err", err)
 		return
 	}
 	if delay > 0 {

@@ -130,10 +130,11 @@ func Config(certFile, keyFile, storeDir string) string {
 			),
 			Subscribe: allow(wire.Under(wire.BuilderInbox)),
 		}},
+		// As composed (docs/decisions/0007): a repository answers a
+		// fetch under the builder's inbox, and nowhere else.
 		{Source, password(Source), perms{
-			Publish:        allow(wire.SourceChanged(Repo)),
-			Subscribe:      allow(wire.SourceFetch(Repo), wire.Under(wire.SourceInbox(Repo))),
-			AllowResponses: true,
+			Publish:   allow(wire.SourceChanged(Repo), wire.Under(wire.BuilderInbox)),
+			Subscribe: allow(wire.SourceFetch(Repo), wire.Under(wire.SourceInbox(Repo))),
 		}},
 		{Reader, password(Reader), perms{
 			Publish:   allow(wire.DirectGetLast(wire.StreamArtifacts, wire.SubjectArtifactsAll)),
