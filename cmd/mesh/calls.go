@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshbus/mesh/mesh/client"
 	"github.com/meshbus/mesh/mesh/client/mcpserve"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -76,6 +77,12 @@ func call(ctx context.Context, o *opts, e env) error {
 				return err
 			}
 		}
+	}
+	// Bad input is bad input whether or not the bus answers: checked
+	// before connecting (issue 18).
+	args, err := client.CheckCall(o.args[0], args)
+	if err != nil {
+		return err
 	}
 	c, err := o.conn.open(ctx, logger(e.stderr, slog.LevelWarn))
 	if err != nil {

@@ -112,3 +112,33 @@ func TestCallPrintsTheAnswerOrSaysWhatHappened(t *testing.T) {
 		t.Fatalf("revoked, tools: expected exit 7, got %d %q", code, stderr)
 	}
 }
+
+// TestCallChecksItsInputBeforeConnecting: a malformed tool name or
+// arguments are bad usage (exit 2) whether or not the bus answers; with
+// the bus down they were "no servers available" (exit 1) because the call
+// connected first (issue 18).
+func TestCallChecksItsInputBeforeConnecting(t *testing.T) {
+	m := clienttest.Start(t)
+	alice := m.PersonFile(t, "alice")
+	m.Srv.Shutdown()
+	m.Srv.WaitForShutdown()
+	for _, tc := range []struct {
+		what string
+		args []string
+		want string
+	}{
+		{"a bad name", []string{"calibrate"}, `mesh call: tool name "calibrate": want <module>.<tool>`},
+		{"a bad tool", []string{"sensor.Calibrate!"}, `mesh call: tool name "sensor.Calibrate!": the tool`},
+		{"malformed JSON", []string{"sensor.calibrate", `{"to"x}`}, "mesh call: arguments are not JSON"},
+		{"not an object", []string{"sensor.calibrate", `[21]`}, "mesh call: arguments are a JSON array, not an object"},
+	} {
+		code, stdout, stderr := cli(t, "", append([]string{"call", "--credential", alice, "--timeout", "2s"}, tc.args...)...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s, the bus down: expected exit 2 and %q on stderr, got %d, stdout %q, stderr %q", tc.what, tc.want, code, stdout, stderr)
+		}
+	}
+	// A well-formed call with the bus down is the bus's failure.
+	if code, _, stderr := cli(t, "", "call", "--credential", alice, "--timeout", "2s", "sensor.calibrate", `{"to":1}`); code != exitFailed {
+		t.Errorf("a good call, the bus down: expected exit 1, got %d %q", code, stderr)
+	}
+}
