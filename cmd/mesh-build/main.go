@@ -51,13 +51,18 @@ and runs until SIGTERM or SIGINT.
 Exit status: 0 every module checked can be built, or serve was told to
 stop (or help: help, -h, --help, <command> --help); 1 a module is
 refused, the description is invalid, or serve failed (its credential,
-its toolchain, the bus); 2 bad usage.
+its toolchain, the bus); 2 bad usage (no command among it).
 `
 
 // run is main with its outside world passed in; it returns the exit
 // status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		// No command is bad usage, as with every other CLI of the project.
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

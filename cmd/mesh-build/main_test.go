@@ -70,3 +70,14 @@ modules:
 		}
 	}
 }
+
+// TestNoArgumentsIsBadUsage: mesh-build with no arguments is bad usage,
+// exit 2 with the usage on stderr and nothing on stdout, as with every
+// other CLI of the project (issue 18: it exited 0).
+func TestNoArgumentsIsBadUsage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), nil, &out, &errOut)
+	if code != 2 || out.Len() != 0 || !strings.Contains(errOut.String(), "Usage:") {
+		t.Fatalf("mesh-build with no arguments: expected exit 2 and the usage on stderr, got %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}

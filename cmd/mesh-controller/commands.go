@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/printable"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -349,7 +350,7 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 	}
 	for _, f := range st.Failing {
 		fmt.Fprintf(w, "  %s fails %s on %s: %s since %s (said %s by %s, event %s)\n",
-			f.Provider, f.Consumer, f.Node, f.Class, f.Since.Format(time.RFC3339), f.Said.Format(time.RFC3339), f.ReportedBy, f.EventID)
+			esc(f.Provider), esc(f.Consumer), esc(f.Node), esc(f.Class), f.Since.Format(time.RFC3339), f.Said.Format(time.RFC3339), esc(f.ReportedBy), esc(f.EventID))
 	}
 	if len(nodes) > 0 {
 		fmt.Fprintf(w, "%d node(s):\n", len(nodes))
@@ -362,16 +363,16 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 	}
 	for _, d := range dead {
 		fmt.Fprintf(w, "  module %s on %s (consumer %s) gave up on event %s (%s, EVENTS sequence %d) after %d deliveries, at %s\n",
-			d.Module, d.Node, d.Consumer, d.EventID, d.Subject, d.StreamSeq, d.Deliveries, d.At.UTC().Format(time.RFC3339))
+			esc(d.Module), esc(d.Node), esc(d.Consumer), esc(d.EventID), esc(d.Subject), d.StreamSeq, d.Deliveries, d.At.UTC().Format(time.RFC3339))
 	}
 	printBuilds(w, builds)
 	if len(installs) > 0 {
 		fmt.Fprintf(w, "%d installation(s):\n", len(installs))
 	}
 	for _, in := range installs {
-		line := fmt.Sprintf("  %s on %s: %s@%s (%s): %s", in.Module, in.Node, in.Repo, in.Revision, in.Artifact, in.Outcome)
+		line := fmt.Sprintf("  %s on %s: %s@%s (%s): %s", esc(in.Module), esc(in.Node), esc(in.Repo), esc(in.Revision), esc(in.Artifact), esc(in.Outcome))
 		if in.Reason != "" {
-			line += ": " + in.Reason
+			line += ": " + esc(in.Reason)
 		}
 		fmt.Fprintln(w, line)
 	}
@@ -388,14 +389,21 @@ func printBuilds(w io.Writer, builds []controller.Build) {
 	for _, b := range builds {
 		switch b.Outcome {
 		case "":
-			fmt.Fprintf(w, "  %s: asked %s, not built yet\n", b.ID, b.Asked.UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "  %s: asked %s, not built yet\n", esc(b.ID), b.Asked.UTC().Format(time.RFC3339))
 		case wire.BuildSucceeded:
-			fmt.Fprintf(w, "  %s: built %s (%d bytes) by %s at %s\n", b.ID, b.Digest, b.Size, b.Builder, b.Built.UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "  %s: built %s (%d bytes) by %s at %s\n", esc(b.ID), esc(b.Digest), b.Size, esc(b.Builder), b.Built.UTC().Format(time.RFC3339))
 		default:
-			fmt.Fprintf(w, "  %s: %s: %s (by %s at %s)\n", b.ID, b.Outcome, b.Error, b.Builder, b.Built.UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "  %s: %s: %s (by %s at %s)\n", esc(b.ID), esc(b.Outcome), esc(b.Error), esc(b.Builder), b.Built.UTC().Format(time.RFC3339))
 		}
 	}
 }
+
+// esc is a field of the status fit for the operator's terminal: reports,
+// refusals, builds and installations carry what hosts, builders and
+// publishers wrote, and a terminal acts on control sequences (clear the
+// screen, set the title, write the clipboard) and bidi overrides printed
+// raw (issue 18).
+func esc(s string) string { return printable.Line(s) }
 
 // shownRefusals is how many of the newest refusals the text status lists
 // (--json has every one the store keeps).
@@ -409,17 +417,17 @@ func printRefusals(w io.Writer, r controller.Refusals) {
 	}
 	var kinds []string
 	for _, k := range slices.Sorted(maps.Keys(r.Counts)) {
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, r.Counts[k]))
+		kinds = append(kinds, fmt.Sprintf("%s %d", esc(k), r.Counts[k]))
 	}
 	fmt.Fprintf(w, "%d CONTROL message(s) refused (%s); the newest:\n", r.Total(), strings.Join(kinds, ", "))
 	for _, x := range r.Last[max(0, len(r.Last)-shownRefusals):] {
-		fmt.Fprintf(w, "  %s %s %s: %s\n", x.At.UTC().Format(time.RFC3339), x.Kind, x.Key, x.Reason)
+		fmt.Fprintf(w, "  %s %s %s: %s\n", x.At.UTC().Format(time.RFC3339), esc(x.Kind), esc(x.Key), esc(x.Reason))
 	}
 }
 
 // nodeLine says a node's state in one line.
 func nodeLine(n controller.NodeStatus) string {
-	parts := []string{n.Node}
+	parts := []string{esc(n.Node)}
 	if n.Enrolled.IsZero() {
 		parts = append(parts, "not enrolled")
 	}
@@ -433,7 +441,7 @@ func nodeLine(n controller.NodeStatus) string {
 	if len(n.Running) > 0 {
 		var run []string
 		for _, m := range slices.Sorted(maps.Keys(n.Running)) {
-			run = append(run, m+" "+n.Running[m])
+			run = append(run, esc(m)+" "+esc(n.Running[m]))
 		}
 		parts = append(parts, "running "+strings.Join(run, ", "))
 	}
@@ -441,11 +449,11 @@ func nodeLine(n controller.NodeStatus) string {
 		parts = append(parts, "last report "+n.LastReport.UTC().Format(time.RFC3339))
 	}
 	if n.Refused != "" {
-		parts = append(parts, "refused: "+n.Refused)
+		parts = append(parts, "refused: "+esc(n.Refused))
 	}
 	switch {
 	case n.QuietUnknown != "":
-		parts = append(parts, "quiet: unknown ("+n.QuietUnknown+")")
+		parts = append(parts, "quiet: unknown ("+esc(n.QuietUnknown)+")")
 	case n.Quiet:
 		parts = append(parts, "QUIET")
 	default:

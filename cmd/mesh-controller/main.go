@@ -74,6 +74,7 @@ import (
 
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
+	"github.com/meshbus/mesh/mesh/printable"
 )
 
 // Exit statuses.
@@ -315,6 +316,9 @@ func printJSON(w io.Writer, v any) error {
 	if err != nil {
 		return fmt.Errorf("print summary: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	// What other principals wrote is in it (a report, a refusal, a
+	// build's error): escaped as JSON escapes, so that it stays the same
+	// JSON and a terminal shown it acts on nothing (issue 18).
+	_, err = fmt.Fprintf(w, "%s\n", printable.JSON(b))
 	return err
 }

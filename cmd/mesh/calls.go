@@ -14,7 +14,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshbus/mesh/mesh/client"
 	"github.com/meshbus/mesh/mesh/client/mcpserve"
+	"github.com/meshbus/mesh/mesh/printable"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -42,18 +44,20 @@ func tools(ctx context.Context, o *opts, e env) error {
 		return err
 	}
 	if o.json {
-		_, err := fmt.Fprintf(e.stdout, "%s\n", wire.Catalogue{Tools: list}.Marshal())
+		_, err := fmt.Fprintf(e.stdout, "%s\n", printable.JSON(wire.Catalogue{Tools: list}.Marshal()))
 		return err
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	for _, t := range list {
-		fmt.Fprintf(w, "%s\t%s\n", t.Name(), oneLine(t.Description))
+		fmt.Fprintf(w, "%s\t%s\n", printable.Line(t.Name()), oneLine(t.Description))
 	}
 	return w.Flush()
 }
 
-// oneLine is a description fit for one line of a listing.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine is a description fit for one line of a listing. The
+// description is the module's, and a terminal acts on control sequences
+// and bidi overrides printed raw: escaped (issue 18).
+func oneLine(s string) string { return printable.Line(strings.Join(strings.Fields(s), " ")) }
 
 func callCmd() command {
 	return command{
@@ -77,6 +81,12 @@ func call(ctx context.Context, o *opts, e env) error {
 			}
 		}
 	}
+	// Bad input is bad input whether or not the bus answers: checked
+	// before connecting (issue 18).
+	args, err := client.CheckCall(o.args[0], args)
+	if err != nil {
+		return err
+	}
 	c, err := o.conn.open(ctx, logger(e.stderr, slog.LevelWarn))
 	if err != nil {
 		return err
@@ -86,7 +96,10 @@ func call(ctx context.Context, o *opts, e env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := e.stdout.Write(out); err != nil {
+	// The answer is the tool's bytes: a JSON answer stays the same JSON
+	// with what a terminal acts on escaped, anything else is escaped as
+	// text (issue 18).
+	if _, err := e.stdout.Write(printable.JSON(out)); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintln(e.stdout)

@@ -112,3 +112,96 @@ func TestCallPrintsTheAnswerOrSaysWhatHappened(t *testing.T) {
 		t.Fatalf("revoked, tools: expected exit 7, got %d %q", code, stderr)
 	}
 }
+
+// TestCallChecksItsInputBeforeConnecting: a malformed tool name or
+// arguments are bad usage (exit 2) whether or not the bus answers; with
+// the bus down they were "no servers available" (exit 1) because the call
+// connected first (issue 18).
+func TestCallChecksItsInputBeforeConnecting(t *testing.T) {
+	m := clienttest.Start(t)
+	alice := m.PersonFile(t, "alice")
+	m.Srv.Shutdown()
+	m.Srv.WaitForShutdown()
+	for _, tc := range []struct {
+		what string
+		args []string
+		want string
+	}{
+		{"a bad name", []string{"calibrate"}, `mesh call: tool name "calibrate": want <module>.<tool>`},
+		{"a bad tool", []string{"sensor.Calibrate!"}, `mesh call: tool name "sensor.Calibrate!": the tool`},
+		{"malformed JSON", []string{"sensor.calibrate", `{"to"x}`}, "mesh call: arguments are not JSON"},
+		{"not an object", []string{"sensor.calibrate", `[21]`}, "mesh call: arguments are a JSON array, not an object"},
+	} {
+		code, stdout, stderr := cli(t, "", append([]string{"call", "--credential", alice, "--timeout", "2s"}, tc.args...)...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s, the bus down: expected exit 2 and %q on stderr, got %d, stdout %q, stderr %q", tc.what, tc.want, code, stdout, stderr)
+		}
+	}
+	// A well-formed call with the bus down is the bus's failure.
+	if code, _, stderr := cli(t, "", "call", "--credential", alice, "--timeout", "2s", "sensor.calibrate", `{"to":1}`); code != exitFailed {
+		t.Errorf("a good call, the bus down: expected exit 1, got %d %q", code, stderr)
+	}
+}
+
+// terminalHostile is what a tool's module may put in an answer, an error
+// or a description: screen clearing, a window title, the clipboard (OSC
+// 52), a C1 CSI, DEL, a bidi override, a forged line.
+const terminalHostile = "\x1b[2J\x1b]0;title\x07\x1b]52;c;ZXZpbA==\x1b\\\u009b1m\x7f\u202eevil\nforged"
+
+// TestCallAndToolsPrintNothingATerminalActsOn: an answer, a tool's error
+// and the catalogue's descriptions are other principals' bytes; printed,
+// they are escaped, a JSON answer and tools --json staying the same valid
+// JSON (issue 18).
+func TestCallAndToolsPrintNothingATerminalActsOn(t *testing.T) {
+	m := clienttest.Start(t)
+	cat := m.Desc.Catalogue()
+	for i := range cat.Tools {
+		cat.Tools[i].Description = "calibrates " + terminalHostile
+	}
+	m.ServeCatalogueOf(t, cat)
+	m.Serve(t, "sensor", "calibrate", func(_ context.Context, args []byte) ([]byte, error) {
+		if strings.Contains(string(args), "fail") {
+			return nil, errors.New("failed " + terminalHostile)
+		}
+		return json.Marshal(map[string]string{"said": terminalHostile})
+	})
+	alice := m.PersonFile(t, "alice")
+	inert := func(what, out string) {
+		t.Helper()
+		for i, c := range []byte(out) {
+			if c < 0x20 && c != '\n' || c == 0x7f {
+				t.Errorf("%s: byte %#x at %d reaches the terminal: %q", what, c, i, out)
+				return
+			}
+		}
+		if strings.ContainsAny(out, "\u009b\u202e") || strings.Contains(out, "\nforged") {
+			t.Errorf("%s: a C1 control, a bidi override or a forged line reaches the terminal: %q", what, out)
+		}
+	}
+
+	code, stdout, stderr := cli(t, "", "call", "--credential", alice, "sensor.calibrate", `{"to":1}`)
+	var answer map[string]string
+	if code != exitOK || json.Unmarshal([]byte(stdout), &answer) != nil || answer["said"] != terminalHostile {
+		t.Fatalf("call: expected the answer as valid JSON saying the same, got %d %q %q", code, stdout, stderr)
+	}
+	inert("call's answer", stdout)
+
+	code, stdout, stderr = cli(t, "", "call", "--credential", alice, "sensor.calibrate", `{"to":"fail"}`)
+	if code != 3 || !strings.Contains(stderr, `failed \x1b[2J`) {
+		t.Fatalf("call failing: expected exit 3 and the tool's error escaped, got %d %q %q", code, stdout, stderr)
+	}
+	inert("call's error", stderr)
+
+	code, stdout, stderr = cli(t, "", "tools", "--credential", alice)
+	if code != exitOK || !strings.Contains(stdout, `calibrates \x1b[2J`) {
+		t.Fatalf("tools: expected the description escaped, got %d %q %q", code, stdout, stderr)
+	}
+	inert("tools", stdout)
+
+	code, stdout, _ = cli(t, "", "tools", "--json", "--credential", alice)
+	got, err := wire.ParseCatalogue([]byte(stdout))
+	if code != exitOK || err != nil || len(got.Tools) == 0 || got.Tools[0].Description != "calibrates "+terminalHostile {
+		t.Fatalf("tools --json: expected the catalogue saying the same, got %d %q %v", code, stdout, err)
+	}
+	inert("tools --json", stdout)
+}

@@ -58,6 +58,7 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/client"
+	"github.com/meshbus/mesh/mesh/printable"
 )
 
 // Exit statuses of this program's own; a client failure exits with its
@@ -165,7 +166,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	o.args = pos
 	if err := c.do(ctx, o, e); err != nil {
-		fmt.Fprintf(stderr, "mesh %s: %v\n", c.name, err)
+		// A failure may carry a tool's own words: escaped, as every
+		// other principal's bytes this program prints (issue 18).
+		fmt.Fprintf(stderr, "mesh %s: %s\n", c.name, printable.Line(err.Error()))
 		return exitCode(err)
 	}
 	return exitOK

@@ -43,7 +43,7 @@ modules:
         args:
           type: object
           properties:
-            to: {type: number, description: the offset, in the reading's unit}
+            to: {type: number, description: "the offset, in the reading's unit"}
           required: [to]
           additionalProperties: false
       reset:

@@ -13,6 +13,18 @@ import (
 // are an object (wire.CheckArgsSchema), and no arguments is the empty one.
 var emptyArgs = []byte("{}")
 
+// CheckCall refuses, as Call would (KindUsage), a tool name not in the
+// form "<module>.<tool>" and arguments that are not one JSON object, and
+// returns the arguments Call would send. A program checks with it before
+// it connects, so that bad input is bad input whether or not the bus
+// answers (issue 18: with the bus down, mesh call exited 1 for it).
+func CheckCall(name string, args []byte) ([]byte, error) {
+	if _, _, err := splitName(name); err != nil {
+		return nil, err
+	}
+	return checkArgs(name, args)
+}
+
 // splitName reads "<module>.<tool>", the name a tool is called by from
 // outside (wire.ToolInfo.Name). Neither part has a dot, so the first one
 // splits them.

@@ -183,3 +183,60 @@ func TestOneDocumentWithAnEndMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestToolArgsAreValidJSONSchema: a tool's arguments are checked as a
+// JSON Schema when the description is read, the refusal naming the
+// module, the tool and what is wrong (issue 18: a YAML comma gave the
+// sample's schema a property "in the reading's unit": null, and nothing
+// noticed).
+func TestToolArgsAreValidJSONSchema(t *testing.T) {
+	for args, want := range map[string]string{
+		"{type: object, properties: {to: {type: number, description: the offset, in the reading's unit}}}": `"in the reading's unit" is not a JSON Schema keyword (a YAML flow mapping split at an unquoted comma?`,
+		"{type: object, properties: {to: {type: numbr}}}":                                                  `"numbr"`,
+		"{type: object, properties: {to: {type: [number, text]}}}":                                         `"text"`,
+		"{type: object, required: to}":                                                                     "required",
+		"{type: object, properties: {'in the unit': }}":                                                    `property "in the unit" has no schema (null)`,
+		"{type: object, proprties: {to: {type: number}}}":                                                  `"proprties" is not a JSON Schema keyword`,
+		"{type: object, properties: {to: {minimum: low}}}":                                                 "minimum",
+		"{type: object, properties: {to: {type: string, pattern: '('}}}":                                   "pattern",
+		"{type: object, properties: {to: {$ref: '#/nowhere'}}}":                                            "nowhere",
+		"{type: object, properties: {to: {items: {type: 7}}}}":                                             "type",
+	} {
+		_, err := Parse([]byte(base + `
+  - name: sensor
+    tools: [calibrate]
+    tool_docs: {calibrate: {args: ` + args + "}}\n"))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `modules[2] "sensor".tool_docs["calibrate"]`) || !strings.Contains(err.Error(), "JSON Schema") {
+			t.Errorf("args %s: expected a refusal naming the module, the tool and saying %q, got %v", args, want, err)
+		}
+	}
+	// What JSON Schema allows is accepted: a boolean schema, a keyword of
+	// its own, a property named type.
+	if _, err := Parse([]byte(base + `
+  - name: sensor
+    tools: [calibrate]
+    tool_docs: {calibrate: {args: {type: object, properties: {to: true, type: {type: [string, "null"], enum: [{type: x}]}}, x-ui: {order: 1}}}}
+`)); err != nil {
+		t.Errorf("a valid schema: %v", err)
+	}
+}
+
+// TestTheSampleMeshesToolSchemasSayWhatTheyMean: the sample's calibrate
+// takes "to", a number described in full, and nothing else.
+func TestTheSampleMeshesToolSchemasSayWhatTheyMean(t *testing.T) {
+	for _, name := range []string{"mesh.yaml", "mesh-changed.yaml"} {
+		m, err := Load(filepath.Join("..", "..", "features", "testdata", name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, tool := range m.Catalogue().Tools {
+			if tool.Name() != "sensor.calibrate" {
+				continue
+			}
+			want := `{"additionalProperties":false,"properties":{"to":{"description":"the offset, in the reading's unit","type":"number"}},"required":["to"],"type":"object"}`
+			if string(tool.Args) != want {
+				t.Errorf("%s: sensor.calibrate's arguments are %s, want %s", name, tool.Args, want)
+			}
+		}
+	}
+}

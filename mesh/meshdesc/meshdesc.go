@@ -520,7 +520,8 @@ func checkList(bad func(string, string, ...any), where string, items []string, c
 }
 
 // checkToolDocs checks that each documented tool is one the module
-// serves, its description bounded, its arguments an object schema.
+// serves, its description bounded, its arguments an object schema and a
+// valid JSON Schema (checkArgsJSONSchema).
 func checkToolDocs(bad func(string, string, ...any), where string, mod Module) {
 	for _, tool := range slices.Sorted(maps.Keys(mod.ToolDocs)) {
 		w := fmt.Sprintf("%s[%q]", where, tool)
@@ -533,6 +534,8 @@ func checkToolDocs(bad func(string, string, ...any), where string, mod Module) {
 		}
 		if doc.Args != nil {
 			if err := wire.CheckArgsSchema(doc.ArgsSchema()); err != nil {
+				bad(w, "%v", err)
+			} else if err := checkArgsJSONSchema(doc.ArgsSchema()); err != nil {
 				bad(w, "%v", err)
 			}
 		}

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { Client, NoRespondersError, TimeoutError } from '../src/nats/client.js';
+import { MalformedMessageError } from '../src/nats/errors.js';
 import { memoryPair } from '../src/nats/transport.js';
 
 const INFO = `INFO ${JSON.stringify({ server_id: 's1', headers: true, max_payload: 1048576 })}\r\n`;
@@ -76,6 +77,44 @@ test('a request is answered on a fresh inbox under the credential prefix; a 503 
   await assert.rejects(nobody, NoRespondersError);
 
   await assert.rejects(c.request('mesh.mod.x.tool.y', '{}', { timeoutMs: 30 }), TimeoutError);
+  await c.close();
+});
+
+// The server forwards whatever header block a publisher sends (issue 18,
+// finding 5): one malformed answer or event is that message's problem,
+// never the connection's.
+test('an answer whose header block is malformed fails its request; the connection stays and the next request is answered', async () => {
+  const { c, server } = await up();
+  const conn = c.connection;
+  const asking = c.request('mesh.mod.sensor.tool.calibrate', '{}', { timeoutMs: 2000 });
+  const [, inbox, sid] = (await server.line(/^SUB /)).split(' ');
+  const head = 'NATS/1.0\r\nno colon here\r\n\r\n';
+  server.send(`HMSG ${inbox} ${sid} ${head.length} ${head.length + 2}\r\n${head}{}\r\n`);
+  await assert.rejects(asking, (err) => err instanceof MalformedMessageError && /mesh\.mod\.sensor\.tool\.calibrate/.test(err.message) && /has no name/.test(err.message));
+  assert.equal(c.malformed, 1);
+  const again = c.request('mesh.mod.sensor.tool.calibrate', '{}', { timeoutMs: 2000 });
+  const [, inbox2, sid2] = (await server.line(/^SUB /)).split(' ');
+  server.send(`MSG ${inbox2} ${sid2} 2\r\n{}\r\n`);
+  assert.equal((await again).data.toString(), '{}');
+  assert.equal(c.connection, conn);
+  assert.equal(conn.closed, null);
+  await c.close();
+});
+
+test('a subscription gets a malformed message flagged and counted, and the messages after it', async () => {
+  const { c, server } = await up();
+  const got = [];
+  const sub = c.subscribe('a.>', (m) => got.push(m));
+  await server.line(/^SUB /);
+  const head = 'NATS/1.0\r\nno colon here\r\n\r\n';
+  server.send(`HMSG a.b ${sub.sid} $JS.ACK.x ${head.length} ${head.length + 1}\r\n${head}1\r\nMSG a.c ${sub.sid} 1\r\n2\r\n`);
+  await waitFor(() => got.length === 2);
+  assert.ok(got[0].malformed instanceof MalformedMessageError);
+  assert.equal(got[0].reply, '$JS.ACK.x');
+  assert.equal(got[1].malformed, undefined);
+  assert.equal(got[1].data.toString(), '2');
+  assert.equal(c.malformed, 1);
+  assert.equal(c.connection.closed, null);
   await c.close();
 });
 

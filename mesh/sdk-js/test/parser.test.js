@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { Parser } from '../src/nats/parser.js';
-import { ProtocolError } from '../src/nats/errors.js';
+import { MalformedMessageError, ProtocolError } from '../src/nats/errors.js';
 import { encodeHeaders, decodeHeaders } from '../src/nats/headers.js';
 
 const b = (s) => Buffer.from(s, 'utf8');
@@ -91,7 +91,6 @@ for (const [name, bytes, says] of [
   ['a MSG with too few arguments', 'MSG a 5\r\nhello\r\n', 'arguments'],
   ['an INFO that is not JSON', 'INFO {nope\r\n', 'not JSON'],
   ['a PING with arguments', 'PING now\r\n', 'with arguments'],
-  ['a header block without its version', 'HMSG a 1 12 12\r\nNATS/2.0\r\n\r\n\r\n', 'not NATS/1.0'],
 ]) {
   test(`bytes that are not NATS latch one cause: ${name}`, () => {
     const p = new Parser();
@@ -102,6 +101,34 @@ for (const [name, bytes, says] of [
     // Every caller, now and later, gets that one cause.
     assert.throws(() => p.next(), (err) => err === first);
     assert.throws(() => p.push(b('PING\r\n')), (err) => err === first);
+  });
+}
+
+// The server forwards whatever header block a publisher sends (issue 18,
+// finding 5): a block that is not NATS's is that message's fault, not the
+// stream's. Its byte counts framed it, so the next command is read right.
+for (const [name, head, says] of [
+  ['a header line without a colon', 'NATS/1.0\r\nno colon here\r\n\r\n', 'has no name'],
+  ['a header line with an empty name', 'NATS/1.0\r\n: value\r\n\r\n', 'has no name'],
+  ['a block without its version', 'NATS/2.0\r\n\r\n', 'not NATS/1.0'],
+  ['a status that is not three digits', 'NATS/1.0 5x3\r\n\r\n', 'three digits'],
+  ['a block not ended by a blank line', 'NATS/1.0\r\nx: 1\r\n', 'blank line'],
+]) {
+  test(`a malformed header block is that message's fault, and the next command reads: ${name}`, () => {
+    const headBytes = Buffer.from(head, 'latin1');
+    const p = new Parser();
+    p.push(Buffer.concat([b(`HMSG a.b 1 _INBOX.me.r ${headBytes.length} ${headBytes.length + 4}\r\n`), headBytes, b('body\r\nPING\r\n')]));
+    const m = p.next();
+    assert.equal(m.op, 'HMSG');
+    assert.equal(m.subject, 'a.b');
+    assert.equal(m.reply, '_INBOX.me.r');
+    assert.equal(m.data.toString(), 'body');
+    assert.ok(m.malformed instanceof MalformedMessageError, String(m.malformed));
+    assert.match(m.malformed.message, new RegExp(says));
+    assert.equal(m.status, '');
+    assert.equal(m.headers.size, 0);
+    assert.deepEqual(p.next(), { op: 'PING' });
+    assert.equal(p.failed, null);
   });
 }
 

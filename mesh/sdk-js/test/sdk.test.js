@@ -169,6 +169,27 @@ test('a delivery the envelope refuses is terminated with the reason naming the p
   await m.close();
 });
 
+// The server forwards whatever header block a publisher sends, and EVENTS
+// stores it (issue 18, finding 5): one such event is that delivery's
+// problem, terminated and counted, never the module's connection.
+test('a delivery whose header block is malformed is terminated and counted; the connection stays and the next is handled', async () => {
+  const got = [];
+  const { fake, m } = await consuming('emitter.reading', async (e) => got.push(e.id));
+  const conn = m._client.connection;
+  const d = deliveryOf('delivery-unknown-header.json');
+  fake.deliver({ ...d, head: 'NATS/1.0\r\nno colon here\r\n\r\n' });
+  fake.deliver(d);
+  await fake.until('both settled', () => fake.settled.length === 2);
+  assert.match(fake.settled[0].body, /^\+TERM envelope refused: envelope: .*header line "no colon here" has no name/);
+  assert.equal(fake.settled[1].body, '+ACK');
+  assert.deepEqual(got, [d.fixture.handled.id]);
+  assert.equal(m.refused, 1);
+  assert.equal(m._client.connection, conn);
+  assert.equal(conn.closed, null);
+  assert.equal(fake.conns.length, 1, 'no reconnect');
+  await m.close();
+});
+
 test('a failing handler gives the event back after a delay doubling with each delivery, the last at once', async () => {
   const { fake, m } = await consuming('emitter.reading', async () => {
     throw new Error('away');

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { ServerError } from './connection.js';
 import { Link } from './link.js';
 import { encodeHeaders } from './headers.js';
+import { MalformedMessageError } from './errors.js';
 
 const CRLF = '\r\n';
 
@@ -37,6 +38,10 @@ export class Client {
   #nextSid = 1;
   #inbox;
   #onError;
+  // malformed counts the messages whose header block was not NATS's
+  // (MalformedMessageError): each was delivered flagged, or failed the
+  // request it answered, and the connection stayed.
+  malformed = 0;
 
   // connect dials the servers of opts.servers (nats:// or tls:// URLs,
   // first one first) in order until one completes the handshake, and
@@ -174,7 +179,8 @@ export class Client {
         (m) => {
           clearTimeout(timer);
           this.unsubscribe(sub);
-          if (m.status === '503') reject(new NoRespondersError(subject));
+          if (m.malformed) reject(new MalformedMessageError(`request on ${subject}: the answer's ${m.malformed.message}`));
+          else if (m.status === '503') reject(new NoRespondersError(subject));
           else resolve(m);
         },
         { max: 1 },
@@ -205,6 +211,7 @@ export class Client {
   }
 
   #deliver(m) {
+    if (m.malformed) this.malformed++;
     const sub = this.#subs.get(m.sid);
     if (sub) sub.push(m);
   }

@@ -37,3 +37,17 @@ export class PendingOverflowError extends Error {
     this.name = 'PendingOverflowError';
   }
 }
+
+// MalformedMessageError is a message whose header block is not NATS's (a
+// line without a colon, no version line, a status that is not three
+// digits). The server forwards whatever block a publisher sends, and the
+// message's byte counts framed it, so the stream is still at a known
+// boundary: the fault is that one message's, never the connection's. The
+// message is delivered with it as its malformed field; a request answered
+// by one fails with it.
+export class MalformedMessageError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'MalformedMessageError';
+  }
+}

@@ -2,7 +2,7 @@
 // then "Name: value" lines, each ended by CRLF, and a blank line. The
 // block's length, as HPUB and HMSG count it, includes that blank line.
 
-import { ProtocolError } from './errors.js';
+import { MalformedMessageError } from './errors.js';
 
 const VERSION = 'NATS/1.0';
 const CRLF = '\r\n';
@@ -31,16 +31,18 @@ export function encodeHeaders(headers) {
 // decodeHeaders reads a header block: { status, description, headers },
 // headers a Map of name -> array of values in arrival order (names as
 // sent). A block that does not begin with the version line, or a line
-// without a colon, is a ProtocolError.
+// without a colon, is a MalformedMessageError: the server forwards any
+// block a publisher sends, so it is that message's fault, not the
+// stream's (issue 18, finding 5).
 export function decodeHeaders(block) {
   const text = block.toString('utf8');
   if (!text.endsWith(CRLF + CRLF) && text !== VERSION + CRLF + CRLF) {
-    throw new ProtocolError('header block not ended by a blank line');
+    throw new MalformedMessageError('header block not ended by a blank line');
   }
   const lines = text.slice(0, -4).split(CRLF);
   const first = lines.shift();
   if (!first.startsWith(VERSION)) {
-    throw new ProtocolError(`header block begins ${JSON.stringify(first.slice(0, 16))}, not ${VERSION}`);
+    throw new MalformedMessageError(`header block begins ${JSON.stringify(first.slice(0, 16))}, not ${VERSION}`);
   }
   const rest = first.slice(VERSION.length).trim();
   let status = '';
@@ -50,7 +52,7 @@ export function decodeHeaders(block) {
     status = sp < 0 ? rest : rest.slice(0, sp);
     description = sp < 0 ? '' : rest.slice(sp + 1).trim();
     if (!/^\d{3}$/.test(status)) {
-      throw new ProtocolError(`header status ${JSON.stringify(status)} is not three digits`);
+      throw new MalformedMessageError(`header status ${JSON.stringify(status)} is not three digits`);
     }
   }
   const headers = new Map();
@@ -58,7 +60,7 @@ export function decodeHeaders(block) {
     if (line === '') continue;
     const colon = line.indexOf(':');
     if (colon <= 0) {
-      throw new ProtocolError(`header line ${JSON.stringify(line.slice(0, 32))} has no name`);
+      throw new MalformedMessageError(`header line ${JSON.stringify(line.slice(0, 32))} has no name`);
     }
     const name = line.slice(0, colon);
     const value = line.slice(colon + 1).trim();

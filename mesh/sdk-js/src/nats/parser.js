@@ -7,9 +7,14 @@
 // not NATS (a byte count that cannot be one, a body that can never fit, a
 // line that is no command) are a ProtocolError, and the parser stays
 // failed: every later call throws the same error, since the stream is at
-// an unknown boundary and nothing after it can be read right.
+// an unknown boundary and nothing after it can be read right. A header
+// block that is not NATS's is not among them: the server forwards any
+// block a publisher sends, and the message's byte counts framed it, so
+// the message comes out with its malformed field set and the stream reads
+// on (issue 18, finding 5: one such message closed a module's connection
+// for good).
 
-import { ProtocolError } from './errors.js';
+import { MalformedMessageError, ProtocolError } from './errors.js';
 import { decodeHeaders } from './headers.js';
 
 const CR = 0x0d;
@@ -144,7 +149,14 @@ export class Parser {
     this.#off = after + total + 2;
     const msg = { op: headed ? 'HMSG' : 'MSG', subject, sid, reply, data: Buffer.from(body.subarray(hdrLen)) };
     if (headed) {
-      const h = decodeHeaders(body.subarray(0, hdrLen));
+      let h;
+      try {
+        h = decodeHeaders(body.subarray(0, hdrLen));
+      } catch (err) {
+        if (!(err instanceof MalformedMessageError)) throw err;
+        msg.malformed = err;
+        h = { status: '', description: '', headers: new Map() };
+      }
       msg.status = h.status;
       msg.description = h.description;
       msg.headers = h.headers;

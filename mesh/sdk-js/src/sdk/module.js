@@ -337,6 +337,11 @@ export class Module {
 // decode reads a delivery as an event, refusing with a WireError what is
 // not one (docs/events.md). The key travels in the subject, never twice.
 export function decode(m) {
+  // A header block that is not NATS's reached the client as this one
+  // message's fault (the server forwards whatever a publisher sends, and
+  // EVENTS stores it): no envelope can be read from it, so it is refused
+  // as having none, as the Go SDK refuses the same bytes.
+  if (m.malformed) throw new wire.WireError('envelope', `malformed header block: ${m.malformed.message}`);
   const { module, key } = wire.eventOf(m.subject);
   const h = m.headers ?? new Map();
   wire.validateEvent(module, h, m.data, m.status ?? '');

@@ -47,6 +47,35 @@ test('an event emitted by one module reaches another\'s handler through its cons
   await Promise.all([sensor.close(), logger.close()]);
 });
 
+// The server forwards whatever header block a publisher sends, and EVENTS
+// stores it (issue 18, finding 5): the consuming module terminates that
+// delivery, counts it, keeps its connection and handles the next event.
+test('an event stored with a malformed header block is terminated and counted; the consumer keeps its connection and takes the next', { skip }, async () => {
+  const sensor = await as('mod.node-a.sensor');
+  const statuses = [];
+  const logger = await as('mod.node-b.logger', { log: (level, msg) => statuses.push(msg) });
+  try {
+    const got = [];
+    await logger.subscribe('sensor.reading', async (e) => got.push(e.id));
+    const conn = logger._client.connection;
+    const refusedBefore = logger.refused;
+    // Written raw: the SDK refuses to encode such a block.
+    const head = `NATS/1.0\r\nNats-Msg-Id: ${randomUUID()}\r\nno colon here\r\n\r\n`;
+    const body = '{"celsius":1}';
+    await sensor._client.connection.write(`HPUB mesh.mod.sensor.event.reading ${head.length} ${head.length + body.length}\r\n${head}${body}\r\n`);
+    const id = randomUUID();
+    await sensor.publish('reading', '{"celsius":2}', { id });
+    await eventually('the good event handled', () => got.includes(id));
+    await eventually('the malformed one refused', () => logger.refused === refusedBefore + 1);
+    assert.equal(logger._client.connection, conn);
+    assert.equal(conn.closed, null);
+    assert.ok(!statuses.some((s) => /^bus /.test(s)), statuses.join('; '));
+  } finally {
+    // Closed whatever happened: a client left open keeps the suite's process alive.
+    await Promise.all([sensor.close(), logger.close()]);
+  }
+});
+
 test('the server refuses what a module\'s grant does not allow, and the SDK says so at once', { skip }, async () => {
   const logger = await as('mod.node-b.logger');
   // logger emits nothing: its own event subject is not granted.

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { Client, NoRespondersError } from '../../src/nats/client.js';
 import { FingerprintError } from '../../src/nats/socket.js';
 import { ServerError } from '../../src/nats/connection.js';
+import { MalformedMessageError } from '../../src/nats/errors.js';
 
 const env = process.env.MESH_E2E ? JSON.parse(process.env.MESH_E2E) : null;
 const skip = env ? false : 'no bus: run through go test ./mesh/sdk-js';
@@ -59,4 +60,38 @@ test("what a module's grant does not allow the server refuses, and the connectio
   assert.ok(sub.refused);
   assert.equal(logger.connection.closed, null);
   await logger.close();
+});
+
+// The server forwards whatever header block a publisher sends (issue 18,
+// finding 5): a responder's malformed answer fails that one request, and
+// the caller's connection stays, its next request answered.
+test("a responder's answer with a malformed header block fails the request; the caller's connection stays", { skip }, async () => {
+  const sensor = await connect('mod.node-a.sensor');
+  const head = 'NATS/1.0\r\nno colon here\r\n\r\n';
+  let n = 0;
+  sensor.subscribe(
+    'mesh.mod.sensor.tool.calibrate',
+    (m) => {
+      // The first answer is written raw: the client refuses to encode such a block.
+      if (n++ === 0) sensor.connection.write(`HPUB ${m.reply} ${head.length} ${head.length + 2}\r\n${head}{}\r\n`);
+      else sensor.publish(m.reply, '{"offset":2}');
+    },
+    { queue: 'sensor.calibrate' },
+  );
+  await sensor.flush();
+  const statuses = [];
+  const bob = await connect('person.bob', { options: { onStatus: (s) => statuses.push(s.kind) } });
+  try {
+    const conn = bob.connection;
+    await assert.rejects(bob.request('mesh.mod.sensor.tool.calibrate', '{"to":1}', { timeoutMs: 3000 }), (err) => err instanceof MalformedMessageError && /has no name/.test(err.message));
+    const answer = await bob.request('mesh.mod.sensor.tool.calibrate', '{"to":1}', { timeoutMs: 3000 });
+    assert.equal(answer.data.toString(), '{"offset":2}');
+    assert.equal(bob.connection, conn);
+    assert.equal(conn.closed, null);
+    assert.deepEqual(statuses, []);
+    assert.equal(bob.malformed, 1);
+  } finally {
+    // Closed whatever happened: a client left open keeps the suite's process alive.
+    await Promise.all([sensor.close(), bob.close()]);
+  }
 });

@@ -95,15 +95,20 @@ export class FakeJetStream {
   // send delivers a message to the client's subscription of subject; as
   // is the subject the MSG line names (JetStream delivers a stored
   // message under its own subject to the pull's inbox subscription).
-  send(subject, body = '', { reply = '', headers, status, as = subject } = {}) {
+  // head, when given, is the header block as raw text, sent as it is: the
+  // server forwards whatever block a publisher sent.
+  send(subject, body = '', { reply = '', headers, status, head, as = subject } = {}) {
     const sid = this.subs.get(subject);
     if (sid === undefined) return false;
     subject = as;
     const r = reply ? ` ${reply}` : '';
-    if (headers || status) {
-      let h = `NATS/1.0${status ? ` ${status}` : ''}\r\n`;
-      for (const [k, v] of Object.entries(headers ?? {})) h += `${k}: ${v}\r\n`;
-      h += '\r\n';
+    if (head !== undefined || headers || status) {
+      let h = head;
+      if (h === undefined) {
+        h = `NATS/1.0${status ? ` ${status}` : ''}\r\n`;
+        for (const [k, v] of Object.entries(headers ?? {})) h += `${k}: ${v}\r\n`;
+        h += '\r\n';
+      }
       const hl = Buffer.byteLength(h);
       this.server.send(`HMSG ${subject} ${sid}${r} ${hl} ${hl + Buffer.byteLength(body)}\r\n${h}${body}\r\n`);
     } else {
@@ -114,13 +119,13 @@ export class FakeJetStream {
 
   // deliver hands the newest pull request a stored event: subject, its
   // headers (an object), body, as the delivered-th delivery.
-  deliver({ subject, headers, body, delivered = 1 }) {
+  deliver({ subject, headers, head, body, delivered = 1 }) {
     const pull = this.pulls.at(-1);
     if (!pull) throw new Error('no pull request to deliver on');
     this.#seq++;
     const consumer = pull.subject.split('.').at(-1);
     const ack = `$JS.ACK.EVENTS.${consumer}.${delivered}.${this.#seq}.${this.#seq}.${Date.now()}000000.0`;
-    return this.send(pull.reply, body, { reply: ack, headers, as: subject });
+    return this.send(pull.reply, body, { reply: ack, headers, head, as: subject });
   }
 
   // until resolves once cond() holds, polling on every command the
