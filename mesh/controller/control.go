@@ -81,20 +81,18 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 	if err != nil {
 		return nil, nil, fmt.Errorf("bind consumer %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
 	}
-	// The tokens spent lately, by this controller or one before it, are
-	// revoked when their grace is over.
-	tokens, err := st.Tokens(ctx)
-	if err != nil {
+	// Every token's user is revoked when it leaves the configuration: at
+	// its expiry, or at the end of its grace once spent (scanTokens),
+	// those issued later by another process too.
+	started := o.Now()
+	if err := scanTokens(ctx, st, l.composer, started, started, o.SpentTokenGrace); err != nil {
 		return nil, nil, err
-	}
-	for _, t := range tokens {
-		if t.InGrace(o.Now(), o.SpentTokenGrace) {
-			l.composer.askAt(t.Spent.Add(o.SpentTokenGrace))
-		}
 	}
 	composing, stopComposing := context.WithCancel(context.WithoutCancel(ctx))
 	var composed sync.WaitGroup
 	composed.Go(func() { l.composer.run(composing) })
+	composed.Go(func() { l.pruning(composing) })
+	composed.Go(func() { l.scanningTokens(composing, started) })
 	// PullMaxMessages 1: the next message is not pulled while one is in
 	// hand, so a held message waits for the store with nothing behind it
 	// timing out unacknowledged.
@@ -156,17 +154,20 @@ func (l *ControlLoop) handle(msg jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
 	defer cancel()
 
+	// The message's ledger entry carries its sequence, by which it is
+	// pruned once the message is gone from CONTROL (ledger.go).
+	st := AtSequence(l.st, key, meta.Sequence.Stream)
 	switch subject := msg.Subject(); {
 	case subject == wire.SubjectEnrol:
-		err = l.enrol(ctx, key, msg.Data())
+		err = l.enrol(ctx, st, key, msg.Data())
 	case subject == wire.SubjectPush:
-		err = l.push(ctx, key, msg.Data())
+		err = l.push(ctx, st, key, msg.Data())
 	case isReport(subject):
-		err = l.report(ctx, key, meta.Sequence.Stream, subject, msg.Data())
+		err = l.report(ctx, st, key, meta.Sequence.Stream, subject, msg.Data())
 	case isSourceChange(subject):
-		err = l.sourceChanged(ctx, key, subject, msg.Data())
+		err = l.sourceChanged(ctx, st, key, subject, msg.Data())
 	case subject == wire.SubjectBuilt:
-		err = l.built(ctx, key, msg.Data())
+		err = l.built(ctx, st, key, msg.Data())
 	default:
 		log.Warn("no handler for this CONTROL subject yet; held", "delay", unhandledRetry)
 		l.count(func(c *ControlCounts) { c.Held++ })
@@ -181,7 +182,7 @@ func (l *ControlLoop) handle(msg jetstream.Msg) {
 		// Counted in the store before it is terminated, so status names
 		// it; a store that cannot count it now holds it like any other.
 		x := Refusal{Kind: refusedKind(msg.Subject()), Key: key, At: l.o.Now(), Reason: err.Error()}
-		if _, rerr := RecordRefusal(ctx, l.st, x); rerr != nil {
+		if _, rerr := RecordRefusal(ctx, st, x); rerr != nil {
 			l.hold(msg, log, rerr)
 			return
 		}
@@ -222,8 +223,8 @@ func refusedKind(subject string) string {
 	return RefusedOther
 }
 
-func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error {
-	e, err := Enrol(ctx, l.mesh(), l.st, l.dir, key, data, l.o, func(e Enrolment) error {
+func (l *ControlLoop) enrol(ctx context.Context, st Store, key string, data []byte) error {
+	e, err := Enrol(ctx, l.mesh(), st, l.dir, key, data, l.o, func(e Enrolment) error {
 		// Checked again here, where the answer leaves: it carries a
 		// credential, and goes only under the claimed token's own inbox.
 		if err := wire.CheckEnrolReply(e.Token, e.Reply); err != nil {
@@ -258,11 +259,11 @@ func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error 
 	return nil
 }
 
-func (l *ControlLoop) push(ctx context.Context, key string, data []byte) error {
+func (l *ControlLoop) push(ctx context.Context, st Store, key string, data []byte) error {
 	var p Pushed
 	err := l.composer.locked(func() error {
 		var err error
-		p, err = Push(ctx, l.st, l.dir, key, data, l.o)
+		p, err = Push(ctx, st, l.dir, key, data, l.o)
 		return err
 	})
 	if err != nil {
@@ -285,8 +286,8 @@ func (l *ControlLoop) push(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-func (l *ControlLoop) report(ctx context.Context, key string, seq uint64, subject string, data []byte) error {
-	if _, err := TakeReport(ctx, l.st, key, seq, subject, data, l.o); err != nil {
+func (l *ControlLoop) report(ctx context.Context, st Store, key string, seq uint64, subject string, data []byte) error {
+	if _, err := TakeReport(ctx, st, key, seq, subject, data, l.o); err != nil {
 		return err
 	}
 	l.count(func(c *ControlCounts) { c.Reported++ })
@@ -296,8 +297,8 @@ func (l *ControlLoop) report(ctx context.Context, key string, seq uint64, subjec
 // sourceChanged records a repository's announcement as a build asked for
 // and sends its request to BUILDS; a redelivery sends it again, which the
 // request's message id (the build's id) makes a duplicate.
-func (l *ControlLoop) sourceChanged(ctx context.Context, key, subject string, data []byte) error {
-	b, waiting, err := AskBuild(ctx, l.st, l.mesh(), key, subject, data, l.o)
+func (l *ControlLoop) sourceChanged(ctx context.Context, st Store, key, subject string, data []byte) error {
+	b, waiting, err := AskBuild(ctx, st, l.mesh(), key, subject, data, l.o)
 	if err != nil {
 		return err
 	}
@@ -312,8 +313,8 @@ func (l *ControlLoop) sourceChanged(ctx context.Context, key, subject string, da
 }
 
 // built records a builder's outcome, once.
-func (l *ControlLoop) built(ctx context.Context, key string, data []byte) error {
-	b, err := RecordBuilt(ctx, l.st, key, data, l.o)
+func (l *ControlLoop) built(ctx context.Context, st Store, key string, data []byte) error {
+	b, err := RecordBuilt(ctx, st, key, data, l.o)
 	if err != nil {
 		return err
 	}
@@ -335,5 +336,28 @@ func ackControl(msg jetstream.Msg, log *slog.Logger) {
 	defer cancel()
 	if err := msg.DoubleAck(ctx); err != nil {
 		log.Warn("CONTROL ack not confirmed; the message may come again and be recognised", "err", err)
+	}
+}
+
+// scanningTokens scans the tokens every o.TokenScanEvery until ctx ends
+// (scanTokens), each scan after the last.
+func (l *ControlLoop) scanningTokens(ctx context.Context, last time.Time) {
+	tick := time.NewTicker(l.o.TokenScanEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := l.o.Now()
+		rctx, cancel := context.WithTimeout(ctx, handleTimeout)
+		err := scanTokens(rctx, l.st, l.composer, last, now, l.o.SpentTokenGrace)
+		cancel()
+		if err != nil {
+			l.log.Warn("tokens not scanned this time", "err", err)
+			continue
+		}
+		last = now
 	}
 }

@@ -66,9 +66,13 @@ type Node struct {
 // Applied is one entry of the ledger: a CONTROL message whose effect is
 // committed, by its key (LedgerKey), with what answering it again needs.
 type Applied struct {
-	Key     string    `json:"key"`
-	At      time.Time `json:"at"`
-	Outcome []byte    `json:"outcome,omitempty"`
+	Key string    `json:"key"`
+	At  time.Time `json:"at"`
+	// Seq is the message's sequence in CONTROL, by which the ledger is
+	// pruned (PruneLedger); 0 for an entry that is not a message's (the
+	// answer a token was spent with), which is kept.
+	Seq     uint64 `json:"seq,omitempty"`
+	Outcome []byte `json:"outcome,omitempty"`
 }
 
 // LedgerKey is the ledger's key of a CONTROL message on subject: its
@@ -92,9 +96,11 @@ type Reported struct {
 	Received time.Time `json:"received"`
 }
 
-// registry is how the file store keeps the registry: one document, so
-// that an update's effect and its ledger entry are one atomic write.
+// registry is the file store's registry.json: the registry whole as of
+// its journal's start (fileregistry.go).
 type registry struct {
+	// Version is registryVersion since issue 18; 0 before.
+	Version     int                `json:"version,omitempty"`
 	Tokens      []Token            `json:"tokens"`
 	Nodes       []Node             `json:"nodes"`
 	Ledger      []Applied          `json:"ledger"`

@@ -19,6 +19,11 @@ const (
 	MaxTokenTTL     = 30 * 24 * time.Hour
 )
 
+// TokenScanEvery is how often the CONTROL loop reads the tokens by
+// default, so that each is revoked at its expiry (scanTokens): one issued
+// by another process (mesh-controller token issue) is seen within it.
+const TokenScanEvery = 15 * time.Second
+
 // tokenIDPrefix begins every token id the controller mints: a valid name
 // (wire.CheckName) with 48 random bits after it.
 const tokenIDPrefix = "tok-"
@@ -107,4 +112,28 @@ func nodeNames(m *meshdesc.Mesh) []string {
 		out[i] = n.Name
 	}
 	return out
+}
+
+// scanTokens asks the composer to revoke each token's user when it leaves
+// the configuration: at its expiry while it is unspent, at the end of its
+// grace once spent. A token that expired unspent since the last scan
+// (after; one that lived less than a scan) is revoked now. Without it an
+// expired token's user stayed on the bus until some unrelated
+// composition.
+func scanTokens(ctx context.Context, st Reader, c *composer, after, now time.Time, grace time.Duration) error {
+	tokens, err := st.Tokens(ctx)
+	if err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	for _, t := range tokens {
+		switch {
+		case t.Usable(now):
+			c.askAt(t.Expires)
+		case t.InGrace(now, grace):
+			c.askAt(t.Spent.Add(grace))
+		case t.Spent.IsZero() && t.Expires.After(after):
+			c.ask()
+		}
+	}
+	return nil
 }

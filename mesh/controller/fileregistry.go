@@ -1,0 +1,641 @@
+package controller
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// How the file store keeps the registry (issue 18): registry.json is the
+// registry whole as of some update, and registry.journal the updates
+// since, one line each, appended and fsynced as the update's commit. An
+// update so costs what it writes, not what the registry holds: before,
+// each one rewrote and fsynced the whole document, and the ledger grew
+// with every message ever applied, so the CONTROL loop slowed as it went
+// (40 messages a second falling to 8 at 559 KB).
+//
+// Each line holds every registry write of its update, so an effect and
+// its ledger entry are still one atomic write. A line is whole or not
+// there: a crash mid-append leaves a tail without its newline, which is
+// not the update's (its commit had not returned) and is cut off before the
+// next append. Every write is a put or a removal by key, so replaying a
+// line twice changes nothing: the journal is folded into registry.json
+// (compact) by writing that whole, then starting an empty journal, each
+// by an atomic rename, and a crash between the two leaves a journal whose
+// replay over the new registry.json gives the same registry.
+//
+// The registry is kept in memory between calls (regCache) and brought up
+// to date from the files before each use: an update holds the lock every
+// writer holds, so what it reads is current; a read outside an update
+// reads the files as another process may be writing them, which is safe
+// because lines are only ever appended whole and registry.json and the
+// journal are only ever replaced by renames, which a read notices (it
+// reads again).
+
+// compactAt is the journal's size past which it is folded into
+// registry.json, unless registry.json is larger: the fold costs the
+// registry's size, so folding only once the journal has grown as large
+// keeps an update's cost, amortised, independent of the registry's.
+const compactAt = 1 << 20
+
+// registryVersion is the registry.json written since issue 18: its
+// ledger entries carry their sequence. An older one's message entries
+// are taken as of sequence 1 (legacySeq).
+const registryVersion = 1
+
+// regState is the registry in memory, each record by its key.
+type regState struct {
+	tokens      map[string]Token
+	nodes       map[string]Node
+	ledger      map[string]Applied
+	declared    map[string]wire.Declaration
+	description []byte
+	reports     map[string]Reported
+	liveness    Liveness
+	dead        map[uint64]DeadLetter
+	refusals    Refusals
+	persons     map[string]Person
+	builds      map[string]Build
+}
+
+func newRegState() *regState {
+	return &regState{
+		tokens: map[string]Token{}, nodes: map[string]Node{}, ledger: map[string]Applied{},
+		declared: map[string]wire.Declaration{}, reports: map[string]Reported{}, dead: map[uint64]DeadLetter{},
+		persons: map[string]Person{}, builds: map[string]Build{},
+	}
+}
+
+// fromRegistry is the registry document r in memory.
+func fromRegistry(r registry) *regState {
+	st := newRegState()
+	for _, t := range r.Tokens {
+		st.tokens[t.ID] = t
+	}
+	for _, n := range r.Nodes {
+		st.nodes[n.Name] = n
+	}
+	for _, a := range r.Ledger {
+		if r.Version < registryVersion && a.Seq == 0 {
+			a.Seq = legacySeq(a.Key)
+		}
+		st.ledger[a.Key] = a
+	}
+	for _, d := range r.Declared {
+		st.declared[d.Node] = d
+	}
+	st.description = r.Description
+	for _, rep := range r.Reports {
+		st.reports[rep.Report.Node] = rep
+	}
+	st.liveness = r.Liveness
+	for _, d := range r.Dead {
+		st.dead[d.DeadSeq] = d
+	}
+	st.refusals = r.Refusals
+	for _, p := range r.Persons {
+		st.persons[p.Name] = p
+	}
+	for _, b := range r.Builds {
+		st.builds[b.ID] = b
+	}
+	return st
+}
+
+// document is st as registry.json holds it.
+func (st *regState) document() registry {
+	return registry{
+		Version:     registryVersion,
+		Tokens:      slices.Collect(maps.Values(st.tokens)),
+		Nodes:       slices.Collect(maps.Values(st.nodes)),
+		Ledger:      slices.Collect(maps.Values(st.ledger)),
+		Declared:    slices.Collect(maps.Values(st.declared)),
+		Description: st.description,
+		Reports:     slices.Collect(maps.Values(st.reports)),
+		Liveness:    st.liveness,
+		Dead:        slices.Collect(maps.Values(st.dead)),
+		Refusals:    st.refusals,
+		Persons:     slices.Collect(maps.Values(st.persons)),
+		Builds:      slices.Collect(maps.Values(st.builds)),
+	}
+}
+
+// regOp is one registry write of an update, as the journal holds it: one
+// field set, a put or a removal by key.
+type regOp struct {
+	Token       *Token            `json:"token,omitempty"`
+	Node        *Node             `json:"node,omitempty"`
+	Applied     *Applied          `json:"applied,omitempty"`
+	Forget      []string          `json:"forget,omitempty"` // ledger keys pruned
+	Declared    *wire.Declaration `json:"declared,omitempty"`
+	Undeclared  string            `json:"undeclared,omitempty"`
+	Description []byte            `json:"description,omitempty"`
+	Report      *Reported         `json:"report,omitempty"`
+	Liveness    *Liveness         `json:"liveness,omitempty"`
+	Dead        *DeadLetter       `json:"dead,omitempty"`
+	Refusals    *Refusals         `json:"refusals,omitempty"`
+	Person      *Person           `json:"person,omitempty"`
+	Unperson    string            `json:"unperson,omitempty"`
+	Build       *Build            `json:"build,omitempty"`
+}
+
+// journalLine is one update's registry writes, one line of the journal.
+type journalLine struct {
+	Ops []regOp `json:"ops"`
+}
+
+// apply makes op on st.
+func (st *regState) apply(op regOp) {
+	switch {
+	case op.Token != nil:
+		st.tokens[op.Token.ID] = *op.Token
+	case op.Node != nil:
+		st.nodes[op.Node.Name] = *op.Node
+	case op.Applied != nil:
+		st.ledger[op.Applied.Key] = *op.Applied
+	case op.Forget != nil:
+		for _, k := range op.Forget {
+			delete(st.ledger, k)
+		}
+	case op.Declared != nil:
+		st.declared[op.Declared.Node] = *op.Declared
+	case op.Undeclared != "":
+		delete(st.declared, op.Undeclared)
+	case op.Description != nil:
+		st.description = op.Description
+	case op.Report != nil:
+		st.reports[op.Report.Report.Node] = *op.Report
+	case op.Liveness != nil:
+		st.liveness = *op.Liveness
+	case op.Dead != nil:
+		st.dead[op.Dead.DeadSeq] = *op.Dead
+	case op.Refusals != nil:
+		st.refusals = *op.Refusals
+	case op.Person != nil:
+		st.persons[op.Person.Name] = *op.Person
+	case op.Unperson != "":
+		delete(st.persons, op.Unperson)
+	case op.Build != nil:
+		st.builds[op.Build.ID] = *op.Build
+	}
+}
+
+// fileID is what tells one version of a file from the next: a rename
+// puts another file in place, an append grows it.
+type fileID struct {
+	fi   fs.FileInfo // nil: absent
+	size int64
+	mod  time.Time
+}
+
+func statID(path string) (fileID, error) {
+	fi, err := os.Stat(path)
+	if absent(err) {
+		return fileID{}, nil
+	}
+	if err != nil {
+		return fileID{}, fileErr(err)
+	}
+	return fileID{fi: fi, size: fi.Size(), mod: fi.ModTime()}, nil
+}
+
+func (a fileID) same(b fileID) bool {
+	if a.fi == nil || b.fi == nil {
+		return a.fi == nil && b.fi == nil
+	}
+	return os.SameFile(a.fi, b.fi) && a.size == b.size && a.mod.Equal(b.mod)
+}
+
+// regCache is a handle's registry in memory and how far it has read the
+// files. mu guards it all: the state is changed in place by a refresh
+// and a commit, and read under mu by every view.
+type regCache struct {
+	mu       sync.Mutex
+	l        Layout
+	st       *regState
+	snapshot fileID // registry.json as read
+	journal  fileID // the journal as last seen
+	off      int64  // the end of the last whole line read
+	torn     bool   // bytes past off that are no whole line
+	loaded   bool
+	// compactAt is the journal's size past which it is folded; 0 is
+	// the constant compactAt (a test folds sooner).
+	compactAt int64
+}
+
+// view runs f on the registry with ops on top, under mu; refreshed from
+// the files first unless the caller holds the update lock and has.
+func (c *regCache) view(ops []regOp, refresh bool, f func(regView)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if refresh || !c.loaded {
+		if err := c.refresh(); err != nil {
+			return err
+		}
+	}
+	f(regView{base: c.st, ops: ops})
+	return nil
+}
+
+// refresh brings c up to date with the files. Called with c.mu held.
+// The journal's new lines are applied to the state in place: every write
+// is a put or a removal by key, so lines applied by a read that then
+// fails, and applied again by the next, leave the same state.
+func (c *regCache) refresh() error {
+	for range 8 {
+		snap, err := statID(c.l.Registry())
+		if err != nil {
+			return fmt.Errorf("read registry: %w", err)
+		}
+		jnl, err := statID(c.l.RegistryJournal())
+		if err != nil {
+			return fmt.Errorf("read registry: %w", err)
+		}
+		full := !c.loaded || !snap.same(c.snapshot) ||
+			jnl.fi == nil && c.journal.fi != nil ||
+			jnl.fi != nil && (c.journal.fi == nil || !os.SameFile(jnl.fi, c.journal.fi) || jnl.size < c.off)
+		if !full && (jnl.fi == nil || jnl.size == c.journal.size) {
+			return nil // nothing appended since
+		}
+		if full {
+			st, err := readSnapshot(c.l.Registry())
+			if err != nil {
+				return err
+			}
+			c.loaded, c.st, c.off, c.torn = false, st, 0, false
+		}
+		end, torn, err := replay(c.l.RegistryJournal(), c.off, c.st)
+		if err != nil {
+			c.loaded = false
+			return err
+		}
+		// registry.json replaced while the journal was read (another
+		// process compacting): the journal read may be the new one,
+		// which the old registry.json does not hold; read both again.
+		again, err := statID(c.l.Registry())
+		if err != nil {
+			c.loaded = false
+			return fmt.Errorf("read registry: %w", err)
+		}
+		if !again.same(snap) {
+			c.loaded = false
+			continue
+		}
+		c.snapshot, c.journal, c.off, c.torn, c.loaded = snap, jnl, end, torn, true
+		return nil
+	}
+	return errors.New("read registry: it kept being replaced while read")
+}
+
+// readSnapshot reads registry.json; an absent one is the empty registry.
+func readSnapshot(path string) (*regState, error) {
+	data, err := os.ReadFile(path)
+	if absent(err) {
+		return newRegState(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read registry: %w", fileErr(err))
+	}
+	r, err := parseRegistry(data, path)
+	if err != nil {
+		return nil, err
+	}
+	return fromRegistry(r), nil
+}
+
+// replay applies the journal's whole lines from off on to st, and says
+// where the last one ends and whether bytes that are no whole line follow
+// (a torn append).
+func replay(path string, off int64, st *regState) (end int64, torn bool, err error) {
+	f, err := os.Open(path)
+	if absent(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read registry journal: %w", fileErr(err))
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return 0, false, fmt.Errorf("read registry journal: %w", fileErr(err))
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	end = off
+	for {
+		line, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			return end, len(line) > 0, nil
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("read registry journal: %w", fileErr(err))
+		}
+		var jl journalLine
+		if err := json.Unmarshal(line, &jl); err != nil {
+			// A whole line that does not read was not written by a torn
+			// append (that leaves no newline): the file is damaged.
+			return 0, false, fmt.Errorf("read registry journal %s at byte %d: %w", path, end, err)
+		}
+		for _, op := range jl.Ops {
+			st.apply(op)
+		}
+		end += int64(len(line))
+	}
+}
+
+// appendJournal commits one update's registry writes: one line appended
+// and fsynced. Called with c.mu held and c fresh (under the update's
+// lock). On failure the journal is cut back to where it was, and the
+// cache is unchanged.
+func (c *regCache) appendJournal(ops []regOp, sync func(dir string) error) error {
+	line, err := json.Marshal(journalLine{Ops: ops})
+	if err != nil {
+		return fmt.Errorf("write registry journal: %w", err)
+	}
+	line = append(line, '\n')
+	path := c.l.RegistryJournal()
+	created := c.journal.fi == nil
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("write registry journal: %w", fileErr(err))
+	}
+	defer f.Close()
+	// A torn tail is cut off first: the line goes right after the last
+	// whole one.
+	if c.torn {
+		if err := f.Truncate(c.off); err != nil {
+			return fmt.Errorf("write registry journal: %w", fileErr(err))
+		}
+	}
+	_, err = f.WriteAt(line, c.off)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil && created {
+		err = sync(c.l.Dir)
+	}
+	if err != nil {
+		_ = f.Truncate(c.off)
+		return fmt.Errorf("write registry journal: %w", fileErr(err))
+	}
+	for _, op := range ops {
+		c.st.apply(op)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		// Committed; the next refresh reads the files whole.
+		c.loaded = false
+		return nil
+	}
+	c.off += int64(len(line))
+	c.journal, c.torn = fileID{fi: fi, size: fi.Size(), mod: fi.ModTime()}, false
+	return nil
+}
+
+// compact folds the journal into registry.json once it has grown past
+// compactAt and registry.json's size. Called with c.mu held, after a
+// commit. A failure leaves the journal as it was, and is no failure of
+// the update, which committed.
+func (c *regCache) compact(sync func(dir string) error) error {
+	bound := c.compactAt
+	if bound == 0 {
+		bound = compactAt
+	}
+	if c.off < max(bound, c.snapshot.size) {
+		return nil
+	}
+	doc := c.st.document().marshal()
+	if _, err := writeAtomicSync(c.l.Registry(), doc, 0o600, sync); err != nil {
+		return fmt.Errorf("compact registry: %w", fileErr(err))
+	}
+	if _, err := writeAtomicSync(c.l.RegistryJournal(), []byte{}, 0o600, sync); err != nil {
+		// registry.json holds everything; the journal replays over it
+		// to the same registry.
+		c.loaded = false
+		return fmt.Errorf("compact registry: %w", fileErr(err))
+	}
+	c.loaded = false
+	return c.refresh()
+}
+
+// regView reads the registry: base as the files hold it, with an
+// update's writes so far (ops) on top.
+type regView struct {
+	base *regState
+	ops  []regOp
+}
+
+// overlay is m with the ops' writes of one kind on top, sorted by key.
+func overlay[K cmp.Ordered, V any](m map[K]V, ops []regOp, put func(regOp) (K, *V, bool)) []V {
+	out := maps.Clone(m)
+	for _, op := range ops {
+		if k, v, ok := put(op); ok {
+			if v == nil {
+				delete(out, k)
+			} else {
+				out[k] = *v
+			}
+		}
+	}
+	vs := make([]V, 0, len(out))
+	for _, k := range slices.Sorted(maps.Keys(out)) {
+		vs = append(vs, out[k])
+	}
+	return vs
+}
+
+func (v regView) tokens() []Token {
+	return overlay(v.base.tokens, v.ops, func(op regOp) (string, *Token, bool) {
+		if op.Token == nil {
+			return "", nil, false
+		}
+		return op.Token.ID, op.Token, true
+	})
+}
+
+func (v regView) nodes() []Node {
+	return overlay(v.base.nodes, v.ops, func(op regOp) (string, *Node, bool) {
+		if op.Node == nil {
+			return "", nil, false
+		}
+		return op.Node.Name, op.Node, true
+	})
+}
+
+func (v regView) declared() []wire.Declaration {
+	return overlay(v.base.declared, v.ops, func(op regOp) (string, *wire.Declaration, bool) {
+		switch {
+		case op.Declared != nil:
+			return op.Declared.Node, op.Declared, true
+		case op.Undeclared != "":
+			return op.Undeclared, nil, true
+		}
+		return "", nil, false
+	})
+}
+
+func (v regView) reports() []Reported {
+	return overlay(v.base.reports, v.ops, func(op regOp) (string, *Reported, bool) {
+		if op.Report == nil {
+			return "", nil, false
+		}
+		return op.Report.Report.Node, op.Report, true
+	})
+}
+
+func (v regView) dead() []DeadLetter {
+	return overlay(v.base.dead, v.ops, func(op regOp) (uint64, *DeadLetter, bool) {
+		if op.Dead == nil {
+			return 0, nil, false
+		}
+		return op.Dead.DeadSeq, op.Dead, true
+	})
+}
+
+func (v regView) persons() []Person {
+	return overlay(v.base.persons, v.ops, func(op regOp) (string, *Person, bool) {
+		switch {
+		case op.Person != nil:
+			return op.Person.Name, op.Person, true
+		case op.Unperson != "":
+			return op.Unperson, nil, true
+		}
+		return "", nil, false
+	})
+}
+
+func (v regView) builds() []Build {
+	return overlay(v.base.builds, v.ops, func(op regOp) (string, *Build, bool) {
+		if op.Build == nil {
+			return "", nil, false
+		}
+		return op.Build.ID, op.Build, true
+	})
+}
+
+// applied is the ledger's entry of key, the update's own writes first.
+func (v regView) applied(key string) (Applied, bool) {
+	for i := len(v.ops) - 1; i >= 0; i-- {
+		op := v.ops[i]
+		if op.Applied != nil && op.Applied.Key == key {
+			return *op.Applied, true
+		}
+		if slices.Contains(op.Forget, key) {
+			return Applied{}, false
+		}
+	}
+	a, ok := v.base.ledger[key]
+	return a, ok
+}
+
+// ledgerLen counts the ledger's entries with the update's writes.
+func (v regView) ledgerLen() int {
+	n := len(v.base.ledger)
+	seen := map[string]bool{}
+	for i := len(v.ops) - 1; i >= 0; i-- {
+		op := v.ops[i]
+		var keys []string
+		present := false
+		switch {
+		case op.Applied != nil:
+			keys, present = []string{op.Applied.Key}, true
+		case op.Forget != nil:
+			keys = op.Forget
+		}
+		for _, k := range keys {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			_, was := v.base.ledger[k]
+			switch {
+			case present && !was:
+				n++
+			case !present && was:
+				n--
+			}
+		}
+	}
+	return n
+}
+
+// prunable are the ledger's keys PruneLedger forgets: as the update sees
+// the ledger.
+func (v regView) prunable(below uint64, before time.Time) []string {
+	var keys []string
+	consider := func(a Applied) {
+		if a.Seq != 0 && a.Seq < below && a.At.Before(before) {
+			keys = append(keys, a.Key)
+		}
+	}
+	touched := map[string]bool{}
+	for _, op := range v.ops {
+		if op.Applied != nil {
+			touched[op.Applied.Key] = true
+		}
+		for _, k := range op.Forget {
+			touched[k] = true
+		}
+	}
+	for k, a := range v.base.ledger {
+		if !touched[k] {
+			consider(a)
+		}
+	}
+	for k := range touched {
+		if a, ok := v.applied(k); ok {
+			consider(a)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// description and the single records, the update's writes first.
+func (v regView) description() []byte {
+	for i := len(v.ops) - 1; i >= 0; i-- {
+		if v.ops[i].Description != nil {
+			return v.ops[i].Description
+		}
+	}
+	return v.base.description
+}
+
+func (v regView) livenessRecord() Liveness {
+	for i := len(v.ops) - 1; i >= 0; i-- {
+		if v.ops[i].Liveness != nil {
+			return *v.ops[i].Liveness
+		}
+	}
+	return v.base.liveness
+}
+
+func (v regView) refusalsRecord() Refusals {
+	for i := len(v.ops) - 1; i >= 0; i-- {
+		if v.ops[i].Refusals != nil {
+			return *v.ops[i].Refusals
+		}
+	}
+	return v.base.refusals
+}
+
+// legacySeq is the sequence an entry of a registry.json or a ledger
+// table written before issue 18 is taken to have: 1 for a message's entry
+// (its key is LedgerKey's), so that it is pruned as soon as it is old
+// enough, and 0 (kept) for any other (a token's answer).
+func legacySeq(key string) uint64 {
+	if strings.HasPrefix(key, "seq:") || strings.Contains(key, " id:") {
+		return 1
+	}
+	return 0
+}
