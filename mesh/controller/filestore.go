@@ -852,3 +852,17 @@ func (tx *fileTx) commitRegistry() error {
 	_ = c.compact(tx.s.sync)
 	return nil
 }
+
+// Sub undoes fn's writes when it fails: they are only held until the
+// commit, so undoing is forgetting them.
+func (tx *fileTx) Sub(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ops, reg, regAt, genesis := len(tx.ops), len(tx.reg), tx.regAt, tx.genesis
+	if err := fn(); err != nil {
+		tx.ops, tx.reg, tx.regAt, tx.genesis = tx.ops[:ops], tx.reg[:reg], regAt, genesis
+		return err
+	}
+	return nil
+}

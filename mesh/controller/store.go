@@ -155,6 +155,18 @@ type Tx interface {
 	PutBuild(ctx context.Context, b Build) error
 }
 
+// SubTx is a Tx that can undo a part of itself: what the CONTROL loop
+// needs to apply a batch of messages in one commit (one fsync, one
+// PostgreSQL commit) while a message that fails keeps nothing of its own
+// and the others keep theirs. Both stores' Tx are one.
+type SubTx interface {
+	Tx
+	// Sub runs fn as a part of the transaction: what fn wrote through
+	// the Tx is kept when it returns nil, and undone, the rest of the
+	// transaction kept, when it returns an error, which Sub returns.
+	Sub(ctx context.Context, fn func() error) error
+}
+
 // State is what genesis puts into a store: everything the controller
 // minted but what the nats container reads.
 type State struct {

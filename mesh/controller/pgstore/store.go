@@ -382,7 +382,7 @@ type pgTx struct {
 	genesis bool // the genesis row was seen in this transaction
 }
 
-var _ controller.Tx = (*pgTx)(nil)
+var _ controller.SubTx = (*pgTx)(nil)
 
 // errTxEnded refuses a Tx used after its Update's fn returned.
 var errTxEnded = errors.New("pgstore: the transaction was used after its Update's fn returned")
@@ -941,4 +941,27 @@ func (t *pgTx) PutRefusals(ctx context.Context, r controller.Refusals) error {
 	}
 	return t.write(ctx, "put refusals",
 		`INSERT INTO refusals (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
+}
+
+// Sub is a savepoint: fn's writes are rolled back to it when fn fails,
+// the transaction going on.
+func (t *pgTx) Sub(ctx context.Context, fn func() error) error {
+	if _, err := locked(t, func() (struct{}, error) {
+		_, err := t.q.Exec(ctx, "SAVEPOINT sub")
+		return struct{}{}, err
+	}); err != nil {
+		return storeErr(ctx, "begin a part of the update", err)
+	}
+	ferr := fn()
+	end := "RELEASE SAVEPOINT sub"
+	if ferr != nil {
+		end = "ROLLBACK TO SAVEPOINT sub"
+	}
+	if _, err := locked(t, func() (struct{}, error) {
+		_, err := t.q.Exec(ctx, end)
+		return struct{}{}, err
+	}); err != nil {
+		return errors.Join(ferr, storeErr(ctx, "end a part of the update", err))
+	}
+	return ferr
 }

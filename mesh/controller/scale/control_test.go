@@ -93,7 +93,7 @@ func pgLedgerSize(b *testing.B, dsn string) (entries, bytes int64) {
 // raise makes a genesis of m on a new store of kind, serves its
 // configuration in-process and runs the controller on it until the
 // benchmark ends.
-func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st controller.Store, dir string, o controller.Options, size func() (int64, int64)) {
+func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st controller.Store, dir string, o controller.Options, size func() (int64, int64), stopped <-chan error) {
 	b.Helper()
 	root := b.TempDir()
 	dir = filepath.Join(root, "state")
@@ -116,8 +116,14 @@ func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st controller.Store, di
 	stopWatch := watch(b, srv, controller.Layout{Dir: dir}.NATSConfig())
 	runCtx, stopRun := context.WithCancel(ctx)
 	ran := make(chan error, 1)
+	// A controller that stops ends the run at once, with its reason.
+	early := make(chan error, 1)
 	go func() {
-		ran <- controller.Run(runCtx, m, st, controller.RunOptions{Dir: dir, Apply: o, StartTimeout: time.Minute})
+		err := controller.Run(runCtx, m, st, controller.RunOptions{Dir: dir, Apply: o, StartTimeout: time.Minute})
+		if runCtx.Err() == nil {
+			early <- fmt.Errorf("the controller stopped: %v", err)
+		}
+		ran <- err
 	}()
 	b.Cleanup(func() {
 		stopRun()
@@ -127,18 +133,18 @@ func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st controller.Store, di
 		stopWatch()
 		srv.Shutdown()
 	})
-	waitFor(b, time.Minute, nil, "the controller's declarations", func() bool {
+	waitFor(b, time.Minute, early, "the controller's declarations", func() bool {
 		d, err := st.Declared(ctx)
 		return err == nil && len(d) == len(m.Nodes)
 	})
-	return st, dir, o, size
+	return st, dir, o, size, early
 }
 
 func BenchmarkControl(b *testing.B) {
 	for _, kind := range stores {
 		b.Run("store="+kind, func(b *testing.B) {
 			m := fleet(b, 2)
-			st, dir, o, size := raise(b, kind, m)
+			st, dir, o, size, stopped := raise(b, kind, m)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
 			tok, doc, err := controller.IssueToken(ctx, m, st, dir, m.Nodes[0].Name, time.Hour, o)
@@ -150,7 +156,7 @@ func BenchmarkControl(b *testing.B) {
 				b.Fatal(err)
 			}
 			var nc *nats.Conn
-			waitFor(b, 30*time.Second, nil, "the token's user connects", func() bool {
+			waitFor(b, 30*time.Second, stopped, "the token's user connects", func() bool {
 				nc, err = link.Dial(ctx, cred)
 				return err == nil
 			})
@@ -181,7 +187,7 @@ func BenchmarkControl(b *testing.B) {
 				b.Fatal("the junk was not all stored within 5 minutes")
 			}
 			published := time.Since(start)
-			waitFor(b, 30*time.Minute, nil, "every junk claim answered", func() bool { return refused() >= base+b.N })
+			waitFor(b, 30*time.Minute, stopped, "every junk claim answered", func() bool { return refused() >= base+b.N })
 			took := time.Since(start)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/took.Seconds(), "msgs/s")

@@ -53,6 +53,7 @@ func Run(t *testing.T, backing Backing) {
 		{"PersonsAreKeptAndForgotten", personsKept},
 		{"TheLedgerIsPrunedBySequenceAndAge", ledgerPruned},
 		{"APruneInAFailedUpdateKeepsEveryEntry", ledgerPruneFailed},
+		{"AFailedPartOfAnUpdateKeepsNothingOfItsOwn", subUndone},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backing(t)) })
 	}
@@ -751,5 +752,52 @@ func ledgerPruneFailed(t *testing.T, open func() controller.Store) {
 	}
 	if n, err := open().LedgerLen(ctx); err != nil || n != len(entries) {
 		t.Fatalf("a failed prune kept %d of %d entries (%v)", n, len(entries), err)
+	}
+}
+
+// subUndone: a part of an update (SubTx.Sub) that fails keeps nothing of
+// its own, in the update and after it; the update's other writes, before
+// and after that part, and a part that succeeds, are committed.
+func subUndone(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	ctx := ctxT(t)
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	tok := func(id string) controller.Token {
+		return controller.Token{ID: id, Node: "node-a", Issued: now, Expires: now.Add(time.Hour)}
+	}
+	failed := errors.New("this message's handler failed")
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		sub, ok := tx.(controller.SubTx)
+		if !ok {
+			return fmt.Errorf("%T is no SubTx", tx)
+		}
+		if err := tx.PutToken(ctx, tok("t1")); err != nil {
+			return err
+		}
+		if err := sub.Sub(ctx, func() error {
+			return errors.Join(tx.PutToken(ctx, tok("t2")), tx.PutApplied(ctx, controller.Applied{Key: "seq:2", At: now, Seq: 2}), failed)
+		}); !errors.Is(err, failed) {
+			return fmt.Errorf("the failed part: expected its error, got %v", err)
+		}
+		if _, err := tx.Applied(ctx, "seq:2"); !errors.Is(err, controller.ErrNotFound) {
+			return fmt.Errorf("the failed part's entry is still read: %v", err)
+		}
+		if err := sub.Sub(ctx, func() error {
+			return tx.PutApplied(ctx, controller.Applied{Key: "seq:3", At: now, Seq: 3})
+		}); err != nil {
+			return err
+		}
+		return tx.PutToken(ctx, tok("t4"))
+	})
+	st := open()
+	toks, err := st.Tokens(ctx)
+	if err != nil || len(toks) != 2 || toks[0].ID != "t1" || toks[1].ID != "t4" {
+		t.Fatalf("tokens: expected t1 and t4, got %+v (%v)", toks, err)
+	}
+	if _, err := st.Applied(ctx, "seq:2"); !errors.Is(err, controller.ErrNotFound) {
+		t.Fatalf("the failed part's entry: %v", err)
+	}
+	if a, err := st.Applied(ctx, "seq:3"); err != nil || a.Seq != 3 {
+		t.Fatalf("the other part's entry: %+v (%v)", a, err)
 	}
 }
