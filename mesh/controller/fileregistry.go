@@ -358,7 +358,7 @@ func replay(path string, off int64, st *regState) (end int64, torn bool, err err
 // lock). On failure the journal is cut back to where it was, and the
 // cache is unchanged.
 func (c *regCache) appendJournal(ops []regOp, sync func(dir string) error) error {
-	line, err := json.Marshal(journalLine{Ops: ops})
+	line, err := json.Marshal(journalLine{Ops: collapse(ops)})
 	if err != nil {
 		return fmt.Errorf("write registry journal: %w", err)
 	}
@@ -638,4 +638,38 @@ func legacySeq(key string) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// collapse drops each write of a single record (the refusals, the
+// liveness, the description) that a later one of the same update
+// replaces: a batch of refusals is one line with the refusals once, not
+// once a message.
+func collapse(ops []regOp) []regOp {
+	last := map[string]int{}
+	kind := func(op regOp) string {
+		switch {
+		case op.Refusals != nil:
+			return "refusals"
+		case op.Liveness != nil:
+			return "liveness"
+		case op.Description != nil:
+			return "description"
+		}
+		return ""
+	}
+	for i, op := range ops {
+		if k := kind(op); k != "" {
+			last[k] = i
+		}
+	}
+	if len(last) == 0 {
+		return ops
+	}
+	out := make([]regOp, 0, len(ops))
+	for i, op := range ops {
+		if k := kind(op); k == "" || last[k] == i {
+			out = append(out, op)
+		}
+	}
+	return out
 }
