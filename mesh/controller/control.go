@@ -129,14 +129,14 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 		cc.Drain()
 		<-cc.Closed()
 		// What was handed over and not handled is asked for again now.
+	drain:
 		for {
 			select {
 			case msg := <-in:
 				_ = msg.Nak()
-				continue
 			default:
+				break drain
 			}
-			break
 		}
 		stopComposing()
 		composed.Wait()

@@ -47,7 +47,14 @@ func openStore(b *testing.B, ctx context.Context, kind, root string) (st control
 	dir := filepath.Join(root, "state")
 	switch kind {
 	case "file":
-		return controller.FileStore(dir), func() (int64, int64) { return -1, fileLedgerBytes(dir) }
+		st := controller.FileStore(dir)
+		return st, func() (int64, int64) {
+			n, err := st.LedgerLen(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return int64(n), fileLedgerBytes(dir)
+		}
 	case "postgres":
 		dsn := pgtest.Start(b).NewDatabase(b)
 		s, err := pgstore.Open(ctx, dsn)
