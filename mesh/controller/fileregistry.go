@@ -436,7 +436,9 @@ type regView struct {
 }
 
 // overlay is m with the ops' writes of one kind on top, sorted by key.
-func overlay[K cmp.Ordered, V any](m map[K]V, ops []regOp, put func(regOp) (K, *V, bool)) []V {
+// What it returns shares nothing with the registry in memory (copy): a
+// caller may change it, as it may what PostgreSQL returns.
+func overlay[K cmp.Ordered, V any](m map[K]V, ops []regOp, put func(regOp) (K, *V, bool), copy func(V) V) []V {
 	out := maps.Clone(m)
 	for _, op := range ops {
 		if k, v, ok := put(op); ok {
@@ -449,7 +451,7 @@ func overlay[K cmp.Ordered, V any](m map[K]V, ops []regOp, put func(regOp) (K, *
 	}
 	vs := make([]V, 0, len(out))
 	for _, k := range slices.Sorted(maps.Keys(out)) {
-		vs = append(vs, out[k])
+		vs = append(vs, copy(out[k]))
 	}
 	return vs
 }
@@ -460,7 +462,7 @@ func (v regView) tokens() []Token {
 			return "", nil, false
 		}
 		return op.Token.ID, op.Token, true
-	})
+	}, asIs[Token])
 }
 
 func (v regView) nodes() []Node {
@@ -469,7 +471,7 @@ func (v regView) nodes() []Node {
 			return "", nil, false
 		}
 		return op.Node.Name, op.Node, true
-	})
+	}, asIs[Node])
 }
 
 func (v regView) declared() []wire.Declaration {
@@ -481,7 +483,7 @@ func (v regView) declared() []wire.Declaration {
 			return op.Undeclared, nil, true
 		}
 		return "", nil, false
-	})
+	}, copyDeclaration)
 }
 
 func (v regView) reports() []Reported {
@@ -490,7 +492,7 @@ func (v regView) reports() []Reported {
 			return "", nil, false
 		}
 		return op.Report.Report.Node, op.Report, true
-	})
+	}, copyReported)
 }
 
 func (v regView) dead() []DeadLetter {
@@ -499,7 +501,7 @@ func (v regView) dead() []DeadLetter {
 			return 0, nil, false
 		}
 		return op.Dead.DeadSeq, op.Dead, true
-	})
+	}, asIs[DeadLetter])
 }
 
 func (v regView) persons() []Person {
@@ -511,7 +513,7 @@ func (v regView) persons() []Person {
 			return op.Unperson, nil, true
 		}
 		return "", nil, false
-	})
+	}, copyPerson)
 }
 
 func (v regView) builds() []Build {
@@ -520,7 +522,7 @@ func (v regView) builds() []Build {
 			return "", nil, false
 		}
 		return op.Build.ID, op.Build, true
-	})
+	}, asIs[Build])
 }
 
 // applied is the ledger's entry of key, the update's own writes first.
@@ -528,14 +530,14 @@ func (v regView) applied(key string) (Applied, bool) {
 	for i := len(v.ops) - 1; i >= 0; i-- {
 		op := v.ops[i]
 		if op.Applied != nil && op.Applied.Key == key {
-			return *op.Applied, true
+			return copyApplied(*op.Applied), true
 		}
 		if slices.Contains(op.Forget, key) {
 			return Applied{}, false
 		}
 	}
 	a, ok := v.base.ledger[key]
-	return a, ok
+	return copyApplied(a), ok
 }
 
 // ledgerLen counts the ledger's entries with the update's writes.
@@ -605,28 +607,28 @@ func (v regView) prunable(below uint64, before time.Time) []string {
 func (v regView) description() []byte {
 	for i := len(v.ops) - 1; i >= 0; i-- {
 		if v.ops[i].Description != nil {
-			return v.ops[i].Description
+			return slices.Clone(v.ops[i].Description)
 		}
 	}
-	return v.base.description
+	return slices.Clone(v.base.description)
 }
 
 func (v regView) livenessRecord() Liveness {
 	for i := len(v.ops) - 1; i >= 0; i-- {
 		if v.ops[i].Liveness != nil {
-			return *v.ops[i].Liveness
+			return copyLiveness(*v.ops[i].Liveness)
 		}
 	}
-	return v.base.liveness
+	return copyLiveness(v.base.liveness)
 }
 
 func (v regView) refusalsRecord() Refusals {
 	for i := len(v.ops) - 1; i >= 0; i-- {
 		if v.ops[i].Refusals != nil {
-			return *v.ops[i].Refusals
+			return copyRefusals(*v.ops[i].Refusals)
 		}
 	}
-	return v.base.refusals
+	return copyRefusals(v.base.refusals)
 }
 
 // legacySeq is the sequence an entry of a registry.json or a ledger
@@ -672,4 +674,71 @@ func collapse(ops []regOp) []regOp {
 		}
 	}
 	return out
+}
+
+// The copies a read returns and a write keeps, so that the registry in
+// memory shares no map or slice with a caller: the records' own maps and
+// slices are copied, their scalars are values already.
+
+func asIs[V any](v V) V { return v }
+
+func copyDeclaration(d wire.Declaration) wire.Declaration {
+	d.Modules, d.Versions = slices.Clone(d.Modules), maps.Clone(d.Versions)
+	d.Config, d.Artifacts = maps.Clone(d.Config), maps.Clone(d.Artifacts)
+	return d
+}
+
+func copyReported(r Reported) Reported {
+	r.Report.Running, r.Report.Installed = maps.Clone(r.Report.Running), maps.Clone(r.Report.Installed)
+	return r
+}
+
+func copyPerson(p Person) Person {
+	p.Tools = slices.Clone(p.Tools)
+	return p
+}
+
+func copyApplied(a Applied) Applied {
+	a.Outcome = slices.Clone(a.Outcome)
+	return a
+}
+
+func copyLiveness(l Liveness) Liveness {
+	l.Heard = maps.Clone(l.Heard)
+	return l
+}
+
+func copyRefusals(r Refusals) Refusals {
+	r.Counts, r.Last = maps.Clone(r.Counts), slices.Clone(r.Last)
+	return r
+}
+
+// copyOp is op as the update keeps it: sharing nothing with the caller
+// that wrote it.
+func copyOp(op regOp) regOp {
+	switch {
+	case op.Applied != nil:
+		a := copyApplied(*op.Applied)
+		op.Applied = &a
+	case op.Forget != nil:
+		op.Forget = slices.Clone(op.Forget)
+	case op.Declared != nil:
+		d := copyDeclaration(*op.Declared)
+		op.Declared = &d
+	case op.Description != nil:
+		op.Description = slices.Clone(op.Description)
+	case op.Report != nil:
+		r := copyReported(*op.Report)
+		op.Report = &r
+	case op.Liveness != nil:
+		l := copyLiveness(*op.Liveness)
+		op.Liveness = &l
+	case op.Refusals != nil:
+		r := copyRefusals(*op.Refusals)
+		op.Refusals = &r
+	case op.Person != nil:
+		p := copyPerson(*op.Person)
+		op.Person = &p
+	}
+	return op
 }

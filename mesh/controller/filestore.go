@@ -734,7 +734,7 @@ func (tx *fileTx) putReg(ctx context.Context, op regOp) error {
 	if err := tx.needGenesis(ctx); err != nil {
 		return err
 	}
-	tx.reg = append(tx.reg, op)
+	tx.reg = append(tx.reg, copyOp(op))
 	tx.regAt = len(tx.ops)
 	return nil
 }
