@@ -126,7 +126,10 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 	return l, func() {
 		close(stopping)
 		handling.Wait()
-		cc.Drain()
+		// Stop, not Drain: a drain waits for the server, which may be
+		// gone. What the client pulled and did not hand over comes again
+		// after CONTROL's ack wait.
+		cc.Stop()
 		<-cc.Closed()
 		// What was handed over and not handled is asked for again now.
 	drain:
