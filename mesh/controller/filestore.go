@@ -32,7 +32,10 @@ import (
 // Update's writes are held until fn returns and then made in the order fn
 // made them: a crash mid-commit leaves the first of them done, so an update
 // of several files is ordered to be finished by running it again (Apply).
-// Create is all or nothing.
+// The registry (tokens, nodes, the ledger, …) is the exception: an
+// update's registry writes are one line appended to registry.journal
+// (fileregistry.go), where the last of them was made. Create is all or
+// nothing.
 //
 // A state directory that is missing, or whose secrets.json is missing or
 // cannot be read, holds no genesis (ErrNoGenesis): never unavailable. The
