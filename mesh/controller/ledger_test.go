@@ -238,3 +238,51 @@ func TestALeakedTokensJunkDoesNotStarveAnEnrolment(t *testing.T) {
 	}
 	t.Logf("node-b enrolled %v after the junk was stored; %d junk claims refused by then", time.Since(start), loop.Counts().Refused)
 }
+
+// TestABatchSettlesEachMessageAsItsOwn: claims published at once, so that
+// the loop takes them in batches, some that cannot be read and some
+// refused with an answer: each is counted once, as its own kind, and
+// every one has its ledger entry, as one at a time.
+func TestABatchSettlesEachMessageAsItsOwn(t *testing.T) {
+	c := newClockBed(t, nil)
+	loop := c.follow()
+	token := c.issue("node-a")
+	nc := dialEventually(t, token)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	keys := make([]string, n)
+	for i := range n {
+		id := fmt.Sprintf("mixed-%d", i)
+		data := []byte(`{"token":`)
+		if i%2 == 0 {
+			req := wire.EnrolRequest{Token: token.Name, Proof: "junk", SealingKey: "junk", Reply: wire.EnrolInbox(token.Name) + ".junk"}
+			data = req.Marshal()
+		}
+		if _, err := js.PublishAsync(wire.SubjectEnrol, data, jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = LedgerKey(wire.SubjectEnrol, id, 0)
+	}
+	<-js.PublishAsyncComplete()
+	eventually(t, 20*time.Second, "every claim settled", func() bool {
+		k := loop.Counts()
+		return k.Refused+k.Terminated >= n
+	})
+	k := loop.Counts()
+	if k.Refused != n/2 || k.Terminated != n/2 || k.Held != 0 {
+		t.Fatalf("counts: %+v, expected %d refused with an answer and %d terminated", k, n/2, n/2)
+	}
+	ctx := ctxT(t)
+	refused, err := c.st.Refusals(ctx)
+	if err != nil || refused.Counts[RefusedEnrolment] != n {
+		t.Fatalf("the store counts %v refusals (%v), expected %d", refused.Counts, err, n)
+	}
+	for _, key := range keys {
+		if a, err := c.st.Applied(ctx, key); err != nil || a.Seq == 0 {
+			t.Fatalf("%s: %+v (%v)", key, a, err)
+		}
+	}
+}
