@@ -173,8 +173,9 @@ func TestAMessageAppliedButNotAcknowledgedKeepsItsEntry(t *testing.T) {
 
 // TestATokenExpiredUnclaimedIsRevokedAtItsExpiry: a token issued (here, as
 // by another process: the loop is told nothing) and never claimed has its
-// user revoked at its expiry, with no other composition to do it (issue
-// 18, finding 7): it can no longer log in within revokeEvery and a scan.
+// user revoked at its expiry, and the grace a claim in flight needs, with
+// no other composition to do it (issue 18, finding 7): it can no longer
+// log in within that, revokeEvery and a scan.
 func TestATokenExpiredUnclaimedIsRevokedAtItsExpiry(t *testing.T) {
 	c := newClockBed(t, func(o *Options) { o.TokenScanEvery = 200 * time.Millisecond })
 	c.follow()
@@ -188,7 +189,7 @@ func TestATokenExpiredUnclaimedIsRevokedAtItsExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	dialEventually(t, cred).Close()
-	bound := time.Until(tok.Expires) + revokeEvery + 5*time.Second
+	bound := time.Until(tok.Expires) + c.opts.SpentTokenGrace + revokeEvery + 5*time.Second
 	var last error
 	eventually(t, bound, "the expired token's user refused", func() bool {
 		var nc *nats.Conn

@@ -44,8 +44,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives what changed; default discards.
 	Logger *slog.Logger
-	// SpentTokenGrace is how long a spent token's user stays composed;
-	// default controller.SpentTokenGrace.
+	// SpentTokenGrace is how long a spent token's user stays composed,
+	// and an unspent one's after its expiry; default
+	// controller.SpentTokenGrace.
 	SpentTokenGrace time.Duration
 	// LedgerPruneEvery is how often the CONTROL loop prunes its ledger;
 	// default LedgerPruneEvery.
