@@ -60,7 +60,6 @@ func (t Token) Leaves(grace time.Duration) time.Time {
 	return t.Expires.Add(grace)
 }
 
-
 // Node is a node that enrolled: the key its credentials are sealed to.
 type Node struct {
 	Name string `json:"name"`
