@@ -81,24 +81,39 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 	if err != nil {
 		return nil, nil, fmt.Errorf("bind consumer %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
 	}
-	// The tokens spent lately, by this controller or one before it, are
-	// revoked when their grace is over.
-	tokens, err := st.Tokens(ctx)
-	if err != nil {
+	// Every token's user is revoked when it leaves the configuration: at
+	// its expiry, or at the end of its grace once spent (scanTokens),
+	// those issued later by another process too.
+	started := o.Now()
+	if err := scanTokens(ctx, st, l.composer, started, started, o.SpentTokenGrace); err != nil {
 		return nil, nil, err
-	}
-	for _, t := range tokens {
-		if t.InGrace(o.Now(), o.SpentTokenGrace) {
-			l.composer.askAt(t.Spent.Add(o.SpentTokenGrace))
-		}
 	}
 	composing, stopComposing := context.WithCancel(context.WithoutCancel(ctx))
 	var composed sync.WaitGroup
 	composed.Go(func() { l.composer.run(composing) })
-	// PullMaxMessages 1: the next message is not pulled while one is in
-	// hand, so a held message waits for the store with nothing behind it
-	// timing out unacknowledged.
-	cc, err := cons.Consume(l.handle, jetstream.PullMaxMessages(1), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	composed.Go(func() { l.pruning(composing) })
+	composed.Go(func() { l.scanningTokens(composing, started) })
+	// Up to batchMax messages in hand: those waiting are applied in one
+	// commit (batch.go), so that a backlog, a leaked token's junk among
+	// it, drains at the store's commit rate times the batch, not one
+	// fsync or transaction a message.
+	in := make(chan jetstream.Msg, batchMax)
+	stopping := make(chan struct{})
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		// Once stopping, not handled: asked for again now, by the next
+		// controller, rather than after the ack wait.
+		select {
+		case <-stopping:
+			_ = msg.Nak()
+			return
+		default:
+		}
+		select {
+		case in <- msg:
+		case <-stopping:
+			_ = msg.Nak()
+		}
+	}, jetstream.PullMaxMessages(batchMax), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		l.log.Warn("control consumer", "err", err)
 	}))
 	if err != nil {
@@ -106,9 +121,26 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 		composed.Wait()
 		return nil, nil, fmt.Errorf("consume %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
 	}
+	var handling sync.WaitGroup
+	handling.Go(func() { l.follow(in, stopping) })
 	return l, func() {
+		close(stopping)
+		handling.Wait()
+		// Stop, not Drain: a drain waits for the server, which may be
+		// gone. What the client pulled and did not hand over comes again
+		// after CONTROL's ack wait.
 		cc.Stop()
 		<-cc.Closed()
+		// What was handed over and not handled is asked for again now.
+	drain:
+		for {
+			select {
+			case msg := <-in:
+				_ = msg.Nak()
+			default:
+				break drain
+			}
+		}
 		stopComposing()
 		composed.Wait()
 	}, nil
@@ -140,56 +172,143 @@ func (l *ControlLoop) count(f func(*ControlCounts)) {
 	l.mu.Unlock()
 }
 
-// handle settles one delivery: acked once its effect is committed and its
-// answer sent, held while the store cannot take it, terminated when it
-// cannot be read.
+// handle settles one delivery on its own: acked once its effect is
+// committed and its answer sent, held while the store cannot take it,
+// terminated when it cannot be read.
 func (l *ControlLoop) handle(msg jetstream.Msg) {
-	meta, err := msg.Metadata()
-	if err != nil {
-		l.log.Error("CONTROL delivery without metadata; terminated", "subject", msg.Subject(), "err", err)
-		l.count(func(c *ControlCounts) { c.Terminated++ })
-		_ = msg.Term()
-		return
-	}
-	key := LedgerKey(msg.Subject(), msg.Headers().Get(jetstream.MsgIDHeader), meta.Sequence.Stream)
-	log := l.log.With("subject", msg.Subject(), "seq", meta.Sequence.Stream, "delivered", meta.NumDelivered)
 	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
 	defer cancel()
+	it := l.apply(ctx, l.st, msg)
+	l.settle([]*item{it})
+}
 
+// item is one delivery as apply left it: how it is to be settled, and
+// what is to be done once the store has committed its effect.
+type item struct {
+	msg jetstream.Msg
+	log *slog.Logger
+	// One of: ack; term (the reason); hold (the error); unhandled.
+	ack       bool
+	term      string
+	hold      error
+	unhandled bool
+	fx        effects
+}
+
+// effects are what a handler does once its update is committed: the
+// answers it publishes, the counts, the compositions it asks for.
+type effects struct {
+	answers []func() error
+	after   []func()
+}
+
+// apply runs msg's handler on st (the store, or a batch's part of one:
+// batch.go) and says how msg is to be settled.
+func (l *ControlLoop) apply(ctx context.Context, st Store, msg jetstream.Msg) *item {
+	it := &item{msg: msg, log: l.log.With("subject", msg.Subject())}
+	meta, err := msg.Metadata()
+	if err != nil {
+		it.term = "no metadata"
+		it.log.Error("CONTROL delivery without metadata; terminated", "err", err)
+		it.fx.after = append(it.fx.after, func() { l.count(func(c *ControlCounts) { c.Terminated++ }) })
+		return it
+	}
+	key := LedgerKey(msg.Subject(), msg.Headers().Get(jetstream.MsgIDHeader), meta.Sequence.Stream)
+	it.log = it.log.With("seq", meta.Sequence.Stream, "delivered", meta.NumDelivered)
+
+	// The message's ledger entry carries its sequence, by which it is
+	// pruned once the message is gone from CONTROL (ledger.go).
+	st = AtSequence(st, key, meta.Sequence.Stream)
 	switch subject := msg.Subject(); {
 	case subject == wire.SubjectEnrol:
-		err = l.enrol(ctx, key, msg.Data())
+		err = l.enrol(ctx, st, key, msg.Data(), &it.fx)
 	case subject == wire.SubjectPush:
-		err = l.push(ctx, key, msg.Data())
+		err = l.push(ctx, st, key, msg.Data())
 	case isReport(subject):
-		err = l.report(ctx, key, meta.Sequence.Stream, subject, msg.Data())
+		err = l.report(ctx, st, key, meta.Sequence.Stream, subject, msg.Data(), &it.fx)
 	case isSourceChange(subject):
-		err = l.sourceChanged(ctx, key, subject, msg.Data())
+		err = l.sourceChanged(ctx, st, key, subject, msg.Data())
 	case subject == wire.SubjectBuilt:
-		err = l.built(ctx, key, msg.Data())
+		err = l.built(ctx, st, key, msg.Data(), &it.fx)
 	default:
-		log.Warn("no handler for this CONTROL subject yet; held", "delay", unhandledRetry)
-		l.count(func(c *ControlCounts) { c.Held++ })
-		_ = msg.NakWithDelay(unhandledRetry)
-		return
+		it.unhandled = true
+		return it
 	}
 	switch {
 	case err == nil:
-		l.away = 0
-		ackControl(msg, log)
+		it.ack = true
 	case errors.Is(err, ErrBadControl):
 		// Counted in the store before it is terminated, so status names
 		// it; a store that cannot count it now holds it like any other.
+		it.fx = effects{}
 		x := Refusal{Kind: refusedKind(msg.Subject()), Key: key, At: l.o.Now(), Reason: err.Error()}
-		if _, rerr := RecordRefusal(ctx, l.st, x); rerr != nil {
-			l.hold(msg, log, rerr)
-			return
+		if _, rerr := RecordRefusal(ctx, st, x); rerr != nil {
+			it.hold = rerr
+			return it
 		}
-		log.Warn("CONTROL message refused; terminated", "err", err)
-		l.count(func(c *ControlCounts) { c.Terminated++ })
-		_ = msg.TermWithReason(err.Error())
+		it.term = err.Error()
+		it.fx.after = append(it.fx.after, func() { l.count(func(c *ControlCounts) { c.Terminated++ }) })
 	default:
-		l.hold(msg, log, err)
+		it.fx = effects{}
+		it.hold = err
+	}
+	return it
+}
+
+// settle does what the items' committed effects call for, then settles
+// each delivery: the answers are published and flushed before any
+// acknowledgement, so that an acknowledged enrolment was answered.
+func (l *ControlLoop) settle(items []*item) {
+	answered := false
+	for _, it := range items {
+		for _, publish := range it.fx.answers {
+			if err := publish(); err != nil && it.hold == nil {
+				it.ack, it.hold = false, fmt.Errorf("answer the enrolment: %w", err)
+			}
+			answered = true
+		}
+	}
+	if answered {
+		if err := l.nc.FlushTimeout(ackTimeout); err != nil {
+			for _, it := range items {
+				if len(it.fx.answers) > 0 && it.hold == nil {
+					it.ack, it.hold = false, fmt.Errorf("answer the enrolment: %w", err)
+				}
+			}
+		}
+	}
+	acked := 0
+	for _, it := range items {
+		for _, f := range it.fx.after {
+			f()
+		}
+		switch {
+		case it.unhandled:
+			it.log.Warn("no handler for this CONTROL subject yet; held", "delay", unhandledRetry)
+			l.count(func(c *ControlCounts) { c.Held++ })
+			_ = it.msg.NakWithDelay(unhandledRetry)
+		case it.hold != nil:
+			l.hold(it.msg, it.log, it.hold)
+		case it.term != "":
+			it.log.Warn("CONTROL message refused; terminated", "err", it.term)
+			_ = it.msg.TermWithReason(it.term)
+		case it.ack && len(items) == 1:
+			l.away = 0
+			ackControl(it.msg, it.log)
+		case it.ack:
+			// A batch's acks go out together and are confirmed once
+			// (flush): one round trip, not one a message.
+			l.away = 0
+			if err := it.msg.Ack(); err != nil {
+				it.log.Warn("CONTROL ack not sent; the message comes again and is recognised", "err", err)
+			}
+			acked++
+		}
+	}
+	if acked > 0 {
+		if err := l.nc.FlushTimeout(ackTimeout); err != nil {
+			l.log.Warn("CONTROL acks not confirmed; the messages may come again and be recognised", "acks", acked, "err", err)
+		}
 	}
 }
 
@@ -222,47 +341,50 @@ func refusedKind(subject string) string {
 	return RefusedOther
 }
 
-func (l *ControlLoop) enrol(ctx context.Context, key string, data []byte) error {
-	e, err := Enrol(ctx, l.mesh(), l.st, l.dir, key, data, l.o, func(e Enrolment) error {
+func (l *ControlLoop) enrol(ctx context.Context, st Store, key string, data []byte, fx *effects) error {
+	e, err := Enrol(ctx, l.mesh(), st, l.dir, key, data, l.o, func(e Enrolment) error {
 		// Checked again here, where the answer leaves: it carries a
 		// credential, and goes only under the claimed token's own inbox.
 		if err := wire.CheckEnrolReply(e.Token, e.Reply); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadControl, err)
 		}
-		if err := l.nc.Publish(e.Reply, e.Answer.Marshal()); err != nil {
-			return err
-		}
-		return l.nc.FlushTimeout(ackTimeout)
+		// Published once the update is committed (settle), with the
+		// answers of the rest of its batch.
+		reply, answer := e.Reply, e.Answer.Marshal()
+		fx.answers = append(fx.answers, func() error { return l.nc.Publish(reply, answer) })
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if e.Answer.Refused == "" {
-		// Acknowledged before it is composed: the store holds the
-		// enrolment, and the composer (or, after a crash, the next
-		// controller's start) makes it live, and once the token's grace
-		// is over, revokes its user.
-		l.composer.ask()
-		l.composer.askAt(time.Now().Add(l.o.SpentTokenGrace))
-	}
-	l.count(func(c *ControlCounts) {
-		switch {
-		case e.Replayed:
-			c.Replayed++
-		case e.Answer.Refused != "":
-			c.Refused++
-		default:
-			c.Enrolled++
+	fx.after = append(fx.after, func() {
+		if e.Answer.Refused == "" {
+			// Acknowledged before it is composed: the store holds the
+			// enrolment, and the composer (or, after a crash, the next
+			// controller's start) makes it live, and once the token's
+			// grace is over, revokes its user.
+			l.composer.ask()
+			l.composer.askAt(time.Now().Add(l.o.SpentTokenGrace))
 		}
+		l.count(func(c *ControlCounts) {
+			switch {
+			case e.Replayed:
+				c.Replayed++
+			case e.Answer.Refused != "":
+				c.Refused++
+			default:
+				c.Enrolled++
+			}
+		})
 	})
 	return nil
 }
 
-func (l *ControlLoop) push(ctx context.Context, key string, data []byte) error {
+func (l *ControlLoop) push(ctx context.Context, st Store, key string, data []byte) error {
 	var p Pushed
 	err := l.composer.locked(func() error {
 		var err error
-		p, err = Push(ctx, l.st, l.dir, key, data, l.o)
+		p, err = Push(ctx, st, l.dir, key, data, l.o)
 		return err
 	})
 	if err != nil {
@@ -285,19 +407,19 @@ func (l *ControlLoop) push(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-func (l *ControlLoop) report(ctx context.Context, key string, seq uint64, subject string, data []byte) error {
-	if _, err := TakeReport(ctx, l.st, key, seq, subject, data, l.o); err != nil {
+func (l *ControlLoop) report(ctx context.Context, st Store, key string, seq uint64, subject string, data []byte, fx *effects) error {
+	if _, err := TakeReport(ctx, st, key, seq, subject, data, l.o); err != nil {
 		return err
 	}
-	l.count(func(c *ControlCounts) { c.Reported++ })
+	fx.after = append(fx.after, func() { l.count(func(c *ControlCounts) { c.Reported++ }) })
 	return nil
 }
 
 // sourceChanged records a repository's announcement as a build asked for
 // and sends its request to BUILDS; a redelivery sends it again, which the
 // request's message id (the build's id) makes a duplicate.
-func (l *ControlLoop) sourceChanged(ctx context.Context, key, subject string, data []byte) error {
-	b, waiting, err := AskBuild(ctx, l.st, l.mesh(), key, subject, data, l.o)
+func (l *ControlLoop) sourceChanged(ctx context.Context, st Store, key, subject string, data []byte) error {
+	b, waiting, err := AskBuild(ctx, st, l.mesh(), key, subject, data, l.o)
 	if err != nil {
 		return err
 	}
@@ -312,13 +434,15 @@ func (l *ControlLoop) sourceChanged(ctx context.Context, key, subject string, da
 }
 
 // built records a builder's outcome, once.
-func (l *ControlLoop) built(ctx context.Context, key string, data []byte) error {
-	b, err := RecordBuilt(ctx, l.st, key, data, l.o)
+func (l *ControlLoop) built(ctx context.Context, st Store, key string, data []byte, fx *effects) error {
+	b, err := RecordBuilt(ctx, st, key, data, l.o)
 	if err != nil {
 		return err
 	}
-	l.log.Info("build outcome", "build", b.ID, "outcome", b.Outcome, "digest", b.Digest, "error", b.Error)
-	l.count(func(c *ControlCounts) { c.Built++ })
+	fx.after = append(fx.after, func() {
+		l.log.Info("build outcome", "build", b.ID, "outcome", b.Outcome, "digest", b.Digest, "error", b.Error)
+		l.count(func(c *ControlCounts) { c.Built++ })
+	})
 	return nil
 }
 
@@ -335,5 +459,28 @@ func ackControl(msg jetstream.Msg, log *slog.Logger) {
 	defer cancel()
 	if err := msg.DoubleAck(ctx); err != nil {
 		log.Warn("CONTROL ack not confirmed; the message may come again and be recognised", "err", err)
+	}
+}
+
+// scanningTokens scans the tokens every o.TokenScanEvery until ctx ends
+// (scanTokens), each scan after the last.
+func (l *ControlLoop) scanningTokens(ctx context.Context, last time.Time) {
+	tick := time.NewTicker(l.o.TokenScanEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := l.o.Now()
+		rctx, cancel := context.WithTimeout(ctx, handleTimeout)
+		err := scanTokens(rctx, l.st, l.composer, last, now, l.o.SpentTokenGrace)
+		cancel()
+		if err != nil {
+			l.log.Warn("tokens not scanned this time", "err", err)
+			continue
+		}
+		last = now
 	}
 }

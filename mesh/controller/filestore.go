@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -31,7 +32,10 @@ import (
 // Update's writes are held until fn returns and then made in the order fn
 // made them: a crash mid-commit leaves the first of them done, so an update
 // of several files is ordered to be finished by running it again (Apply).
-// Create is all or nothing.
+// The registry (tokens, nodes, the ledger, …) is the exception: an
+// update's registry writes are one line appended to registry.journal
+// (fileregistry.go), where the last of them was made. Create is all or
+// nothing.
 //
 // A state directory that is missing, or whose secrets.json is missing or
 // cannot be read, holds no genesis (ErrNoGenesis): never unavailable. The
@@ -48,6 +52,7 @@ func FileStore(dir string) Store { return newFileStore(dir) }
 // fileStore is FileStore; its fields are what a test replaces.
 type fileStore struct {
 	fileView
+	reg  *regCache                         // the registry in memory (fileregistry.go)
 	sem  chan struct{}                     // held by one Update or Create at a time
 	sync func(dir string) error            // fsyncs a directory
 	read func(path string) ([]byte, error) // reads a file
@@ -55,7 +60,9 @@ type fileStore struct {
 
 func newFileStore(dir string) *fileStore {
 	s := &fileStore{sem: make(chan struct{}, 1), sync: syncDir, read: os.ReadFile}
-	s.fileView = fileView{l: Layout{dir}, readFile: s.readDisk, users: s.credentialUsers}
+	s.reg = &regCache{l: Layout{dir}}
+	s.fileView = fileView{l: Layout{dir}, readFile: s.readDisk, users: s.credentialUsers,
+		reg: func(f func(regView)) error { return s.reg.view(nil, true, f) }}
 	return s
 }
 
@@ -147,8 +154,14 @@ func (s *fileStore) Update(ctx context.Context, fn func(Tx) error) error {
 		return err
 	}
 	defer unlock()
+	// The registry as the files hold it, read under the lock: what the
+	// update reads is what every update before it committed.
+	if err := s.reg.view(nil, true, func(regView) {}); err != nil {
+		return err
+	}
 	tx := &fileTx{s: s}
-	tx.fileView = fileView{l: s.l, readFile: tx.readFile, users: tx.credentialUsers}
+	tx.fileView = fileView{l: s.l, readFile: tx.readFile, users: tx.credentialUsers,
+		reg: func(f func(regView)) error { return s.reg.view(tx.reg, false, f) }}
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -325,6 +338,7 @@ type fileView struct {
 	l        Layout
 	readFile func(path string) ([]byte, error) // errors already through fileErr
 	users    func() ([]string, error)
+	reg      func(f func(regView)) error // runs f on the registry as seen
 }
 
 func (v fileView) Secrets(ctx context.Context) (Secrets, error) {
@@ -443,7 +457,9 @@ type fileTx struct {
 	fileView
 	s       *fileStore
 	ops     []fileOp
-	genesis bool // secrets.json was seen on disk
+	reg     []regOp // the registry's writes, one line of the journal
+	regAt   int     // how many of ops come before that line
+	genesis bool    // secrets.json was seen on disk
 }
 
 // fileOp is one write: data replaces the file at path, or, nil, removes
@@ -493,6 +509,16 @@ func (tx *fileTx) credentialUsers() ([]string, error) {
 // hold adds a write to the update, once the state directory is seen to
 // hold a genesis.
 func (tx *fileTx) hold(ctx context.Context, op fileOp) error {
+	if err := tx.needGenesis(ctx); err != nil {
+		return err
+	}
+	tx.ops = append(tx.ops, op)
+	return nil
+}
+
+// needGenesis refuses a write to a state directory that holds no
+// genesis; it looks once per update.
+func (tx *fileTx) needGenesis(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -506,7 +532,6 @@ func (tx *fileTx) hold(ctx context.Context, op fileOp) error {
 		}
 		tx.genesis = true
 	}
-	tx.ops = append(tx.ops, op)
 	return nil
 }
 
@@ -583,7 +608,12 @@ func (tx *fileTx) commit() error {
 	s := tx.s
 	removedIn := map[string]bool{}
 	credentials := false
-	for _, op := range tx.ops {
+	for i, op := range tx.ops {
+		if i == tx.regAt {
+			if err := tx.commitRegistry(); err != nil {
+				return err
+			}
+		}
 		credentials = credentials || op.user != ""
 		if op.data == nil {
 			if err := os.Remove(op.path); err != nil && !absent(err) {
@@ -594,6 +624,11 @@ func (tx *fileTx) commit() error {
 		}
 		if _, err := writeAtomicSync(op.path, op.data, op.perm, s.sync); err != nil {
 			return fileErr(err)
+		}
+	}
+	if tx.regAt == len(tx.ops) {
+		if err := tx.commitRegistry(); err != nil {
+			return err
 		}
 	}
 	if credentials {
@@ -619,207 +654,218 @@ func (tx *fileTx) commit() error {
 	return nil
 }
 
-// registry reads the registry; an absent one is empty.
-func (v fileView) registry(ctx context.Context) (registry, error) {
+// The registry's records, through the registry's cache (fileregistry.go):
+// read from the files as they are for the store, with the update's
+// writes so far on top for a transaction.
+
+// regRead runs f on the registry as this view sees it.
+func (v fileView) regRead(ctx context.Context, f func(regView)) error {
 	if err := ctx.Err(); err != nil {
-		return registry{}, err
+		return err
 	}
-	path := v.l.Registry()
-	data, err := v.readFile(path)
-	if absent(err) {
-		return registry{}, nil
-	}
-	if err != nil {
-		return registry{}, fmt.Errorf("read registry: %w", err)
-	}
-	return parseRegistry(data, path)
+	return v.reg(f)
 }
 
-func (v fileView) Tokens(ctx context.Context) ([]Token, error) {
-	r, err := v.registry(ctx)
-	return r.Tokens, err
+func (v fileView) Tokens(ctx context.Context) (out []Token, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.tokens() })
 }
 
-func (v fileView) Builds(ctx context.Context) ([]Build, error) {
-	r, err := v.registry(ctx)
-	return r.Builds, err
+func (v fileView) Builds(ctx context.Context) (out []Build, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.builds() })
+}
+
+func (v fileView) Persons(ctx context.Context) (out []Person, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.persons() })
+}
+
+func (v fileView) Nodes(ctx context.Context) (out []Node, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.nodes() })
+}
+
+func (v fileView) Applied(ctx context.Context, key string) (Applied, error) {
+	var a Applied
+	ok := false
+	if err := v.regRead(ctx, func(r regView) { a, ok = r.applied(key) }); err != nil {
+		return Applied{}, err
+	}
+	if !ok {
+		return Applied{}, fmt.Errorf("%w: no message %s in the ledger", ErrNotFound, key)
+	}
+	return a, nil
+}
+
+func (v fileView) LedgerLen(ctx context.Context) (n int, err error) {
+	return n, v.regRead(ctx, func(r regView) { n = r.ledgerLen() })
+}
+
+func (v fileView) Declared(ctx context.Context) (out []wire.Declaration, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.declared() })
+}
+
+func (v fileView) Description(ctx context.Context) ([]byte, error) {
+	var d []byte
+	if err := v.regRead(ctx, func(r regView) { d = r.description() }); err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w: nothing was pushed", ErrNotFound)
+	}
+	return slices.Clone(d), nil
+}
+
+func (v fileView) Reports(ctx context.Context) (out []Reported, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.reports() })
+}
+
+func (v fileView) Liveness(ctx context.Context) (out Liveness, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.livenessRecord() })
+}
+
+func (v fileView) DeadLetters(ctx context.Context) (out []DeadLetter, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.dead() })
+}
+
+func (v fileView) Refusals(ctx context.Context) (out Refusals, err error) {
+	err = v.regRead(ctx, func(r regView) { out = r.refusalsRecord() })
+	return out.Normalised(), err
+}
+
+// putReg holds one registry write of the update, once the state
+// directory is seen to hold a genesis; the commit makes all of them one
+// line of the journal, where the last of them was made.
+func (tx *fileTx) putReg(ctx context.Context, op regOp) error {
+	if err := tx.needGenesis(ctx); err != nil {
+		return err
+	}
+	tx.reg = append(tx.reg, copyOp(op))
+	tx.regAt = len(tx.ops)
+	return nil
 }
 
 func (tx *fileTx) PutBuild(ctx context.Context, b Build) error {
 	if err := CheckBuild(b); err != nil {
 		return err
 	}
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Builds = slices.DeleteFunc(r.Builds, func(o Build) bool { return o.ID == b.ID })
-		r.Builds = append(r.Builds, b)
-	})
-}
-
-func (v fileView) Persons(ctx context.Context) ([]Person, error) {
-	r, err := v.registry(ctx)
-	return r.Persons, err
+	return tx.putReg(ctx, regOp{Build: &b})
 }
 
 func (tx *fileTx) PutPerson(ctx context.Context, p Person) error {
 	if err := CheckPerson(p); err != nil {
 		return err
 	}
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Persons = slices.DeleteFunc(r.Persons, func(o Person) bool { return o.Name == p.Name })
-		r.Persons = append(r.Persons, p)
-	})
+	return tx.putReg(ctx, regOp{Person: &p})
 }
 
 func (tx *fileTx) DeletePerson(ctx context.Context, name string) error {
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Persons = slices.DeleteFunc(r.Persons, func(o Person) bool { return o.Name == name })
-	})
-}
-
-func (v fileView) Nodes(ctx context.Context) ([]Node, error) {
-	r, err := v.registry(ctx)
-	return r.Nodes, err
-}
-
-func (v fileView) Applied(ctx context.Context, key string) (Applied, error) {
-	r, err := v.registry(ctx)
-	if err != nil {
-		return Applied{}, err
-	}
-	i := slices.IndexFunc(r.Ledger, func(a Applied) bool { return a.Key == key })
-	if i < 0 {
-		return Applied{}, fmt.Errorf("%w: no message %s in the ledger", ErrNotFound, key)
-	}
-	return r.Ledger[i], nil
-}
-
-// putRegistry changes the registry as the update left it so far, and
-// holds the whole document as one write.
-func (tx *fileTx) putRegistry(ctx context.Context, change func(r *registry)) error {
-	r, err := tx.registry(ctx)
-	if err != nil {
-		return err
-	}
-	change(&r)
-	return tx.hold(ctx, fileOp{path: tx.l.Registry(), data: r.marshal(), perm: 0o600})
+	return tx.putReg(ctx, regOp{Unperson: name})
 }
 
 func (tx *fileTx) PutToken(ctx context.Context, t Token) error {
 	if err := CheckToken(t); err != nil {
 		return err
 	}
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Tokens = slices.DeleteFunc(r.Tokens, func(o Token) bool { return o.ID == t.ID })
-		r.Tokens = append(r.Tokens, t)
-	})
+	return tx.putReg(ctx, regOp{Token: &t})
 }
 
 func (tx *fileTx) PutNode(ctx context.Context, n Node) error {
 	if err := CheckNode(n); err != nil {
 		return err
 	}
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Nodes = slices.DeleteFunc(r.Nodes, func(o Node) bool { return o.Name == n.Name })
-		r.Nodes = append(r.Nodes, n)
-	})
+	return tx.putReg(ctx, regOp{Node: &n})
 }
 
 func (tx *fileTx) PutApplied(ctx context.Context, a Applied) error {
 	if a.Key == "" {
 		return errors.New("put applied: no key")
 	}
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Ledger = slices.DeleteFunc(r.Ledger, func(o Applied) bool { return o.Key == a.Key })
-		r.Ledger = append(r.Ledger, a)
-	})
+	a.Outcome = slices.Clone(a.Outcome)
+	return tx.putReg(ctx, regOp{Applied: &a})
 }
 
-func (v fileView) Declared(ctx context.Context) ([]wire.Declaration, error) {
-	r, err := v.registry(ctx)
-	return r.Declared, err
-}
-
-func (v fileView) Description(ctx context.Context) ([]byte, error) {
-	r, err := v.registry(ctx)
-	if err != nil {
-		return nil, err
+func (tx *fileTx) PruneLedger(ctx context.Context, below uint64, before time.Time) (int, error) {
+	var keys []string
+	if err := tx.regRead(ctx, func(r regView) { keys = r.prunable(below, before) }); err != nil {
+		return 0, err
 	}
-	if r.Description == nil {
-		return nil, fmt.Errorf("%w: nothing was pushed", ErrNotFound)
+	if len(keys) == 0 {
+		return 0, nil
 	}
-	return r.Description, nil
-}
-
-func (v fileView) Reports(ctx context.Context) ([]Reported, error) {
-	r, err := v.registry(ctx)
-	return r.Reports, err
+	return len(keys), tx.putReg(ctx, regOp{Forget: keys})
 }
 
 func (tx *fileTx) PutDeclared(ctx context.Context, d wire.Declaration) error {
 	if err := CheckDeclared(d); err != nil {
 		return err
 	}
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Declared = slices.DeleteFunc(r.Declared, func(o wire.Declaration) bool { return o.Node == d.Node })
-		r.Declared = append(r.Declared, d)
-	})
+	return tx.putReg(ctx, regOp{Declared: &d})
 }
 
 func (tx *fileTx) DeleteDeclared(ctx context.Context, node string) error {
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Declared = slices.DeleteFunc(r.Declared, func(o wire.Declaration) bool { return o.Node == node })
-	})
+	return tx.putReg(ctx, regOp{Undeclared: node})
 }
 
 func (tx *fileTx) PutDescription(ctx context.Context, yaml []byte) error {
 	if len(yaml) == 0 {
 		return errors.New("put description: empty")
 	}
-	return tx.putRegistry(ctx, func(r *registry) { r.Description = slices.Clone(yaml) })
+	return tx.putReg(ctx, regOp{Description: slices.Clone(yaml)})
 }
 
 func (tx *fileTx) PutReport(ctx context.Context, rep Reported) error {
 	if err := CheckReported(rep); err != nil {
 		return err
 	}
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Reports = slices.DeleteFunc(r.Reports, func(o Reported) bool { return o.Report.Node == rep.Report.Node })
-		r.Reports = append(r.Reports, rep)
-	})
-}
-
-func (v fileView) Liveness(ctx context.Context) (Liveness, error) {
-	r, err := v.registry(ctx)
-	return r.Liveness, err
+	return tx.putReg(ctx, regOp{Report: &rep})
 }
 
 func (tx *fileTx) PutLiveness(ctx context.Context, l Liveness) error {
-	return tx.putRegistry(ctx, func(r *registry) { r.Liveness = l })
-}
-
-func (v fileView) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
-	r, err := v.registry(ctx)
-	return r.Dead, err
+	return tx.putReg(ctx, regOp{Liveness: &l})
 }
 
 func (tx *fileTx) PutDeadLetter(ctx context.Context, d DeadLetter) error {
 	if err := CheckDeadLetter(d); err != nil {
 		return err
 	}
-	return tx.putRegistry(ctx, func(r *registry) {
-		r.Dead = slices.DeleteFunc(r.Dead, func(o DeadLetter) bool { return o.DeadSeq == d.DeadSeq })
-		r.Dead = append(r.Dead, d)
-	})
-}
-
-func (v fileView) Refusals(ctx context.Context) (Refusals, error) {
-	r, err := v.registry(ctx)
-	return r.Refusals.Normalised(), err
+	return tx.putReg(ctx, regOp{Dead: &d})
 }
 
 func (tx *fileTx) PutRefusals(ctx context.Context, x Refusals) error {
 	if err := CheckRefusals(x); err != nil {
 		return err
 	}
-	return tx.putRegistry(ctx, func(r *registry) { r.Refusals = x.Normalised() })
+	x = x.Normalised()
+	return tx.putReg(ctx, regOp{Refusals: &x})
+}
+
+// commitRegistry appends the update's registry writes to the journal, one
+// line, where the last of them was made among its other writes: what an
+// entry of the ledger says is applied is on disk before the entry. Then
+// it folds the journal into registry.json when it has grown enough.
+func (tx *fileTx) commitRegistry() error {
+	if len(tx.reg) == 0 {
+		return nil
+	}
+	c := tx.s.reg
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.appendJournal(tx.reg, tx.s.sync); err != nil {
+		return err
+	}
+	// Committed: a fold that fails is tried again after the next update.
+	_ = c.compact(tx.s.sync)
+	return nil
+}
+
+// Sub undoes fn's writes when it fails: they are only held until the
+// commit, so undoing is forgetting them.
+func (tx *fileTx) Sub(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ops, reg, regAt, genesis := len(tx.ops), len(tx.reg), tx.regAt, tx.genesis
+	if err := fn(); err != nil {
+		tx.ops, tx.reg, tx.regAt, tx.genesis = tx.ops[:ops], tx.reg[:reg], regAt, genesis
+		return err
+	}
+	return nil
 }

@@ -44,9 +44,17 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives what changed; default discards.
 	Logger *slog.Logger
-	// SpentTokenGrace is how long a spent token's user stays composed;
-	// default controller.SpentTokenGrace.
+	// SpentTokenGrace is how long a spent token's user stays composed,
+	// and an unspent one's after its expiry; default
+	// controller.SpentTokenGrace.
 	SpentTokenGrace time.Duration
+	// LedgerPruneEvery is how often the CONTROL loop prunes its ledger;
+	// default LedgerPruneEvery.
+	LedgerPruneEvery time.Duration
+	// TokenScanEvery is how often the CONTROL loop reads the tokens to
+	// revoke each at its expiry (one issued by another process too);
+	// default TokenScanEvery.
+	TokenScanEvery time.Duration
 
 	// syncDir fsyncs a directory after entries in it were created, renamed
 	// or removed; default the real one. A test records the calls.
@@ -65,6 +73,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SpentTokenGrace == 0 {
 		o.SpentTokenGrace = SpentTokenGrace
+	}
+	if o.LedgerPruneEvery == 0 {
+		o.LedgerPruneEvery = LedgerPruneEvery
+	}
+	if o.TokenScanEvery == 0 {
+		o.TokenScanEvery = TokenScanEvery
 	}
 	if o.syncDir == nil {
 		o.syncDir = syncDir

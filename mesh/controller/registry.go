@@ -38,19 +38,26 @@ func (t Token) Usable(now time.Time) bool { return t.Spent.IsZero() && now.Befor
 // answer not yet delivered; within the grace, a node whose answer was
 // lost asks again with its key and is answered from the ledger. The user
 // can do nothing it could not before the spend, and a claim with another
-// key is refused.
+// key is refused. An unspent token's user stays as long after its expiry,
+// so that a claim made at its last moment gets its refusal.
 // (Options.SpentTokenGrace sets another.)
 const SpentTokenGrace = 30 * time.Second
 
 // Composed reports whether the token's user belongs in the configuration
-// at now: usable, or spent less than grace ago.
+// at now: until grace after it left use, spent or expired (Leaves).
 func (t Token) Composed(now time.Time, grace time.Duration) bool {
-	return t.Usable(now) || t.InGrace(now, grace)
+	return now.Before(t.Leaves(grace))
 }
 
-// InGrace reports whether the token was spent less than grace before now.
-func (t Token) InGrace(now time.Time, grace time.Duration) bool {
-	return !t.Spent.IsZero() && now.Before(t.Spent.Add(grace))
+// Leaves is when the token's user leaves the configuration: grace after
+// the token was spent, or, unspent, grace after it expired, so that a
+// claim made at its last moment is still answered, with its refusal
+// ("expired at"), rather than cut off by the reload.
+func (t Token) Leaves(grace time.Duration) time.Time {
+	if !t.Spent.IsZero() {
+		return t.Spent.Add(grace)
+	}
+	return t.Expires.Add(grace)
 }
 
 // Node is a node that enrolled: the key its credentials are sealed to.
@@ -66,9 +73,13 @@ type Node struct {
 // Applied is one entry of the ledger: a CONTROL message whose effect is
 // committed, by its key (LedgerKey), with what answering it again needs.
 type Applied struct {
-	Key     string    `json:"key"`
-	At      time.Time `json:"at"`
-	Outcome []byte    `json:"outcome,omitempty"`
+	Key string    `json:"key"`
+	At  time.Time `json:"at"`
+	// Seq is the message's sequence in CONTROL, by which the ledger is
+	// pruned (PruneLedger); 0 for an entry that is not a message's (the
+	// answer a token was spent with), which is kept.
+	Seq     uint64 `json:"seq,omitempty"`
+	Outcome []byte `json:"outcome,omitempty"`
 }
 
 // LedgerKey is the ledger's key of a CONTROL message on subject: its
@@ -92,9 +103,11 @@ type Reported struct {
 	Received time.Time `json:"received"`
 }
 
-// registry is how the file store keeps the registry: one document, so
-// that an update's effect and its ledger entry are one atomic write.
+// registry is the file store's registry.json: the registry whole as of
+// its journal's start (fileregistry.go).
 type registry struct {
+	// Version is registryVersion since issue 18; 0 before.
+	Version     int                `json:"version,omitempty"`
 	Tokens      []Token            `json:"tokens"`
 	Nodes       []Node             `json:"nodes"`
 	Ledger      []Applied          `json:"ledger"`

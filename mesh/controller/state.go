@@ -21,6 +21,7 @@ const (
 	SecretsFile         = "secrets.json"
 	StatusFile          = "status.json"
 	RegistryFile        = "registry.json"
+	RegistryJournalFile = "registry.journal"
 	NATSDir             = "nats"
 	CredentialsDir      = "credentials"
 	AMQPDir             = "amqp"
@@ -52,6 +53,10 @@ func (l Layout) Status() string { return filepath.Join(l.Dir, StatusFile) }
 
 // Registry is the file store's registry: tokens, nodes and the ledger.
 func (l Layout) Registry() string { return filepath.Join(l.Dir, RegistryFile) }
+
+// RegistryJournal is the file store's journal of the registry's updates
+// since Registry was last written whole.
+func (l Layout) RegistryJournal() string { return filepath.Join(l.Dir, RegistryJournalFile) }
 
 // Lock is the file the file store's updates lock against each other.
 func (l Layout) Lock() string { return filepath.Join(l.Dir, LockFile) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"time"
 
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -70,6 +71,8 @@ type Reader interface {
 	// Applied is the ledger's entry of key (LedgerKey); ErrNotFound when
 	// no message of that key was applied.
 	Applied(ctx context.Context, key string) (Applied, error)
+	// LedgerLen is how many entries the ledger holds.
+	LedgerLen(ctx context.Context) (int, error)
 	// Declared are the declarations the controller made, one per node (the
 	// newest), by node.
 	Declared(ctx context.Context) ([]wire.Declaration, error)
@@ -121,6 +124,13 @@ type Tx interface {
 	// PutApplied enters a message in the ledger. It belongs in the Update
 	// that commits the message's effect: both are kept, or neither.
 	PutApplied(ctx context.Context, a Applied) error
+	// PruneLedger forgets the entries of the messages that can come no
+	// more: those of a CONTROL sequence below below (no longer in the
+	// stream) applied before before (past the stream's duplicate window).
+	// An entry without a sequence (Seq 0: a token's answer, not a
+	// message's) is kept. It says how many it forgot; its cost is theirs,
+	// not the ledger's (docs/controller-store.md, "The ledger").
+	PruneLedger(ctx context.Context, below uint64, before time.Time) (int, error)
 	// PutDeclared records a node's declaration, replacing its older one.
 	PutDeclared(ctx context.Context, d wire.Declaration) error
 	// DeleteDeclared forgets a node's declaration (a node pushed away); a
@@ -143,6 +153,18 @@ type Tx interface {
 	DeletePerson(ctx context.Context, name string) error
 	// PutBuild records a build, or replaces the one of its id.
 	PutBuild(ctx context.Context, b Build) error
+}
+
+// SubTx is a Tx that can undo a part of itself: what the CONTROL loop
+// needs to apply a batch of messages in one commit (one fsync, one
+// PostgreSQL commit) while a message that fails keeps nothing of its own
+// and the others keep theirs. Both stores' Tx are one.
+type SubTx interface {
+	Tx
+	// Sub runs fn as a part of the transaction: what fn wrote through
+	// the Tx is kept when it returns nil, and undone, the rest of the
+	// transaction kept, when it returns an error, which Sub returns.
+	Sub(ctx context.Context, fn func() error) error
 }
 
 // State is what genesis puts into a store: everything the controller

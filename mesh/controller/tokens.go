@@ -19,6 +19,11 @@ const (
 	MaxTokenTTL     = 30 * 24 * time.Hour
 )
 
+// TokenScanEvery is how often the CONTROL loop reads the tokens by
+// default, so that each is revoked at its expiry (scanTokens): one issued
+// by another process (mesh-controller token issue) is seen within it.
+const TokenScanEvery = 15 * time.Second
+
 // tokenIDPrefix begins every token id the controller mints: a valid name
 // (wire.CheckName) with 48 random bits after it.
 const tokenIDPrefix = "tok-"
@@ -86,9 +91,9 @@ func IssueTokens(ctx context.Context, m *meshdesc.Mesh, st Store, dir string, no
 }
 
 // withTokens is m with the tokens the store holds that may still be
-// claimed at now, or were spent less than grace before: the description
-// the server's users are composed from. An expired token's user, or a
-// spent one's past its grace, is left out, and so revoked by the apply
+// claimed at now, or were spent or expired less than grace before
+// (Token.Composed): the description the server's users are composed
+// from. A token's user past that is left out, and so revoked by the apply
 // that composes without it.
 func withTokens(m *meshdesc.Mesh, tokens []Token, now time.Time, grace time.Duration) *meshdesc.Mesh {
 	out := *m
@@ -107,4 +112,26 @@ func nodeNames(m *meshdesc.Mesh) []string {
 		out[i] = n.Name
 	}
 	return out
+}
+
+// scanTokens asks the composer to revoke each token's user when it leaves
+// the configuration (Token.Leaves): the grace after its expiry while it
+// is unspent, after its spend once spent. A token whose user left since
+// the last scan (after; one that lived less than a scan) is revoked now.
+// Without it an expired token's user stayed on the bus until some
+// unrelated composition.
+func scanTokens(ctx context.Context, st Reader, c *composer, after, now time.Time, grace time.Duration) error {
+	tokens, err := st.Tokens(ctx)
+	if err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	for _, t := range tokens {
+		switch leaves := t.Leaves(grace); {
+		case leaves.After(now):
+			c.askAt(leaves)
+		case leaves.After(after):
+			c.ask()
+		}
+	}
+	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -381,7 +382,7 @@ type pgTx struct {
 	genesis bool // the genesis row was seen in this transaction
 }
 
-var _ controller.Tx = (*pgTx)(nil)
+var _ controller.SubTx = (*pgTx)(nil)
 
 // errTxEnded refuses a Tx used after its Update's fn returned.
 var errTxEnded = errors.New("pgstore: the transaction was used after its Update's fn returned")
@@ -639,7 +640,9 @@ func (v view) Applied(ctx context.Context, key string) (controller.Applied, erro
 		return controller.Applied{}, err
 	}
 	a := controller.Applied{Key: key}
-	err := v.q.QueryRow(ctx, `SELECT at, outcome FROM ledger WHERE key = $1`, key).Scan(&a.At, &a.Outcome)
+	var seq int64
+	err := v.q.QueryRow(ctx, `SELECT at, seq, outcome FROM ledger WHERE key = $1`, key).Scan(&a.At, &seq, &a.Outcome)
+	a.Seq = uint64(seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return controller.Applied{}, fmt.Errorf("%w: no message %s in the ledger", controller.ErrNotFound, key)
 	}
@@ -659,6 +662,42 @@ func (t *pgTx) Nodes(ctx context.Context) ([]controller.Node, error) {
 
 func (t *pgTx) Applied(ctx context.Context, key string) (controller.Applied, error) {
 	return locked(t, func() (controller.Applied, error) { return t.view.Applied(ctx, key) })
+}
+
+func (v view) LedgerLen(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := v.q.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&n); err != nil {
+		return 0, storeErr(ctx, "count the ledger", err)
+	}
+	return n, nil
+}
+
+func (t *pgTx) LedgerLen(ctx context.Context) (int, error) {
+	return locked(t, func() (int, error) { return t.view.LedgerLen(ctx) })
+}
+
+// PruneLedger is one DELETE through the ledger_prune index: its cost is
+// the entries it removes.
+func (t *pgTx) PruneLedger(ctx context.Context, below uint64, before time.Time) (int, error) {
+	if below > math.MaxInt64 {
+		below = math.MaxInt64
+	}
+	return locked(t, func() (int, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := t.needGenesis(ctx); err != nil {
+			return 0, err
+		}
+		tag, err := t.q.Exec(ctx, `DELETE FROM ledger WHERE seq > 0 AND seq < $1 AND at < $2`, int64(below), before)
+		if err != nil {
+			return 0, storeErr(ctx, "prune the ledger", err)
+		}
+		return int(tag.RowsAffected()), nil
+	})
 }
 
 func (t *pgTx) PutToken(ctx context.Context, tok controller.Token) error {
@@ -690,8 +729,8 @@ func (t *pgTx) PutApplied(ctx context.Context, a controller.Applied) error {
 		return errors.New("put applied: no key")
 	}
 	return t.write(ctx, "enter "+a.Key+" in the ledger",
-		`INSERT INTO ledger (key, at, outcome) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET at = excluded.at, outcome = excluded.outcome`,
-		a.Key, a.At, a.Outcome)
+		`INSERT INTO ledger (key, at, seq, outcome) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET at = excluded.at, seq = excluded.seq, outcome = excluded.outcome`,
+		a.Key, a.At, int64(a.Seq), a.Outcome)
 }
 
 // documents reads one JSON column of every row of query into a T each.
@@ -902,4 +941,27 @@ func (t *pgTx) PutRefusals(ctx context.Context, r controller.Refusals) error {
 	}
 	return t.write(ctx, "put refusals",
 		`INSERT INTO refusals (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
+}
+
+// Sub is a savepoint: fn's writes are rolled back to it when fn fails,
+// the transaction going on.
+func (t *pgTx) Sub(ctx context.Context, fn func() error) error {
+	if _, err := locked(t, func() (struct{}, error) {
+		_, err := t.q.Exec(ctx, "SAVEPOINT sub")
+		return struct{}{}, err
+	}); err != nil {
+		return storeErr(ctx, "begin a part of the update", err)
+	}
+	ferr := fn()
+	end := "RELEASE SAVEPOINT sub"
+	if ferr != nil {
+		end = "ROLLBACK TO SAVEPOINT sub"
+	}
+	if _, err := locked(t, func() (struct{}, error) {
+		_, err := t.q.Exec(ctx, end)
+		return struct{}{}, err
+	}); err != nil {
+		return errors.Join(ferr, storeErr(ctx, "end a part of the update", err))
+	}
+	return ferr
 }

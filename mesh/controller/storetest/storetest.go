@@ -51,6 +51,9 @@ func Run(t *testing.T, backing Backing) {
 		{"AFailedUpdateKeepsNoLedgerEntry", registryFailed},
 		{"DeclarationsReportsAndTheDescription", declaredAndReported},
 		{"PersonsAreKeptAndForgotten", personsKept},
+		{"TheLedgerIsPrunedBySequenceAndAge", ledgerPruned},
+		{"APruneInAFailedUpdateKeepsEveryEntry", ledgerPruneFailed},
+		{"AFailedPartOfAnUpdateKeepsNothingOfItsOwn", subUndone},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, backing(t)) })
 	}
@@ -625,5 +628,176 @@ func personsKept(t *testing.T, open func() controller.Store) {
 		if err := st.Update(ctx, func(tx controller.Tx) error { return tx.PutPerson(ctx, bad) }); err == nil {
 			t.Errorf("a person %+v was kept", bad)
 		}
+	}
+}
+
+// ledgerEntries are six entries of messages at CONTROL sequences 1 to 6,
+// one a second from t0, and one that is no message's (Seq 0, the answer
+// a token was spent with) older than all of them.
+func ledgerEntries(t0 time.Time) []controller.Applied {
+	out := []controller.Applied{{Key: "enrolled:tok-1", At: t0.Add(-time.Hour), Outcome: []byte(`{"node":"node-a"}`)}}
+	for i := range 6 {
+		seq := uint64(i + 1)
+		key := controller.LedgerKey(wire.NodeReport("node-a"), fmt.Sprintf("r%d", seq), seq)
+		if i%2 == 1 {
+			key = controller.LedgerKey(wire.SubjectEnrol, "", seq)
+		}
+		out = append(out, controller.Applied{Key: key, At: t0.Add(time.Duration(i) * time.Second), Seq: seq})
+	}
+	return out
+}
+
+// ledgerPruned: PruneLedger forgets exactly the entries of a sequence
+// below its bound applied before its time (a message still in the stream,
+// or within the duplicate window, keeps its entry), never one without a
+// sequence; its sequence comes back as it was put; another handle reads
+// the same, and a prune again forgets nothing more.
+func ledgerPruned(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	ctx := ctxT(t)
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	entries := ledgerEntries(t0)
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		for _, a := range entries {
+			if err := tx.PutApplied(ctx, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if n, err := open().LedgerLen(ctx); err != nil || n != len(entries) {
+		t.Fatalf("ledger length: expected %d, got %d (%v)", len(entries), n, err)
+	}
+	for _, a := range entries {
+		got, err := open().Applied(ctx, a.Key)
+		if err != nil || got.Seq != a.Seq || !got.At.Equal(a.At) {
+			t.Fatalf("entry %s: expected seq %d at %v, got %+v (%v)", a.Key, a.Seq, a.At, got, err)
+		}
+	}
+	// Below 5 (5 and 6 still in the stream) and before t0+3s (the entry
+	// of 4, at t0+3s, is within the window): 1, 2 and 3 go.
+	var pruned int
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		var err error
+		if pruned, err = tx.PruneLedger(ctx, 5, t0.Add(3*time.Second)); err != nil {
+			return err
+		}
+		if n, err := tx.LedgerLen(ctx); err != nil || n != len(entries)-3 {
+			return fmt.Errorf("the update's ledger length after its prune: %d (%v)", n, err)
+		}
+		if _, err := tx.Applied(ctx, entries[1].Key); !errors.Is(err, controller.ErrNotFound) {
+			return fmt.Errorf("the update still reads a pruned entry: %v", err)
+		}
+		return nil
+	})
+	if pruned != 3 {
+		t.Fatalf("pruned: expected 3, got %d", pruned)
+	}
+	st := open()
+	for i, a := range entries {
+		_, err := st.Applied(ctx, a.Key)
+		gone := i >= 1 && i <= 3
+		if gone && !errors.Is(err, controller.ErrNotFound) {
+			t.Errorf("entry %s (seq %d) should be pruned: %v", a.Key, a.Seq, err)
+		}
+		if !gone && err != nil {
+			t.Errorf("entry %s (seq %d) should be kept: %v", a.Key, a.Seq, err)
+		}
+	}
+	if n, err := st.LedgerLen(ctx); err != nil || n != len(entries)-3 {
+		t.Fatalf("ledger length after the prune: expected %d, got %d (%v)", len(entries)-3, n, err)
+	}
+	// Everything gone from the stream, long after: all but the answer.
+	var again int
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		var err error
+		again, err = tx.PruneLedger(ctx, 1<<40, t0.Add(time.Hour))
+		return err
+	})
+	if again != 3 {
+		t.Fatalf("the second prune: expected 3, got %d", again)
+	}
+	if n, err := open().LedgerLen(ctx); err != nil || n != 1 {
+		t.Fatalf("ledger length: expected the answer alone, got %d (%v)", n, err)
+	}
+	if got, err := open().Applied(ctx, entries[0].Key); err != nil || !bytes.Equal(got.Outcome, entries[0].Outcome) {
+		t.Fatalf("a token's answer is never pruned: %+v (%v)", got, err)
+	}
+}
+
+// ledgerPruneFailed: a prune is part of its update: the update failing,
+// every entry stays.
+func ledgerPruneFailed(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	ctx := ctxT(t)
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	entries := ledgerEntries(t0)
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		for _, a := range entries {
+			if err := tx.PutApplied(ctx, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	failed := errors.New("fn failed")
+	err := open().Update(ctx, func(tx controller.Tx) error {
+		if n, err := tx.PruneLedger(ctx, 1<<40, t0.Add(time.Hour)); err != nil || n != len(entries)-1 {
+			return fmt.Errorf("prune: %d, %v", n, err)
+		}
+		return failed
+	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("expected fn's error, got %v", err)
+	}
+	if n, err := open().LedgerLen(ctx); err != nil || n != len(entries) {
+		t.Fatalf("a failed prune kept %d of %d entries (%v)", n, len(entries), err)
+	}
+}
+
+// subUndone: a part of an update (SubTx.Sub) that fails keeps nothing of
+// its own, in the update and after it; the update's other writes, before
+// and after that part, and a part that succeeds, are committed.
+func subUndone(t *testing.T, open func() controller.Store) {
+	created(t, open)
+	ctx := ctxT(t)
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	tok := func(id string) controller.Token {
+		return controller.Token{ID: id, Node: "node-a", Issued: now, Expires: now.Add(time.Hour)}
+	}
+	failed := errors.New("this message's handler failed")
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		sub, ok := tx.(controller.SubTx)
+		if !ok {
+			return fmt.Errorf("%T is no SubTx", tx)
+		}
+		if err := tx.PutToken(ctx, tok("t1")); err != nil {
+			return err
+		}
+		if err := sub.Sub(ctx, func() error {
+			return errors.Join(tx.PutToken(ctx, tok("t2")), tx.PutApplied(ctx, controller.Applied{Key: "seq:2", At: now, Seq: 2}), failed)
+		}); !errors.Is(err, failed) {
+			return fmt.Errorf("the failed part: expected its error, got %v", err)
+		}
+		if _, err := tx.Applied(ctx, "seq:2"); !errors.Is(err, controller.ErrNotFound) {
+			return fmt.Errorf("the failed part's entry is still read: %v", err)
+		}
+		if err := sub.Sub(ctx, func() error {
+			return tx.PutApplied(ctx, controller.Applied{Key: "seq:3", At: now, Seq: 3})
+		}); err != nil {
+			return err
+		}
+		return tx.PutToken(ctx, tok("t4"))
+	})
+	st := open()
+	toks, err := st.Tokens(ctx)
+	if err != nil || len(toks) != 2 || toks[0].ID != "t1" || toks[1].ID != "t4" {
+		t.Fatalf("tokens: expected t1 and t4, got %+v (%v)", toks, err)
+	}
+	if _, err := st.Applied(ctx, "seq:2"); !errors.Is(err, controller.ErrNotFound) {
+		t.Fatalf("the failed part's entry: %v", err)
+	}
+	if a, err := st.Applied(ctx, "seq:3"); err != nil || a.Seq != 3 {
+		t.Fatalf("the other part's entry: %+v (%v)", a, err)
 	}
 }

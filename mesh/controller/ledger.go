@@ -1,0 +1,127 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// The ledger guards CONTROL against applying a message twice: a
+// redelivery (the same stream sequence) and a duplicate publish (the same
+// message id). Neither can come once the message is gone from the stream
+// and the stream's duplicate window has passed since: CONTROL is a work
+// queue, so a message is gone once its ack is taken, and a publish of the
+// same id after the window is a new message to the server as well. So an
+// entry is kept while its message is still in the stream (a controller
+// killed between commit and ack finds it on the redelivery, however long
+// it was down) and for the window after it was applied; then it is
+// pruned (docs/controller-store.md, "The ledger").
+
+// LedgerPruneEvery is how often the loop prunes the ledger by default.
+const LedgerPruneEvery = 10 * time.Second
+
+// defaultDuplicates is the server's duplicate window of a stream that
+// sets none.
+const defaultDuplicates = 2 * time.Minute
+
+// AtSequence is st as the handler of the CONTROL message of ledger key key
+// and stream sequence seq sees it: the message's ledger entry is given
+// seq, by which PruneLedger knows when it may go. The handlers take the
+// key alone; the sequence is the loop's to know.
+func AtSequence(st Store, key string, seq uint64) Store {
+	return seqStore{Store: st, key: key, seq: seq}
+}
+
+type seqStore struct {
+	Store
+	key string
+	seq uint64
+}
+
+func (s seqStore) Update(ctx context.Context, fn func(Tx) error) error {
+	return s.Store.Update(ctx, func(tx Tx) error { return fn(seqTx{Tx: tx, key: s.key, seq: s.seq}) })
+}
+
+type seqTx struct {
+	Tx
+	key string
+	seq uint64
+}
+
+func (t seqTx) PutApplied(ctx context.Context, a Applied) error {
+	if a.Key == t.key && a.Seq == 0 {
+		a.Seq = t.seq
+	}
+	return t.Tx.PutApplied(ctx, a)
+}
+
+// PruneLedger forgets, in one update, the ledger's entries of messages
+// below CONTROL sequence below applied before before (Tx.PruneLedger).
+func PruneLedger(ctx context.Context, st Store, below uint64, before time.Time) (int, error) {
+	n := 0
+	err := st.Update(ctx, func(tx Tx) error {
+		var err error
+		n, err = tx.PruneLedger(ctx, below, before)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune the ledger: %w", err)
+	}
+	return n, nil
+}
+
+// prunable reads from CONTROL what the ledger may forget: the sequence
+// below which no message is left in the stream, and its duplicate window.
+func prunable(ctx context.Context, js jetstream.JetStream) (below uint64, window time.Duration, err error) {
+	s, err := js.Stream(ctx, wire.StreamControl)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read stream %s: %w", wire.StreamControl, err)
+	}
+	info := s.CachedInfo()
+	below = info.State.FirstSeq
+	if info.State.Msgs == 0 {
+		below = info.State.LastSeq + 1
+	}
+	window = info.Config.Duplicates
+	if window <= 0 {
+		window = defaultDuplicates
+	}
+	return below, window, nil
+}
+
+// pruneLedger prunes the ledger as CONTROL stands now.
+func (l *ControlLoop) pruneLedger(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
+	defer cancel()
+	below, window, err := prunable(ctx, l.js)
+	if err != nil {
+		l.log.Warn("the ledger is not pruned this time", "err", err)
+		return
+	}
+	n, err := PruneLedger(ctx, l.st, below, l.o.Now().Add(-window))
+	if err != nil {
+		l.log.Warn("the ledger is not pruned this time", "err", err)
+		return
+	}
+	if n > 0 {
+		l.log.Debug("ledger pruned", "entries", n, "below", below)
+	}
+}
+
+// pruning prunes the ledger every o.LedgerPruneEvery until ctx ends.
+func (l *ControlLoop) pruning(ctx context.Context) {
+	tick := time.NewTicker(l.o.LedgerPruneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			l.pruneLedger(ctx)
+		}
+	}
+}
