@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -62,7 +64,7 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 		perSubj   int64
 	}{
 		{wire.StreamDead, []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*"}, jetstream.LimitsPolicy, 30 * day, -1},
-		{wire.StreamControl, []string{"mesh.control.*.report", "mesh.control.enrol", "mesh.control.built", "mesh.control.push", "mesh.control.source.*.changed"}, jetstream.WorkQueuePolicy, 0, -1},
+		{wire.StreamControl, []string{"mesh.control.*.report", "mesh.control.enrol", "mesh.control.built", "mesh.control.push", "mesh.control.source.*.changed"}, jetstream.WorkQueuePolicy, 0, 256},
 		{wire.StreamNodes, []string{"mesh.node.>"}, jetstream.LimitsPolicy, 0, 1},
 		{wire.StreamBuilds, []string{"mesh.build.>"}, jetstream.WorkQueuePolicy, 0, -1},
 		{wire.StreamArtifacts, []string{"mesh.artifact.>"}, jetstream.LimitsPolicy, 0, 1},
@@ -75,6 +77,9 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 				want.name, want.subjects, want.retention, want.maxAge, want.perSubj,
 				c.Subjects, c.Retention, c.Storage, c.MaxAge, c.MaxMsgsPerSubject)
 		}
+	}
+	if !s.streams[wire.StreamControl].Config.DiscardNewPerSubject {
+		t.Error("CONTROL keeps the oldest of a full subject, not refusing the newest")
 	}
 	ev := s.streams[wire.StreamEvents].Config
 	if ev.MaxBytes != 1<<30 || ev.Duplicates != 2*time.Minute {
@@ -291,4 +296,65 @@ func sameJSON(t *testing.T, a, b any) bool {
 		t.Fatal(err)
 	}
 	return string(ja) == string(jb)
+}
+
+// TestAFloodFillsItsOwnSubjectOfControlNotTheStream: with nothing taken
+// from CONTROL (a controller away), a host publishing reports past the
+// per-subject bound has the next refused, while another host's report, a
+// push and an enrolment claim are still taken (issue 18: one principal's
+// junk starved everybody's). The refused report is the flooder's to keep.
+func TestAFloodFillsItsOwnSubjectOfControlNotTheStream(t *testing.T) {
+	b := newBed(t, sampleMesh(t))
+	b.start()
+	b.watch()
+	if _, err := b.assert(b.js()); err != nil {
+		t.Fatal(err)
+	}
+	per := DefaultPolicy().ControlPerSubject
+	publisher := func(user string) jetstream.JetStream {
+		nc, err := b.dial(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	// Reports near the largest CONTROL takes, until one is refused: with
+	// no bound of its subject's, the stream's bytes ran out first.
+	flooder := publisher(wire.HostUser("node-a"))
+	big := []byte(`"` + strings.Repeat("x", 200<<10) + `"`)
+	limit := DefaultPolicy().Bytes[wire.StreamControl] / int64(len(big))
+	var refused error
+	sent := int64(0)
+	for ; sent <= limit+1 && refused == nil; sent++ {
+		_, refused = flooder.Publish(ctxT(t), wire.NodeReport("node-a"), big)
+	}
+	if refused == nil || !strings.Contains(refused.Error(), "maximum messages per subject") || sent-1 != per {
+		t.Fatalf("expected report %d refused at its subject's bound, got report %d refused with %v", per+1, sent, refused)
+	}
+	if _, err := publisher(wire.HostUser("node-b")).Publish(ctxT(t), wire.NodeReport("node-b"), []byte(`{}`)); err != nil {
+		t.Fatalf("another host's report, with node-a's subject full: %v", err)
+	}
+	if _, err := publisher(wire.ControllerUser).Publish(ctxT(t), wire.SubjectPush, []byte(`{}`)); err != nil {
+		t.Fatalf("a push, with node-a's subject full: %v", err)
+	}
+	tok := b.issue("node-b")
+	var claimer *nats.Conn
+	eventually(t, 10*time.Second, "the token's user logs in", func() bool {
+		var err error
+		claimer, err = link.Dial(ctxT(t), tok)
+		return err == nil
+	})
+	defer claimer.Close()
+	cjs, err := jetstream.New(claimer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cjs.Publish(ctxT(t), wire.SubjectEnrol, []byte(`{}`)); err != nil {
+		t.Fatalf("an enrolment claim, with node-a's subject full: %v", err)
+	}
 }

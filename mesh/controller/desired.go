@@ -40,10 +40,12 @@ func DesiredState(m *meshdesc.Mesh, p Policy) Desired {
 		}},
 		wire.StreamControl: {
 			Config: jetstream.StreamConfig{
-				Name:      wire.StreamControl,
-				Subjects:  wire.StreamSubjects(wire.StreamControl),
-				Retention: jetstream.WorkQueuePolicy,
-				Storage:   jetstream.FileStorage,
+				Name:                 wire.StreamControl,
+				Subjects:             wire.StreamSubjects(wire.StreamControl),
+				Retention:            jetstream.WorkQueuePolicy,
+				Storage:              jetstream.FileStorage,
+				MaxMsgsPerSubject:    p.ControlPerSubject,
+				DiscardNewPerSubject: p.ControlPerSubject > 0,
 			},
 			Consumers: []jetstream.ConsumerConfig{workConsumer(wire.ControlConsumer)},
 		},

@@ -95,6 +95,7 @@ func streamDiffs(want, got jetstream.StreamConfig) []fieldDiff {
 	d.add("max_msgs_per_subject", limit(want.MaxMsgsPerSubject), limit(got.MaxMsgsPerSubject), true)
 	d.add("max_msg_size", limit(int64(want.MaxMsgSize)), limit(int64(got.MaxMsgSize)), true)
 	d.add("discard", want.Discard, got.Discard, true)
+	d.add("discard_new_per_subject", want.DiscardNewPerSubject, got.DiscardNewPerSubject, true)
 	if want.Duplicates != 0 {
 		d.add("duplicate_window", want.Duplicates, got.Duplicates, true)
 	}
@@ -113,6 +114,7 @@ func correctedStream(want, got jetstream.StreamConfig) jetstream.StreamConfig {
 	c.MaxMsgsPerSubject = want.MaxMsgsPerSubject
 	c.MaxMsgSize = want.MaxMsgSize
 	c.Discard = want.Discard
+	c.DiscardNewPerSubject = want.DiscardNewPerSubject
 	if want.Duplicates != 0 {
 		c.Duplicates = want.Duplicates
 	}

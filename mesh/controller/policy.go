@@ -42,17 +42,28 @@ type Policy struct {
 	// oldest: a dead letter is a record of a message that stays in
 	// EVENTS, and the newest matter most.
 	Discard map[string]jetstream.DiscardPolicy
+	// ControlPerSubject is how many messages one subject of CONTROL may
+	// hold unhandled; a publish past it is refused (DiscardNewPerSubject).
+	// A host's reports and a repository's announcements are on subjects
+	// of their own, and enrolments, pushes and build outcomes each on
+	// their kind's: a principal that floods fills its own subject, never
+	// the stream, and the others' publishes are still taken (issue 18). A
+	// host whose report is refused keeps it in its outbox; 256 is an hour
+	// of reports every 15 s while the store is away, and 256 of the
+	// largest message (MsgSize) a quarter of the stream.
+	ControlPerSubject int64
 }
 
 // DefaultPolicy is the policy the controller runs with.
 func DefaultPolicy() Policy {
 	return Policy{
-		DeadMaxAge:       30 * 24 * time.Hour,
-		EventsMaxAge:     7 * 24 * time.Hour,
-		EventsDuplicates: 2 * time.Minute,
-		EventsMaxDeliver: 5,
-		EventsAckWait:    30 * time.Second,
-		BuildsAckWait:    10 * time.Second,
+		DeadMaxAge:        30 * 24 * time.Hour,
+		EventsMaxAge:      7 * 24 * time.Hour,
+		EventsDuplicates:  2 * time.Minute,
+		EventsMaxDeliver:  5,
+		ControlPerSubject: 256,
+		EventsAckWait:     30 * time.Second,
+		BuildsAckWait:     10 * time.Second,
 		Bytes: map[string]int64{
 			wire.StreamControl: 256 << 20,
 			wire.StreamNodes:   64 << 20,
