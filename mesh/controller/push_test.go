@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,19 +38,58 @@ func (l *living) startHost(node string) host.State {
 		l.programs = map[string]string{}
 	}
 	l.programs[node] = programs(t)
-	log := testLogger(t).With("node", node)
+	t.Cleanup(l.runHost(node, state, tokenFile))
+	return state
+}
+
+// runHost runs node's host on state until the returned stop is called.
+func (l *living) runHost(node string, state host.State, tokenFile string) (stop func()) {
+	log := testLogger(l.t).With("node", node)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- host.Run(ctx, host.Options{State: state, TokenFile: tokenFile, Programs: l.programs[node], Heartbeat: time.Second, Poll: 50 * time.Millisecond, Logger: log})
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("host %s: %v", node, err)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				l.t.Errorf("host %s: %v", node, err)
+			}
+		})
+	}
+}
+
+// TestAHostStartedWithoutAModulesCredentialFetchesItAgain: a host killed
+// before it kept a module's credential (or whose state is of a layout
+// before modules had directories of their own) finds the declaration it
+// applied without it, and fetches it again before it runs the module.
+func TestAHostStartedWithoutAModulesCredentialFetchesItAgain(t *testing.T) {
+	l := newLiving(t)
+	testutil.RequireRoot(t)
+	dir := testutil.OpenTempDir(t)
+	tokenFile := filepath.Join(dir, "token.json")
+	if err := os.WriteFile(tokenFile, l.issue("node-a").Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := host.State{Dir: filepath.Join(dir, "state")}
+	l.programs = map[string]string{"node-a": programs(t)}
+	stop := l.runHost("node-a", state, tokenFile)
+	l.reported("node-a", 1, "")
+	stop()
+	if err := os.Remove(state.ModuleCredential("sensor")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.runHost("node-a", state, tokenFile))
+	eventually(t, 10*time.Second, "sensor's credential fetched again", func() bool {
+		data, err := os.ReadFile(state.ModuleCredential("sensor"))
+		if err != nil {
+			return false
 		}
+		c, err := wire.ParseCredential(data)
+		return err == nil && c.User() == wire.ModuleUser("node-a", "sensor")
 	})
-	return state
 }
 
 // reported waits for node's last report in the store to say applied
