@@ -18,16 +18,18 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     The control plane's streams are in an account of their own (docs/decisions/0001-accounts.md),
     and every stream is bounded: a full one refuses what is new rather than drop what it holds,
     but for DEAD, whose oldest records go first, and ARTIFACTS, whose oldest artifacts give way to
-    new builds (docs/decisions/0006-builds-and-installation.md).
+    new builds (docs/decisions/0006-builds-and-installation.md). A subject of CONTROL holds 256
+    messages at most and then refuses the next, so that one publisher flooding its own subject
+    cannot fill the stream for the others (docs/controller-store.md, "The ledger").
 
     Then the server has exactly these streams:
-      | account | stream    | retention | subjects                                                                                                         | max per subject | when full    |
-      | CONTROL | CONTROL   | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push, mesh.control.source.*.changed | unlimited       | refuses new  |
-      | CONTROL | NODES     | limits    | mesh.node.>                                                                                                      | 1               | refuses new  |
-      | CONTROL | BUILDS    | workqueue | mesh.build.>                                                                                                     | unlimited       | refuses new  |
-      | CONTROL | ARTIFACTS | limits    | mesh.artifact.>                                                                                                  | 1               | drops oldest |
-      | MESH    | EVENTS    | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                                                          | unlimited       | refuses new  |
-      | MESH    | DEAD      | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                                                              | unlimited       | drops oldest |
+      | account | stream    | retention | subjects                                                                                                         | max per subject | when full                    |
+      | CONTROL | CONTROL   | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push, mesh.control.source.*.changed | 256             | refuses new, per subject too |
+      | CONTROL | NODES     | limits    | mesh.node.>                                                                                                      | 1               | refuses new                  |
+      | CONTROL | BUILDS    | workqueue | mesh.build.>                                                                                                     | unlimited       | refuses new                  |
+      | CONTROL | ARTIFACTS | limits    | mesh.artifact.>                                                                                                  | 1               | drops oldest                 |
+      | MESH    | EVENTS    | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                                                          | unlimited       | refuses new                  |
+      | MESH    | DEAD      | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                                                              | unlimited       | drops oldest                 |
     And the server has exactly these durable pull consumers:
       | stream  | consumer      | filters                                                    |
       | CONTROL | controller    |                                                            |

@@ -87,8 +87,13 @@ func retention(p jetstream.RetentionPolicy) string {
 	return p.String()
 }
 
-func discard(p jetstream.DiscardPolicy) string {
-	if p == jetstream.DiscardNew {
+// discard says what a full stream does, and whether a full subject
+// refuses too (past its max per subject) rather than drop its oldest.
+func discard(c jetstream.StreamConfig) string {
+	switch {
+	case c.Discard == jetstream.DiscardNew && c.DiscardNewPerSubject:
+		return "refuses new, per subject too"
+	case c.Discard == jetstream.DiscardNew:
 		return "refuses new"
 	}
 	return "drops oldest"
@@ -131,7 +136,7 @@ func (s *scenario) theServerHasExactlyTheseStreams(ctx context.Context, t *godog
 		if st.Config.MaxBytes <= 0 || st.Config.MaxMsgSize <= 0 {
 			problems = append(problems, fmt.Sprintf("stream %s: expected bounded size and message size, got max bytes %d, max message size %d", name, st.Config.MaxBytes, st.Config.MaxMsgSize))
 		}
-		if d := discard(st.Config.Discard); d != row["when full"] {
+		if d := discard(st.Config); d != row["when full"] {
 			problems = append(problems, fmt.Sprintf("stream %s: expected when full %s, got %s", name, row["when full"], d))
 		}
 		if st.Config.Storage != jetstream.FileStorage {
