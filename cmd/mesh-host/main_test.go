@@ -3,15 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
-	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // TestUsage: bad input exits 2 naming what is wrong; help exits 0.
@@ -38,22 +35,8 @@ func TestUsage(t *testing.T) {
 // TestATokenTheBusRefusesExitsThree: a host whose token the bus keeps
 // refusing stops with exit status 3 and says a new token is needed.
 func TestATokenTheBusRefusesExitsThree(t *testing.T) {
-	data, err := os.ReadFile("../../features/testdata/mesh.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := meshdesc.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.Start(t, m)
-	token := srv.Creds[wire.EnrolUser("tok-node-c")]
-	token.URL = wire.BusURL(token.User(), "spent-long-ago", srv.Addr())
 	dir := t.TempDir()
-	file := filepath.Join(dir, "token.json")
-	if err := os.WriteFile(file, token.Marshal(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := natstest.RefusedTokenFile(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var out, errs bytes.Buffer

@@ -12,8 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
-	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // TestAnAnswerReadBeforeTheCloseIsKept pins what Enrol's wait is built
@@ -160,26 +158,12 @@ func TestAwaitAnswer(t *testing.T) {
 // and keeping it) is asked again for TokenRefusedFor, then the host stops
 // with ErrTokenRefused rather than retry for ever.
 func TestAHostWhoseTokenTheBusRefusesStopsSayingANewOneIsNeeded(t *testing.T) {
-	data, err := os.ReadFile("../../features/testdata/mesh.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := meshdesc.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.Start(t, m)
-	token := srv.Creds[wire.EnrolUser("tok-node-c")]
-	token.URL = wire.BusURL(token.User(), "not-its-password", srv.Addr())
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token.json")
-	if err := os.WriteFile(tokenFile, token.Marshal(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := natstest.RefusedTokenFile(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	err = Run(ctx, Options{State: State{Dir: filepath.Join(dir, "state")}, TokenFile: tokenFile, TokenRefusedFor: time.Second})
+	err := Run(ctx, Options{State: State{Dir: filepath.Join(dir, "state")}, TokenFile: tokenFile, TokenRefusedFor: time.Second})
 	if !errors.Is(err, ErrTokenRefused) || !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "new token") {
 		t.Fatalf("expected the host to stop saying a new token is needed, got %v", err)
 	}

@@ -3,10 +3,8 @@ package scale
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -107,15 +105,7 @@ func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st controller.Store, di
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	b.Cleanup(cancel)
 	st, size = openStore(b, ctx, kind, root)
-	o = controller.Options{
-		BcryptCost: bcrypt.MinCost,
-		Server: compose.Inputs{
-			ConfigDir: filepath.Join(dir, controller.NATSDir),
-			StoreDir:  filepath.Join(root, "js"),
-			Listen:    net.JoinHostPort("127.0.0.1", strconv.Itoa(m.Bus.Port)),
-			Monitor:   "127.0.0.1:0",
-		},
-	}
+	o = genesisOptions(m, root, dir)
 	if _, err := controller.Genesis(ctx, m, st, dir, o); err != nil {
 		b.Fatal(err)
 	}

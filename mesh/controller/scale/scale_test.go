@@ -104,15 +104,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	o := controller.Options{
-		BcryptCost: bcrypt.MinCost,
-		Server: compose.Inputs{
-			ConfigDir: filepath.Join(dir, controller.NATSDir),
-			StoreDir:  filepath.Join(root, "js"),
-			Listen:    net.JoinHostPort("127.0.0.1", strconv.Itoa(m.Bus.Port)),
-			Monitor:   "127.0.0.1:0",
-		},
-	}
+	o := genesisOptions(m, root, dir)
 	if _, err := controller.Genesis(ctx, m, st, dir, o); err != nil {
 		b.Fatal(err)
 	}
@@ -272,5 +264,19 @@ func waitFor(b *testing.B, d time.Duration, failed <-chan error, what string, co
 			b.Fatalf("waiting for %s: %v", what, err)
 		case <-tick.C:
 		}
+	}
+}
+
+// genesisOptions are the controller's options for a genesis of m in dir
+// (under root), its bus on loopback at m's port, bcrypt at its cheapest.
+func genesisOptions(m *meshdesc.Mesh, root, dir string) controller.Options {
+	return controller.Options{
+		BcryptCost: bcrypt.MinCost,
+		Server: compose.Inputs{
+			ConfigDir: filepath.Join(dir, controller.NATSDir),
+			StoreDir:  filepath.Join(root, "js"),
+			Listen:    net.JoinHostPort("127.0.0.1", strconv.Itoa(m.Bus.Port)),
+			Monitor:   "127.0.0.1:0",
+		},
 	}
 }

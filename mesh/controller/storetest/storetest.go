@@ -631,6 +631,22 @@ func personsKept(t *testing.T, open func() controller.Store) {
 	}
 }
 
+// putLedgerEntries enters ledgerEntries(t0) in the ledger in one update
+// and returns them.
+func putLedgerEntries(t *testing.T, open func() controller.Store, t0 time.Time) []controller.Applied {
+	t.Helper()
+	entries := ledgerEntries(t0)
+	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+		for _, a := range entries {
+			if err := tx.PutApplied(ctx, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return entries
+}
+
 // ledgerEntries are six entries of messages at CONTROL sequences 1 to 6,
 // one a second from t0, and one that is no message's (Seq 0, the answer
 // a token was spent with) older than all of them.
@@ -656,15 +672,7 @@ func ledgerPruned(t *testing.T, open func() controller.Store) {
 	created(t, open)
 	ctx := ctxT(t)
 	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	entries := ledgerEntries(t0)
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
-		for _, a := range entries {
-			if err := tx.PutApplied(ctx, a); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	entries := putLedgerEntries(t, open, t0)
 	if n, err := open().LedgerLen(ctx); err != nil || n != len(entries) {
 		t.Fatalf("ledger length: expected %d, got %d (%v)", len(entries), n, err)
 	}
@@ -731,15 +739,7 @@ func ledgerPruneFailed(t *testing.T, open func() controller.Store) {
 	created(t, open)
 	ctx := ctxT(t)
 	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	entries := ledgerEntries(t0)
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
-		for _, a := range entries {
-			if err := tx.PutApplied(ctx, a); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	entries := putLedgerEntries(t, open, t0)
 	failed := errors.New("fn failed")
 	err := open().Update(ctx, func(tx controller.Tx) error {
 		if n, err := tx.PruneLedger(ctx, 1<<40, t0.Add(time.Hour)); err != nil || n != len(entries)-1 {
