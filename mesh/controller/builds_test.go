@@ -248,7 +248,7 @@ func TestAHostCannotPreEmptABuildsMessageIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	msg, err := nextWithin(cons, 10*time.Second)
 	if err != nil {
 		t.Fatalf("the announcement did not become a build request: %v", err)
 	}

@@ -640,7 +640,7 @@ func TestASealedAnswerThatDoesNotOpenIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := cons.Next(jetstream.FetchMaxWait(15 * time.Second))
+	msg, err := nextWithin(cons, 15*time.Second)
 	if err != nil {
 		t.Fatalf("the claim did not reach CONTROL: %v", err)
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -255,4 +256,25 @@ func (w *testLog) Write(p []byte) (int, error) {
 		w.t.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
+}
+
+// nextWithin pulls one message from cons, waiting up to d. A pull answered
+// "no responders" is tried again: the server answers so for a moment while
+// a configuration reload (a user added, as a token's issue does) re-wires
+// the account's JetStream API, and the consumers of the code under test
+// (Consume) ride over that moment the same way.
+func nextWithin(cons jetstream.Consumer, d time.Duration) (jetstream.Msg, error) {
+	deadline := time.Now().Add(d)
+	for {
+		wait := time.Until(deadline)
+		if wait < time.Second {
+			wait = time.Second
+		}
+		msg, err := cons.Next(jetstream.FetchMaxWait(wait))
+		if errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		return msg, err
+	}
 }
