@@ -277,6 +277,16 @@ func (c Credential) User() string {
 	return u.User.Username()
 }
 
+// Scheme is the credential URL's scheme (tls, nats, amqps, amqp), which
+// says which bus it is for; "" when the URL does not parse.
+func (c Credential) Scheme() string {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme
+}
+
 // Password is the password the credential's URL carries. It is a secret:
 // never log it, never put it in an error.
 func (c Credential) Password() string {
