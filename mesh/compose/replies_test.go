@@ -11,7 +11,7 @@ import (
 
 	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/mesh/artifact"
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
 )
@@ -24,7 +24,7 @@ import (
 // outside the control account (docs/decisions/0001-accounts.md).
 
 // controlStreams asserts every stream and consumer as the controller
-// does (controller.Assert of its DesiredState: a stream added later is
+// does (natsplane.Assert of its DesiredState: a stream added later is
 // made here too), puts node-b's declaration in NODES and stores an
 // artifact in ARTIFACTS, as the builder does: what a successful route
 // would replace or evict. It returns JetStream in the control and the
@@ -36,8 +36,8 @@ func controlStreams(t *testing.T, s *natstest.Server) (ctl, mesh jetstream.JetSt
 	defer cancel()
 	ctl, _ = jetstream.New(dial(t, s, wire.ControllerUser).Conn)
 	mesh, _ = jetstream.New(dial(t, s, wire.ControllerMeshUser).Conn)
-	js := controller.JetStreams{wire.AccountControl: ctl, wire.AccountMesh: mesh}
-	if _, err := controller.Assert(ctx, js, controller.DesiredState(sample(t), controller.DefaultPolicy()), nil); err != nil {
+	js := natsplane.JetStreams{wire.AccountControl: ctl, wire.AccountMesh: mesh}
+	if _, err := natsplane.Assert(ctx, js, natsplane.DesiredState(sample(t), natsplane.DefaultPolicy()), nil); err != nil {
 		t.Fatal(err)
 	}
 	// node-b's declaration, which a successful route would replace.

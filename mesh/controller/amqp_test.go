@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/meshbus/mesh/mesh/amqpdefs"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -161,7 +162,7 @@ func passwordMatches(t *testing.T, hash, password string) bool {
 // The AMQP bus's defaults are the NATS policy's, so both buses give up on
 // an event and keep a dead letter alike.
 func TestAMQPDefaultsAreThePolicy(t *testing.T) {
-	p := DefaultPolicy()
+	p := natsplane.DefaultPolicy()
 	if amqpdefs.DefaultMaxDeliver != p.EventsMaxDeliver || amqpdefs.DefaultDeadMaxAge != p.DeadMaxAge {
 		t.Fatalf("expected max deliver %d and dead max age %s, as the controller's policy, got %d and %s",
 			p.EventsMaxDeliver, p.DeadMaxAge, amqpdefs.DefaultMaxDeliver, amqpdefs.DefaultDeadMaxAge)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -110,17 +111,17 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 		t.Errorf("CONTROL/controller: expected unlimited deliveries, got %d", c.MaxDeliver)
 	}
 	if c := s.consumers["EVENTS/controller"].Config; c.MaxDeliver != -1 || c.MaxAckPending != 1 ||
-		!slices.Equal(filters(c), []string{"mesh.mod.*.event.provisioner.failing", "mesh.mod.*.event.provisioner.recovered"}) {
-		t.Errorf("EVENTS/controller: expected the provisioner status events, one at a time, never given up; got %v %d %d", filters(c), c.MaxAckPending, c.MaxDeliver)
+		!slices.Equal(natsplane.ConsumerFilters(c), []string{"mesh.mod.*.event.provisioner.failing", "mesh.mod.*.event.provisioner.recovered"}) {
+		t.Errorf("EVENTS/controller: expected the provisioner status events, one at a time, never given up; got %v %d %d", natsplane.ConsumerFilters(c), c.MaxAckPending, c.MaxDeliver)
 	}
 	lg := s.consumers["EVENTS/node-b_logger"].Config
-	if got := filters(lg); !slices.Equal(got, []string{"mesh.mod.sensor.event.alarm.>", "mesh.mod.sensor.event.reading"}) ||
+	if got := natsplane.ConsumerFilters(lg); !slices.Equal(got, []string{"mesh.mod.sensor.event.alarm.>", "mesh.mod.sensor.event.reading"}) ||
 		lg.MaxDeliver != 5 || lg.AckWait != 30*time.Second {
 		t.Errorf("EVENTS/node-b_logger: expected its two filters, max_deliver 5, ack_wait 30s; got %v %d %v", got, lg.MaxDeliver, lg.AckWait)
 	}
 	// sensor.alarm.raised is covered by sensor.alarm.>: one filter, since
 	// the server refuses overlapping ones.
-	if got := filters(s.consumers["EVENTS/node-a_watcher"].Config); !slices.Equal(got, []string{"mesh.mod.sensor.event.alarm.>"}) {
+	if got := natsplane.ConsumerFilters(s.consumers["EVENTS/node-a_watcher"].Config); !slices.Equal(got, []string{"mesh.mod.sensor.event.alarm.>"}) {
 		t.Errorf("EVENTS/node-a_watcher: got filters %v", got)
 	}
 }
@@ -192,7 +193,7 @@ func TestDriftIsCorrected(t *testing.T) {
 		t.Errorf("EVENTS max_age: expected 168h, got %v", got)
 	}
 	a := after.consumers["EVENTS/node-b_logger"]
-	if a.Config.MaxDeliver != 5 || len(filters(a.Config)) != 2 {
+	if a.Config.MaxDeliver != 5 || len(natsplane.ConsumerFilters(a.Config)) != 2 {
 		t.Errorf("node-b_logger not corrected: %+v", a.Config)
 	}
 	if !a.Created.Equal(before.consumers["EVENTS/node-b_logger"].Created) {
@@ -214,9 +215,9 @@ func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.StreamControl, Subjects: []string{wire.SubjectControlAll}, Storage: jetstream.FileStorage, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	p := DefaultPolicy()
+	p := natsplane.DefaultPolicy()
 	p.EventsMaxAge = time.Hour
-	if _, err := Assert(ctx, js.JetStreams, DesiredState(b.m, p), nil); err == nil {
+	if _, err := natsplane.Assert(ctx, js.JetStreams, natsplane.DesiredState(b.m, p), nil); err == nil {
 		t.Fatal("expected CONTROL's retention to be refused")
 	} else if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "stream CONTROL: retention: expected WorkQueue, got Limits") {
 		t.Fatalf("expected ErrDrift naming CONTROL's retention, expected vs actual; got %v", err)
@@ -241,7 +242,7 @@ func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, _ := js.Stream(ctx, wire.StreamEvents)
-	_, err := Assert(ctx, js.JetStreams, DesiredState(b.m, p), nil)
+	_, err := natsplane.Assert(ctx, js.JetStreams, natsplane.DesiredState(b.m, p), nil)
 	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "consumer EVENTS/node-b_logger: deliver_policy: expected all, got new") {
 		t.Fatalf("expected ErrDrift naming node-b_logger's deliver policy; got %v", err)
 	}
@@ -310,7 +311,7 @@ func TestAFloodFillsItsOwnSubjectOfControlNotTheStream(t *testing.T) {
 	if _, err := b.assert(b.js()); err != nil {
 		t.Fatal(err)
 	}
-	per := DefaultPolicy().ControlPerSubject
+	per := natsplane.DefaultPolicy().ControlPerSubject
 	publisher := func(user string) jetstream.JetStream {
 		nc, err := b.dial(user)
 		if err != nil {
@@ -327,7 +328,7 @@ func TestAFloodFillsItsOwnSubjectOfControlNotTheStream(t *testing.T) {
 	// no bound of its subject's, the stream's bytes ran out first.
 	flooder := publisher(wire.HostUser("node-a"))
 	big := []byte(`"` + strings.Repeat("x", 200<<10) + `"`)
-	limit := DefaultPolicy().Bytes[wire.StreamControl] / int64(len(big))
+	limit := natsplane.DefaultPolicy().Bytes[wire.StreamControl] / int64(len(big))
 	var refused error
 	sent := int64(0)
 	for ; sent <= limit+1 && refused == nil; sent++ {

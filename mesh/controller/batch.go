@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -21,15 +20,15 @@ const batchMax = 32
 
 // follow hands the deliveries to the handlers until stopping: those
 // waiting are taken together (applyBatch) as far as they may be.
-func (l *ControlLoop) follow(in <-chan jetstream.Msg, stopping <-chan struct{}) {
+func (l *ControlLoop) follow(in <-chan plane.ControlMsg, stopping <-chan struct{}) {
 	for {
-		var first jetstream.Msg
+		var first plane.ControlMsg
 		select {
 		case <-stopping:
 			return
 		case first = <-in:
 		}
-		msgs := []jetstream.Msg{first}
+		msgs := []plane.ControlMsg{first}
 	more:
 		for len(msgs) < batchMax {
 			select {
@@ -75,7 +74,7 @@ var errNoParts = errors.New("the store's transactions have no parts")
 // handler in a part of it (SubTx.Sub), so that one that fails keeps
 // nothing and the others keep their effects; then settles them all. A
 // commit that fails holds them all, as one message's would be held.
-func (l *ControlLoop) applyBatch(msgs []jetstream.Msg) {
+func (l *ControlLoop) applyBatch(msgs []plane.ControlMsg) {
 	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
 	defer cancel()
 	items := make([]*item, 0, len(msgs))
@@ -114,7 +113,7 @@ func (l *ControlLoop) applyBatch(msgs []jetstream.Msg) {
 		}
 		for _, msg := range msgs[1:] {
 			l.count(func(c *ControlCounts) { c.Held++ })
-			_ = msg.NakWithDelay(delay)
+			_ = msg.Hold(delay)
 		}
 		return
 	}

@@ -8,9 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -50,16 +48,15 @@ type ControlCounts struct {
 // update, so a redelivery, a duplicate publish or a controller killed
 // between commit and ack applies once. A message that cannot be read is
 // terminated and counted; a store unavailable holds the message with a
-// growing delay (NakWithDelay) and it comes again.
+// growing delay (Hold) and it comes again.
 type ControlLoop struct {
 	st    Store
 	guard *Guard // nil: pushes are stored, and NODES is not kept
 	dir   string
 	o     Options
 	log   *slog.Logger
-	nc    *nats.Conn
-	js    jetstream.JetStream // the control account's: build requests go to BUILDS through it
-	away  time.Duration       // the delay of the next hold while the store is away
+	bus   controlBus
+	away  time.Duration // the delay of the next hold while the store is away
 	// composer makes the enrolments answered live, and serialises every
 	// composition of the loop's (a push's too).
 	composer *composer
@@ -69,18 +66,21 @@ type ControlLoop struct {
 	m      *meshdesc.Mesh // the description in force: the last pushed
 }
 
-// FollowControl binds the controller's consumer on CONTROL through js (the
-// control account's) and handles its messages one at a time until stop;
-// answers are published through nc, the control account's connection,
-// and the declarations of a push handed to guard.
-func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m *meshdesc.Mesh, st Store, dir string, o Options, guard *Guard) (loop *ControlLoop, stop func(), err error) {
+// controlBus is what the CONTROL loop asks of the bus: CONTROL's
+// deliveries, an enrolment's answer, a build request.
+type controlBus interface {
+	plane.ControlFeed
+	plane.Answerer
+	plane.BuildQueue
+}
+
+// FollowControl consumes CONTROL through bus and handles its messages
+// until stop; answers and build requests go through bus too, and the
+// declarations of a push are handed to guard.
+func FollowControl(ctx context.Context, bus controlBus, m *meshdesc.Mesh, st Store, dir string, o Options, guard *Guard) (loop *ControlLoop, stop func(), err error) {
 	o = o.withDefaults()
-	l := &ControlLoop{m: m, st: st, guard: guard, dir: dir, o: o, log: o.Logger.With("loop", "control"), nc: nc, js: js}
+	l := &ControlLoop{m: m, st: st, guard: guard, dir: dir, o: o, log: o.Logger.With("loop", "control"), bus: bus}
 	l.composer = newComposer(l.mesh, st, dir, o)
-	cons, err := js.Consumer(ctx, wire.StreamControl, wire.ControlConsumer)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bind consumer %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
-	}
 	// Every token's user is revoked when it leaves the configuration: at
 	// its expiry, or at the end of its grace once spent (scanTokens),
 	// those issued later by another process too.
@@ -97,46 +97,42 @@ func FollowControl(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, m
 	// commit (batch.go), so that a backlog, a leaked token's junk among
 	// it, drains at the store's commit rate times the batch, not one
 	// fsync or transaction a message.
-	in := make(chan jetstream.Msg, batchMax)
+	in := make(chan plane.ControlMsg, batchMax)
 	stopping := make(chan struct{})
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
+	stopFeed, err := bus.Consume(ctx, batchMax, func(msg plane.ControlMsg) {
 		// Once stopping, not handled: asked for again now, by the next
 		// controller, rather than after the ack wait.
 		select {
 		case <-stopping:
-			_ = msg.Nak()
+			_ = msg.Hold(0)
 			return
 		default:
 		}
 		select {
 		case in <- msg:
 		case <-stopping:
-			_ = msg.Nak()
+			_ = msg.Hold(0)
 		}
-	}, jetstream.PullMaxMessages(batchMax), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		l.log.Warn("control consumer", "err", err)
-	}))
+	})
 	if err != nil {
 		stopComposing()
 		composed.Wait()
-		return nil, nil, fmt.Errorf("consume %s on %s: %w", wire.ControlConsumer, wire.StreamControl, err)
+		return nil, nil, err
 	}
 	var handling sync.WaitGroup
 	handling.Go(func() { l.follow(in, stopping) })
 	return l, func() {
 		close(stopping)
 		handling.Wait()
-		// Stop, not Drain: a drain waits for the server, which may be
-		// gone. What the client pulled and did not hand over comes again
-		// after CONTROL's ack wait.
-		cc.Stop()
-		<-cc.Closed()
+		// What the feed fetched and did not hand over comes again (on
+		// NATS after CONTROL's ack wait).
+		stopFeed()
 		// What was handed over and not handled is asked for again now.
 	drain:
 		for {
 			select {
 			case msg := <-in:
-				_ = msg.Nak()
+				_ = msg.Hold(0)
 			default:
 				break drain
 			}
@@ -175,7 +171,7 @@ func (l *ControlLoop) count(f func(*ControlCounts)) {
 // handle settles one delivery on its own: acked once its effect is
 // committed and its answer sent, held while the store cannot take it,
 // terminated when it cannot be read.
-func (l *ControlLoop) handle(msg jetstream.Msg) {
+func (l *ControlLoop) handle(msg plane.ControlMsg) {
 	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
 	defer cancel()
 	it := l.apply(ctx, l.st, msg)
@@ -185,7 +181,7 @@ func (l *ControlLoop) handle(msg jetstream.Msg) {
 // item is one delivery as apply left it: how it is to be settled, and
 // what is to be done once the store has committed its effect.
 type item struct {
-	msg jetstream.Msg
+	msg plane.ControlMsg
 	log *slog.Logger
 	// One of: ack; term (the reason); hold (the error); unhandled.
 	ack       bool
@@ -198,34 +194,36 @@ type item struct {
 // effects are what a handler does once its update is committed: the
 // answers it publishes, the counts, the compositions it asks for.
 type effects struct {
-	answers []func() error
+	answers []func(context.Context) error
 	after   []func()
 }
 
 // apply runs msg's handler on st (the store, or a batch's part of one:
 // batch.go) and says how msg is to be settled.
-func (l *ControlLoop) apply(ctx context.Context, st Store, msg jetstream.Msg) *item {
+func (l *ControlLoop) apply(ctx context.Context, st Store, msg plane.ControlMsg) *item {
 	it := &item{msg: msg, log: l.log.With("subject", msg.Subject())}
-	meta, err := msg.Metadata()
-	if err != nil {
-		it.term = "no metadata"
-		it.log.Error("CONTROL delivery without metadata; terminated", "err", err)
+	pos := msg.Position()
+	if pos == 0 && msg.ID() == "" {
+		// Nothing to know it by again: a redelivery would apply twice.
+		it.term = "neither a message id nor a position"
+		it.log.Error("CONTROL delivery with neither a message id nor a position; terminated")
 		it.fx.after = append(it.fx.after, func() { l.count(func(c *ControlCounts) { c.Terminated++ }) })
 		return it
 	}
-	key := LedgerKey(msg.Subject(), msg.Headers().Get(jetstream.MsgIDHeader), meta.Sequence.Stream)
-	it.log = it.log.With("seq", meta.Sequence.Stream, "delivered", meta.NumDelivered)
+	key := LedgerKey(msg.Subject(), msg.ID(), pos)
+	it.log = it.log.With("seq", pos, "delivered", msg.Attempt())
 
-	// The message's ledger entry carries its sequence, by which it is
+	// The message's ledger entry carries its position, by which it is
 	// pruned once the message is gone from CONTROL (ledger.go).
-	st = AtSequence(st, key, meta.Sequence.Stream)
+	st = AtSequence(st, key, pos)
+	var err error
 	switch subject := msg.Subject(); {
 	case subject == wire.SubjectEnrol:
 		err = l.enrol(ctx, st, key, msg.Data(), &it.fx)
 	case subject == wire.SubjectPush:
 		err = l.push(ctx, st, key, msg.Data())
 	case isReport(subject):
-		err = l.report(ctx, st, key, meta.Sequence.Stream, subject, msg.Data(), &it.fx)
+		err = l.report(ctx, st, key, pos, subject, msg.Data(), &it.fx)
 	case isSourceChange(subject):
 		err = l.sourceChanged(ctx, st, key, subject, msg.Data())
 	case subject == wire.SubjectBuilt:
@@ -259,17 +257,19 @@ func (l *ControlLoop) apply(ctx context.Context, st Store, msg jetstream.Msg) *i
 // each delivery: the answers are published and flushed before any
 // acknowledgement, so that an acknowledged enrolment was answered.
 func (l *ControlLoop) settle(items []*item) {
+	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+	defer cancel()
 	answered := false
 	for _, it := range items {
 		for _, publish := range it.fx.answers {
-			if err := publish(); err != nil && it.hold == nil {
+			if err := publish(ctx); err != nil && it.hold == nil {
 				it.ack, it.hold = false, fmt.Errorf("answer the enrolment: %w", err)
 			}
 			answered = true
 		}
 	}
 	if answered {
-		if err := l.nc.FlushTimeout(ackTimeout); err != nil {
+		if err := l.bus.Flush(ctx); err != nil {
 			for _, it := range items {
 				if len(it.fx.answers) > 0 && it.hold == nil {
 					it.ack, it.hold = false, fmt.Errorf("answer the enrolment: %w", err)
@@ -286,12 +286,12 @@ func (l *ControlLoop) settle(items []*item) {
 		case it.unhandled:
 			it.log.Warn("no handler for this CONTROL subject yet; held", "delay", unhandledRetry)
 			l.count(func(c *ControlCounts) { c.Held++ })
-			_ = it.msg.NakWithDelay(unhandledRetry)
+			_ = it.msg.Hold(unhandledRetry)
 		case it.hold != nil:
 			l.hold(it.msg, it.log, it.hold)
 		case it.term != "":
 			it.log.Warn("CONTROL message refused; terminated", "err", it.term)
-			_ = it.msg.TermWithReason(it.term)
+			_ = it.msg.Term(it.term)
 		case it.ack && len(items) == 1:
 			l.away = 0
 			ackControl(it.msg, it.log)
@@ -299,14 +299,16 @@ func (l *ControlLoop) settle(items []*item) {
 			// A batch's acks go out together and are confirmed once
 			// (flush): one round trip, not one a message.
 			l.away = 0
-			if err := it.msg.Ack(); err != nil {
+			if err := it.msg.AckLater(); err != nil {
 				it.log.Warn("CONTROL ack not sent; the message comes again and is recognised", "err", err)
 			}
 			acked++
 		}
 	}
 	if acked > 0 {
-		if err := l.nc.FlushTimeout(ackTimeout); err != nil {
+		fctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+		defer cancel()
+		if err := l.bus.Flush(fctx); err != nil {
 			l.log.Warn("CONTROL acks not confirmed; the messages may come again and be recognised", "acks", acked, "err", err)
 		}
 	}
@@ -314,16 +316,16 @@ func (l *ControlLoop) settle(items []*item) {
 
 // hold asks for msg again later: while the store is unavailable, later
 // each time; after any other failure, in controlRetry.
-func (l *ControlLoop) hold(msg jetstream.Msg, log *slog.Logger, err error) {
+func (l *ControlLoop) hold(msg plane.ControlMsg, log *slog.Logger, err error) {
 	l.count(func(c *ControlCounts) { c.Held++ })
 	if errors.Is(err, ErrStoreUnavailable) {
 		l.away = min(max(2*l.away, controlRetry), controlRetryMax)
 		log.Warn("the store is unavailable; the message is held and comes again", "delay", l.away, "err", err)
-		_ = msg.NakWithDelay(l.away)
+		_ = msg.Hold(l.away)
 		return
 	}
 	log.Error("CONTROL message not applied; it comes again", "delay", controlRetry, "err", err)
-	_ = msg.NakWithDelay(controlRetry)
+	_ = msg.Hold(controlRetry)
 }
 
 // refusedKind is what a refused message on subject is counted as.
@@ -351,7 +353,7 @@ func (l *ControlLoop) enrol(ctx context.Context, st Store, key string, data []by
 		// Published once the update is committed (settle), with the
 		// answers of the rest of its batch.
 		reply, answer := e.Reply, e.Answer.Marshal()
-		fx.answers = append(fx.answers, func() error { return l.nc.Publish(reply, answer) })
+		fx.answers = append(fx.answers, func(ctx context.Context) error { return l.bus.Answer(ctx, reply, answer) })
 		return nil
 	})
 	if err != nil {
@@ -424,7 +426,7 @@ func (l *ControlLoop) sourceChanged(ctx context.Context, st Store, key, subject 
 		return err
 	}
 	if waiting {
-		if _, err := l.js.Publish(ctx, wire.SubjectBuildRequest, wire.Marshal(b.Request()), jetstream.WithMsgID(b.ID)); err != nil {
+		if err := l.bus.RequestBuild(ctx, b.ID, wire.Marshal(b.Request())); err != nil {
 			return fmt.Errorf("ask for build %s: %w", b.ID, err)
 		}
 		l.log.Info("build asked", "build", b.ID)
@@ -454,10 +456,10 @@ func isSourceChange(subject string) bool {
 
 // ackControl acknowledges and waits for the server to confirm it: a lost
 // ack is a redelivery, which the ledger recognises, and the log says so.
-func ackControl(msg jetstream.Msg, log *slog.Logger) {
+func ackControl(msg plane.ControlMsg, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 	defer cancel()
-	if err := msg.DoubleAck(ctx); err != nil {
+	if err := msg.Ack(ctx); err != nil {
 		log.Warn("CONTROL ack not confirmed; the message may come again and be recognised", "err", err)
 	}
 }

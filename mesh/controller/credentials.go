@@ -6,45 +6,27 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // AnswerCredentials serves the hosts' requests for the credentials of
 // the modules declared to their node (design 19: a credential never rides
-// in a declaration), on nc, the control account's connection, until stop.
-// A request comes on the node's own subject, which only that node's host
-// may publish on, through the hosts' service import; the answer goes only
-// to the reply the server made for it there, which leads back to that
-// host and nowhere else, each credential sealed to the key the node
-// enrolled with. A node not enrolled is refused; a request with any other
-// reply (none crosses the import) is not answered.
-func AnswerCredentials(ctx context.Context, nc *nats.Conn, st Store, log *slog.Logger) (stop func(), err error) {
-	sub, err := nc.Subscribe(wire.SubjectCredentialsAll, func(m *nats.Msg) {
-		node, ok := wire.NodeOfCredentials(m.Subject)
-		if !ok {
-			return
-		}
-		if err := wire.CheckServiceReply(m.Reply); err != nil {
-			log.Warn("a credential request answered nowhere: it did not come through the hosts' service import", "node", node, "err", err)
-			return
-		}
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+// in a declaration), through the bus's CredentialDesk, until stop: the
+// bus vouches for the node a request came from and answers that host
+// alone; each credential is sealed to the key the node enrolled with. A
+// node not enrolled is refused.
+func AnswerCredentials(ctx context.Context, bus plane.CredentialDesk, st Store, log *slog.Logger) (stop func(), err error) {
+	return bus.ServeCredentials(ctx, func(ctx context.Context, node string) []byte {
+		actx, cancel := context.WithTimeout(ctx, saveTimeout)
 		defer cancel()
 		answer := credentialsFor(actx, st, node)
 		if answer.Refused != "" {
 			log.Warn("credentials refused", "node", node, "why", answer.Refused)
 		}
-		if err := nc.Publish(m.Reply, answer.Marshal()); err != nil {
-			log.Warn("credentials not answered", "node", node, "err", err)
-		}
+		return answer.Marshal()
 	})
-	if err != nil {
-		return nil, fmt.Errorf("answer credential requests: %w", err)
-	}
-	return func() { _ = sub.Unsubscribe() }, nil
 }
 
 // credentialsFor seals every module's credential declared to node.

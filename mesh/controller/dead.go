@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -41,7 +39,7 @@ const deadRetryMax = 15 * time.Second
 // sequence after the newest folded, so a controller started again folds
 // each one once; a dead letter the store cannot take is saved again until
 // it can, and nothing after it is read before. stop ends it.
-func FollowDead(ctx context.Context, js jetstream.JetStream, st Store, log *slog.Logger) (stop func(), err error) {
+func FollowDead(ctx context.Context, bus plane.DeadFeed, st Store, log *slog.Logger) (stop func(), err error) {
 	held, err := st.DeadLetters(ctx)
 	if err != nil {
 		return nil, err
@@ -50,44 +48,19 @@ func FollowDead(ctx context.Context, js jetstream.JetStream, st Store, log *slog
 	for _, d := range held {
 		through = max(through, d.DeadSeq)
 	}
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	if through > 0 {
-		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: through + 1}
-	}
-	oc, err := js.OrderedConsumer(ctx, wire.StreamDead, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", wire.StreamDead, err)
-	}
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	cc, err := oc.Consume(func(msg jetstream.Msg) {
-		meta, err := msg.Metadata()
-		if err != nil {
-			return
-		}
-		a, err := wire.ParseMaxDeliveries(msg.Data())
-		if err != nil {
-			log.Warn("DEAD holds something that is not a dead letter; passed", "seq", meta.Sequence.Stream, "err", err)
-			return
-		}
-		d := DeadLetter{DeadSeq: meta.Sequence.Stream, Consumer: a.Consumer, StreamSeq: a.StreamSeq, Deliveries: a.Deliveries, At: meta.Timestamp}
-		d.Node, d.Module, _ = wire.ConsumerOwner(a.Consumer)
-		if ev, err := js.Stream(fctx, wire.StreamEvents); err == nil {
-			if m, err := ev.GetMsg(fctx, a.StreamSeq); err == nil {
-				d.Subject, d.EventID = m.Subject, m.Header.Get(wire.HeaderEventID)
-			}
-		}
+	stopFeed, err := bus.FollowDead(ctx, through, func(x plane.Dead) {
+		d := DeadLetter{DeadSeq: x.Position, Consumer: x.Consumer, StreamSeq: x.EventPos, Subject: x.Subject, EventID: x.EventID, Deliveries: x.Deliveries, At: x.At}
+		d.Node, d.Module, _ = wire.ConsumerOwner(x.Consumer)
 		saveDead(fctx, st, d, log)
-	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		log.Warn("reading DEAD", "err", err)
-	}))
+	})
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("read %s: %w", wire.StreamDead, err)
+		return nil, err
 	}
 	return func() {
 		cancel()
-		cc.Stop()
-		<-cc.Closed()
+		stopFeed()
 	}, nil
 }
 

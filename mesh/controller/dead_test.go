@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/mesh/link/buses"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -21,15 +23,14 @@ func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
 	b.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	p := DefaultPolicy()
+	p := natsplane.DefaultPolicy()
 	p.EventsAckWait = 200 * time.Millisecond
-	conns, _, err := Start(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second, Policy: p})
+	conns, _, err := startNATS(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second, Bus: buses.ControllerOptions{Policy: p}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conns.Close()
-	jss, _ := conns.JetStreams()
-	stop, err := FollowDead(ctx, jss[wire.AccountMesh], b.st, slog.New(slog.DiscardHandler))
+	stop, err := FollowDead(ctx, conns, b.st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
 	}
 	// Started again, it folds nothing twice.
 	stop()
-	stop, err = FollowDead(ctx, jss[wire.AccountMesh], b.st, slog.New(slog.DiscardHandler))
+	stop, err = FollowDead(ctx, conns, b.st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

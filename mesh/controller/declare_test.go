@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -30,7 +31,7 @@ func guarded(t *testing.T) (*bed, routed, ed25519.PublicKey) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	_, stop, err := GuardDeclarations(ctx, js.of(wire.StreamNodes), key, Declarations(b.m), nil)
+	_, stop, err := GuardDeclarations(ctx, b.bus(), key, Declarations(b.m), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestAStaleOrForeignDeclarationIsReplacedOnStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stop, err := GuardDeclarations(ctxT(t), js.of(wire.StreamNodes), key, Declarations(b.m), nil)
+	_, stop, err := GuardDeclarations(ctxT(t), b.bus(), key, Declarations(b.m), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestAStaleOrForeignDeclarationIsReplacedOnStart(t *testing.T) {
 // limits, fit the account's JetStream limit, or the server would refuse
 // the last of them to be created (or a full one to be written).
 func TestThePolicyFitsTheAccounts(t *testing.T) {
-	p, l := DefaultPolicy(), compose.DefaultLimits()
+	p, l := natsplane.DefaultPolicy(), compose.DefaultLimits()
 	sum := map[string]int64{}
 	count := map[string]int{}
 	for _, s := range wire.Streams {

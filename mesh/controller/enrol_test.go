@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/mesh/host"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -29,7 +30,7 @@ import (
 type living struct {
 	*bed
 	loop  *ControlLoop
-	conns *Conns
+	conns *natsplane.Controller
 	// programs are the programs directories of the hosts started, by node.
 	programs map[string]string
 }
@@ -49,7 +50,7 @@ func newLivingOf(t *testing.T, m *meshdesc.Mesh, guarded bool) *living {
 	b.start()
 	b.watch()
 	ctx, cancel := context.WithCancel(context.Background())
-	conns, _, err := Start(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second})
+	conns, _, err := startNATS(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,21 +72,21 @@ func newLivingOf(t *testing.T, m *meshdesc.Mesh, guarded bool) *living {
 	var guard *Guard
 	stopGuard := func() {}
 	if guarded {
-		if guard, stopGuard, err = GuardDeclarations(ctx, jss[wire.AccountControl], key, decls, nil); err != nil {
+		if guard, stopGuard, err = GuardDeclarations(ctx, conns, key, decls, nil); err != nil {
 			t.Fatal(err)
 		}
 	} else if err := publishDeclarations(ctx, jss[wire.AccountControl], key, decls); err != nil {
 		t.Fatal(err)
 	}
-	loop, stop, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, b.m, b.st, b.dir, b.opts, guard)
+	loop, stop, err := FollowControl(ctx, conns, b.m, b.st, b.dir, b.opts, guard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopListening, err := ListenLiveness(ctx, conns.Control, b.st, slog.New(slog.DiscardHandler))
+	stopListening, err := ListenLiveness(ctx, conns, b.st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopAnswering, err := AnswerCredentials(ctx, conns.Control, b.st, slog.New(slog.DiscardHandler))
+	stopAnswering, err := AnswerCredentials(ctx, conns, b.st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,13 +486,12 @@ func TestAHeldEnrolmentStillReachesTheNode(t *testing.T) {
 	b.watch()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conns, _, err := Start(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second})
+	conns, _, err := startNATS(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conns.Close()
-	jss, _ := conns.JetStreams()
-	loop, stop, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, b.m, st, b.dir, b.opts, nil)
+	loop, stop, err := FollowControl(ctx, conns, b.m, st, b.dir, b.opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,11 +620,11 @@ func TestASealedAnswerThatDoesNotOpenIsRefused(t *testing.T) {
 	b.start()
 	b.watch()
 	ctx := ctxT(t)
-	conns, _, err := Start(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second})
+	conns, _, err := startNATS(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(conns.Close)
+	t.Cleanup(func() { _ = conns.Close() })
 	token := b.issue("node-a")
 	done := make(chan error, 1)
 	go func() {

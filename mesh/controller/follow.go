@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/mesh/link/plane"
 )
 
 // statusRetry is how long a delivery whose status the store refused waits
@@ -45,7 +43,7 @@ const (
 // one from its start. (A stream recreated under a running controller takes
 // the controller's consumer with it; the controller asserts the consumer,
 // and so follows the new stream, when it starts again.)
-func FollowStatus(ctx context.Context, js jetstream.JetStream, st Store, log *slog.Logger) (stop func(), err error) {
+func FollowStatus(ctx context.Context, bus plane.StatusFeed, st Store, log *slog.Logger) (stop func(), err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -53,12 +51,11 @@ func FollowStatus(ctx context.Context, js jetstream.JetStream, st Store, log *sl
 	if err != nil {
 		return nil, err
 	}
-	stream, err := js.Stream(ctx, wire.StreamEvents)
+	origin, err := bus.EventsOrigin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read stream %s: %w", wire.StreamEvents, err)
+		return nil, err
 	}
-	info := stream.CachedInfo()
-	if changed, why := status.Rebase(info.Created, info.State.LastSeq); changed {
+	if changed, why := status.Rebase(origin.Created, origin.Last); changed {
 		if why != "" {
 			log.Warn("EVENTS is not the stream the status was folded from; folding it from its start", "why", why)
 		}
@@ -66,25 +63,11 @@ func FollowStatus(ctx context.Context, js jetstream.JetStream, st Store, log *sl
 			return nil, fmt.Errorf("save status: %w", err)
 		}
 	}
-	cons, err := stream.Consumer(ctx, wire.StatusConsumer)
-	if err != nil {
-		return nil, fmt.Errorf("bind consumer %s on %s: %w", wire.StatusConsumer, wire.StreamEvents, err)
-	}
 	// The deliveries are saved after the caller's ctx served to bind: it
 	// may end first.
 	f := &follower{ctx: context.WithoutCancel(ctx), store: st, status: status, log: log}
-	// Consume calls the handler for one message at a time, so f needs no
-	// lock.
-	cc, err := cons.Consume(f.fold, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		log.Warn("status consumer", "err", err)
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("consume %s on %s: %w", wire.StatusConsumer, wire.StreamEvents, err)
-	}
-	return func() {
-		cc.Stop()
-		<-cc.Closed()
-	}, nil
+	// The feed calls fold for one message at a time, so f needs no lock.
+	return bus.FollowEvents(ctx, f.fold)
 }
 
 // follower folds one delivery at a time into the status it holds, which
@@ -102,17 +85,16 @@ type follower struct {
 // fold applies one delivery to the status, saves the result and settles
 // the delivery. Unsaved, the status stays as it was and the delivery is
 // asked again: nothing is acknowledged that is not in the store.
-func (f *follower) fold(msg jetstream.Msg) {
+func (f *follower) fold(msg plane.EventMsg) {
 	log := f.log
-	meta, err := msg.Metadata()
-	if err != nil {
-		log.Error("status delivery without metadata; terminated", "subject", msg.Subject(), "err", err)
+	seq := msg.Position()
+	if seq == 0 {
+		log.Error("status delivery at no position; terminated", "subject", msg.Subject())
 		_ = msg.Term()
 		return
 	}
-	seq := meta.Sequence.Stream
 	next := f.status.clone()
-	changed, applyErr := next.Apply(seq, msg.Subject(), msg.Headers(), msg.Data())
+	changed, applyErr := next.Apply(seq, msg.Subject(), msg.Header(), msg.Data())
 	if next.Through == f.status.Through {
 		// A redelivery of what is already saved.
 		ackStatus(msg, log)
@@ -127,7 +109,7 @@ func (f *follower) fold(msg jetstream.Msg) {
 		} else {
 			log.Error("status not saved; the event will come again", "seq", seq, "delay", delay, "err", err)
 		}
-		_ = msg.NakWithDelay(delay)
+		_ = msg.Hold(delay)
 		return
 	}
 	f.away = 0
@@ -151,10 +133,10 @@ func (f *follower) save(s Status) error {
 
 // ackStatus acknowledges and waits for the server to confirm it, so that a
 // lost ack shows in the log rather than as a silent redelivery.
-func ackStatus(msg jetstream.Msg, log *slog.Logger) {
+func ackStatus(msg plane.EventMsg, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 	defer cancel()
-	if err := msg.DoubleAck(ctx); err != nil {
+	if err := msg.Ack(ctx); err != nil {
 		log.Warn("status ack not confirmed; the event may come again and be recognised", "subject", msg.Subject(), "err", err)
 	}
 }

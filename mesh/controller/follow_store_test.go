@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -61,21 +58,18 @@ func (tx *awayTx) PutStatus(_ context.Context, s Status) error {
 // delivery is one delivery of EVENTS as the consumer hands it over, and
 // how it was settled.
 type delivery struct {
-	jetstream.Msg // not called: the follower uses what is below alone
-	seq           uint64
-	w             word
-	settled       []string
+	seq     uint64
+	w       word
+	settled []string
 }
 
-func (d *delivery) Metadata() (*jetstream.MsgMetadata, error) {
-	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: d.seq, Consumer: d.seq}}, nil
-}
-func (d *delivery) Subject() string                 { return d.w.subject }
-func (d *delivery) Headers() nats.Header            { return nats.Header(d.w.header) }
-func (d *delivery) Data() []byte                    { return d.w.body }
-func (d *delivery) DoubleAck(context.Context) error { d.settled = append(d.settled, "ack"); return nil }
-func (d *delivery) Term() error                     { d.settled = append(d.settled, "term"); return nil }
-func (d *delivery) NakWithDelay(delay time.Duration) error {
+func (d *delivery) Position() uint64            { return d.seq }
+func (d *delivery) Subject() string             { return d.w.subject }
+func (d *delivery) Header() map[string][]string { return d.w.header }
+func (d *delivery) Data() []byte                { return d.w.body }
+func (d *delivery) Ack(context.Context) error   { d.settled = append(d.settled, "ack"); return nil }
+func (d *delivery) Term() error                 { d.settled = append(d.settled, "term"); return nil }
+func (d *delivery) Hold(delay time.Duration) error {
 	d.settled = append(d.settled, fmt.Sprintf("nak %v", delay))
 	return nil
 }

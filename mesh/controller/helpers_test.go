@@ -22,6 +22,7 @@ import (
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -157,7 +158,7 @@ func (b *bed) dial(user string) (*nats.Conn, error) {
 // which the test uses both to observe the server and to make it drift.
 func (b *bed) js() routed {
 	b.t.Helper()
-	out := JetStreams{}
+	out := natsplane.JetStreams{}
 	for _, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
 		nc, err := b.dial(user)
 		if err != nil {
@@ -175,7 +176,7 @@ func (b *bed) js() routed {
 
 // routed reaches each stream through the account it lives in, so a test
 // can name streams without saying where they are.
-type routed struct{ JetStreams }
+type routed struct{ natsplane.JetStreams }
 
 func (r routed) of(stream string) jetstream.JetStream {
 	js, err := r.For(stream)
@@ -218,10 +219,10 @@ func (r routed) DeleteConsumer(ctx context.Context, stream, name string) error {
 }
 
 // assert runs one assertion with the default policy.
-func (b *bed) assert(js routed) (Report, error) {
+func (b *bed) assert(js routed) (natsplane.Report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return Assert(ctx, js.JetStreams, DesiredState(b.m, DefaultPolicy()), nil)
+	return natsplane.Assert(ctx, js.JetStreams, natsplane.DesiredState(b.m, natsplane.DefaultPolicy()), nil)
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -277,4 +278,27 @@ func nextWithin(cons jetstream.Consumer, d time.Duration) (jetstream.Msg, error)
 		}
 		return msg, err
 	}
+}
+
+// bus connects as the controller to the bed's server, asserting nothing,
+// closed when the test ends.
+func (b *bed) bus() *natsplane.Controller {
+	b.t.Helper()
+	ctx := ctxT(b.t)
+	c, err := natsplane.DialController(ctx, b.credential(wire.ControllerUser), b.credential(wire.ControllerMeshUser), natsplane.ControllerOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// startNATS is Start on the bed's NATS, with the controller's connections
+// at hand for a test that looks at the bus beside it.
+func startNATS(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) (*natsplane.Controller, Report, error) {
+	bus, rep, err := Start(ctx, m, st, o)
+	if err != nil {
+		return nil, rep, err
+	}
+	return bus.(*natsplane.Controller), rep, nil
 }

@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // The ledger guards CONTROL against applying a message twice: a
@@ -23,10 +19,6 @@ import (
 
 // LedgerPruneEvery is how often the loop prunes the ledger by default.
 const LedgerPruneEvery = 10 * time.Second
-
-// defaultDuplicates is the server's duplicate window of a stream that
-// sets none.
-const defaultDuplicates = 2 * time.Minute
 
 // AtSequence is st as the handler of the CONTROL message of ledger key key
 // and stream sequence seq sees it: the message's ledger entry is given
@@ -74,30 +66,11 @@ func PruneLedger(ctx context.Context, st Store, below uint64, before time.Time) 
 	return n, nil
 }
 
-// prunable reads from CONTROL what the ledger may forget: the sequence
-// below which no message is left in the stream, and its duplicate window.
-func prunable(ctx context.Context, js jetstream.JetStream) (below uint64, window time.Duration, err error) {
-	s, err := js.Stream(ctx, wire.StreamControl)
-	if err != nil {
-		return 0, 0, fmt.Errorf("read stream %s: %w", wire.StreamControl, err)
-	}
-	info := s.CachedInfo()
-	below = info.State.FirstSeq
-	if info.State.Msgs == 0 {
-		below = info.State.LastSeq + 1
-	}
-	window = info.Config.Duplicates
-	if window <= 0 {
-		window = defaultDuplicates
-	}
-	return below, window, nil
-}
-
 // pruneLedger prunes the ledger as CONTROL stands now.
 func (l *ControlLoop) pruneLedger(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
 	defer cancel()
-	below, window, err := prunable(ctx, l.js)
+	below, window, err := l.bus.Prunable(ctx)
 	if err != nil {
 		l.log.Warn("the ledger is not pruned this time", "err", err)
 		return

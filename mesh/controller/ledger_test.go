@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -21,7 +22,7 @@ type clockBed struct {
 	*bed
 	ahead atomic.Int64 // how far the controller's clock is ahead, in ns
 	jss   map[string]jetstream.JetStream
-	conns *Conns
+	conns *natsplane.Controller
 }
 
 func newClockBed(t *testing.T, opts func(*Options)) *clockBed {
@@ -34,7 +35,7 @@ func newClockBed(t *testing.T, opts func(*Options)) *clockBed {
 	c.start()
 	c.watch()
 	ctx, cancel := context.WithCancel(context.Background())
-	conns, _, err := Start(ctx, c.m, c.st, RunOptions{StartTimeout: 20 * time.Second})
+	conns, _, err := startNATS(ctx, c.m, c.st, RunOptions{StartTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func newClockBed(t *testing.T, opts func(*Options)) *clockBed {
 // follow starts the CONTROL loop.
 func (c *clockBed) follow() *ControlLoop {
 	c.t.Helper()
-	loop, stop, err := FollowControl(context.Background(), c.jss[wire.AccountControl], c.conns.Control, c.m, c.st, c.dir, c.opts, nil)
+	loop, stop, err := FollowControl(context.Background(), c.conns, c.m, c.st, c.dir, c.opts, nil)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestAMessageAppliedButNotAcknowledgedKeepsItsEntry(t *testing.T) {
 	}
 	// Down for an hour, then its first prune before anything else.
 	c.ahead.Store(int64(time.Hour))
-	below, window, err := prunable(ctx, c.jss[wire.AccountControl])
+	below, window, err := c.conns.Prunable(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

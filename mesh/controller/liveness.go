@@ -2,16 +2,13 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/mesh/link/plane"
 )
 
 // How the controller tells a quiet node: heartbeats come every few seconds
@@ -59,7 +56,7 @@ func (l Liveness) Quiet(node string, now time.Time) (quiet bool, unknown string)
 // ListenLiveness hears every node's heartbeat on nc (the control account's
 // connection) and writes what it heard, with the connection's state, to
 // st every livenessEvery, until stop.
-func ListenLiveness(ctx context.Context, nc *nats.Conn, st Store, log *slog.Logger) (stop func(), err error) {
+func ListenLiveness(ctx context.Context, bus plane.HeartbeatFeed, st Store, log *slog.Logger) (stop func(), err error) {
 	prev, err := st.Liveness(ctx)
 	if err != nil {
 		return nil, err
@@ -69,19 +66,13 @@ func ListenLiveness(ctx context.Context, nc *nats.Conn, st Store, log *slog.Logg
 	if heard == nil {
 		heard = map[string]time.Time{}
 	}
-	sub, err := nc.Subscribe(wire.NodeAlive("*"), func(m *nats.Msg) {
-		var a struct {
-			Node string `json:"node"`
-		}
-		if json.Unmarshal(m.Data, &a) != nil || wire.NodeAlive(a.Node) != m.Subject {
-			return
-		}
+	stopHearing, err := bus.Hear(ctx, func(node string, _ []byte) {
 		mu.Lock()
-		heard[a.Node] = time.Now()
+		heard[node] = time.Now()
 		mu.Unlock()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hear heartbeats: %w", err)
+		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
@@ -92,7 +83,7 @@ func ListenLiveness(ctx context.Context, nc *nats.Conn, st Store, log *slog.Logg
 		var since time.Time
 		for {
 			now := time.Now()
-			connected := nc.IsConnected()
+			connected := bus.Connected()
 			switch {
 			case !connected:
 				since = time.Time{}
@@ -117,6 +108,6 @@ func ListenLiveness(ctx context.Context, nc *nats.Conn, st Store, log *slog.Logg
 	return func() {
 		cancel()
 		<-done
-		_ = sub.Unsubscribe()
+		stopHearing()
 	}, nil
 }

@@ -8,10 +8,9 @@ import (
 	"fmt"
 
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/buses"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 )
 
 // Pushed is what one push came to.
@@ -106,19 +105,11 @@ func SendPush(ctx context.Context, st Store, yaml []byte, opts ...link.Option) (
 	if err != nil {
 		return 0, err
 	}
-	nc, err := link.Dial(ctx, cred, opts...)
+	p, err := buses.DialPusher(ctx, cred, opts...)
 	if err != nil {
 		return 0, err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return 0, err
-	}
+	defer p.Close()
 	body, _ := json.Marshal(wire.Push{Mesh: string(yaml)})
-	ack, err := js.Publish(ctx, wire.SubjectPush, body, jetstream.WithMsgID(nuid.Next()), jetstream.WithExpectStream(wire.StreamControl))
-	if err != nil {
-		return 0, fmt.Errorf("send the push: %w", err)
-	}
-	return ack.Sequence, nil
+	return p.Push(ctx, wire.NewID(), body)
 }

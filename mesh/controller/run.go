@@ -7,24 +7,21 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/buses"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // RunOptions tune Run.
 type RunOptions struct {
-	// Policy is what the streams are asserted with; zero means
-	// DefaultPolicy.
-	Policy Policy
+	// Bus tunes the connection: the bus's own policy (on NATS, what the
+	// streams are asserted with), extra dial options (a test dials
+	// another address). Its Logger defaults to Logger.
+	Bus buses.ControllerOptions
 	// StartTimeout bounds connecting and asserting while the server comes
 	// up; default 60s.
 	StartTimeout time.Duration
-	// Dial are extra bus options (a test dials another address).
-	Dial []link.Option
 	// Logger; default discards.
 	Logger *slog.Logger
 	// Dir is the state directory whose nats/ the CONTROL loop composes
@@ -37,9 +34,6 @@ type RunOptions struct {
 }
 
 func (o RunOptions) withDefaults() RunOptions {
-	if o.Policy.Bytes == nil {
-		o.Policy = DefaultPolicy()
-	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 60 * time.Second
 	}
@@ -48,6 +42,9 @@ func (o RunOptions) withDefaults() RunOptions {
 	}
 	if o.Apply.Logger == nil {
 		o.Apply.Logger = o.Logger
+	}
+	if o.Bus.Logger == nil {
+		o.Bus.Logger = o.Logger
 	}
 	return o
 }
@@ -91,42 +88,38 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	conns, rep, err := Start(ctx, m, st, o)
+	bus, rep, err := Start(ctx, m, st, o)
 	if err != nil {
 		return err
 	}
-	defer conns.Close()
-	jss, err := conns.JetStreams()
-	if err != nil {
-		return err
-	}
-	stopFollowing, err := FollowStatus(ctx, jss[wire.AccountMesh], st, o.Logger)
+	defer bus.Close()
+	stopFollowing, err := FollowStatus(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow status: %w", err)
 	}
 	defer stopFollowing()
-	stopAnswering, err := AnswerCredentials(ctx, conns.Control, st, o.Logger)
+	stopAnswering, err := AnswerCredentials(ctx, bus, st, o.Logger)
 	if err != nil {
 		return err
 	}
 	defer stopAnswering()
-	stopDead, err := FollowDead(ctx, jss[wire.AccountMesh], st, o.Logger)
+	stopDead, err := FollowDead(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow DEAD: %w", err)
 	}
 	defer stopDead()
-	stopListening, err := ListenLiveness(ctx, conns.Control, st, o.Logger)
+	stopListening, err := ListenLiveness(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("listen to heartbeats: %w", err)
 	}
 	defer stopListening()
-	guard, stopGuarding, err := GuardDeclarations(ctx, jss[wire.AccountControl], key, decls, o.Logger)
+	guard, stopGuarding, err := GuardDeclarations(ctx, bus, key, decls, o.Logger)
 	if err != nil {
 		return fmt.Errorf("guard declarations: %w", err)
 	}
 	defer stopGuarding()
 	if o.Dir != "" {
-		_, stopControl, err := FollowControl(ctx, jss[wire.AccountControl], conns.Control, m, st, o.Dir, o.Apply, guard)
+		_, stopControl, err := FollowControl(ctx, bus, m, st, o.Dir, o.Apply, guard)
 		if err != nil {
 			return fmt.Errorf("follow CONTROL: %w", err)
 		}
@@ -155,43 +148,13 @@ func Described(ctx context.Context, m *meshdesc.Mesh, st Reader) (*meshdesc.Mesh
 	return pushed, nil
 }
 
-// Conns are the controller's connections to the bus: one per account it
-// owns streams in (docs/decisions/0001-accounts.md).
-type Conns struct {
-	// Control is the controller's user in the control account.
-	Control *nats.Conn
-	// Mesh is its user in the mesh account.
-	Mesh *nats.Conn
-}
-
-// Close closes both connections.
-func (c *Conns) Close() {
-	for _, nc := range []*nats.Conn{c.Control, c.Mesh} {
-		if nc != nil {
-			nc.Close()
-		}
-	}
-}
-
-// JetStreams are the two connections' JetStream contexts by account.
-func (c *Conns) JetStreams() (JetStreams, error) {
-	ctl, err := jetstream.New(c.Control)
-	if err != nil {
-		return nil, fmt.Errorf("open jetstream: %w", err)
-	}
-	mesh, err := jetstream.New(c.Mesh)
-	if err != nil {
-		return nil, fmt.Errorf("open jetstream: %w", err)
-	}
-	return JetStreams{wire.AccountControl: ctl, wire.AccountMesh: mesh}, nil
-}
-
-// Start connects with the controller's two credentials held in st,
-// retrying with backoff while the server comes up, and asserts the
-// desired streams and consumers. Transient failures are retried within
+// Start connects with the controller's two credentials held in st, on
+// the bus they name, retrying with backoff while the bus comes up, and
+// asserts what the description needs on it (streams and consumers;
+// exchanges and queues). Transient failures are retried within
 // StartTimeout; drift that cannot be corrected and a wrong certificate
 // are not, since waiting cannot fix them.
-func Start(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) (*Conns, Report, error) {
+func Start(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) (plane.Controller, Report, error) {
 	o = o.withDefaults()
 	var creds [2]wire.Credential
 	for i, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
@@ -203,53 +166,35 @@ func Start(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) (*Conn
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
-	desired := DesiredState(m, o.Policy)
 
-	conns := &Conns{}
+	var bus plane.Controller
 	var rep Report
 	err := retry(ctx, o.Logger, func(ctx context.Context) (bool, error) {
-		for i, nc := range []**nats.Conn{&conns.Control, &conns.Mesh} {
-			if *nc != nil {
-				continue
-			}
-			c, err := link.Dial(ctx, creds[i], append(connOptions(o.Logger, creds[i].User()), o.Dial...)...)
+		if bus == nil {
+			b, err := buses.DialController(ctx, creds[0], creds[1], o.Bus)
 			if err != nil {
-				return !errors.Is(err, link.ErrFingerprint), fmt.Errorf("connect as %s: %w", creds[i].User(), err)
+				return !buses.IsPermanent(err), err
 			}
-			*nc = c
+			bus = b
 		}
-		jss, err := conns.JetStreams()
+		var err error
+		rep, err = bus.Assert(ctx, m)
 		if err != nil {
-			return false, err
-		}
-		rep, err = Assert(ctx, jss, desired, o.Logger)
-		if err != nil {
-			return !errors.Is(err, ErrDrift), err
+			return !buses.IsPermanent(err), err
 		}
 		return false, nil
 	})
 	if err != nil {
-		conns.Close()
+		if bus != nil {
+			_ = bus.Close()
+		}
 		return nil, Report{}, err
 	}
-	return conns, rep, nil
+	return bus, rep, nil
 }
 
-// connOptions keep the controller's connection for its whole life: it
-// reconnects forever, since the bus coming back is the only way forward,
-// and says so in the log.
-func connOptions(log *slog.Logger, user string) []link.Option {
-	return []link.Option{
-		link.WithName("mesh-controller"),
-		link.WithNATSOptions(
-			nats.MaxReconnects(-1),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("disconnected from the bus", "user", user, "err", err) }),
-			nats.ReconnectHandler(func(nc *nats.Conn) {
-				log.Info("reconnected to the bus", "user", user, "server", nc.ConnectedUrlRedacted())
-			}),
-		),
-	}
-}
+// Report says what one assertion changed on the bus.
+type Report = plane.Asserted
 
 // retry calls f until it succeeds, says its error is permanent, or ctx
 // ends, doubling the pause between attempts up to a ceiling.
@@ -292,3 +237,7 @@ func loadControllerCredential(ctx context.Context, st Store, user string) (wire.
 	}
 	return cred, nil
 }
+
+// ErrDrift is wrapped by Start's refusal of an object on the bus that
+// differs from what the mesh needs on a field the bus cannot update.
+var ErrDrift = plane.ErrDrift

@@ -21,7 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -142,7 +142,7 @@ func e2eEnv(t *testing.T) string {
 func assertStreams(t testing.TB, srv *natstest.Server, m *meshdesc.Mesh) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	jss := controller.JetStreams{}
+	jss := natsplane.JetStreams{}
 	for _, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
 		nc, err := srv.Dial(ctx, user)
 		if err != nil {
@@ -155,7 +155,7 @@ func assertStreams(t testing.TB, srv *natstest.Server, m *meshdesc.Mesh) {
 		}
 		jss[srv.Creds[user].Account()] = js
 	}
-	if _, err := controller.Assert(ctx, jss, controller.DesiredState(m, controller.DefaultPolicy()), nil); err != nil {
+	if _, err := natsplane.Assert(ctx, jss, natsplane.DesiredState(m, natsplane.DefaultPolicy()), nil); err != nil {
 		t.Fatalf("assert streams and consumers: %v", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/sdk"
 )
 
@@ -30,7 +30,7 @@ func catalogMain(ctx context.Context, credentialPath string) (*sdk.Module, error
 // chosen by the credential alone (ADR 0039, in process; the bed runs it
 // as one binary in a container).
 func amqpOneModuleOnEitherBus(t *testing.T, am *amqpMesh) {
-	nats := startMesh(t, controller.DefaultPolicy())
+	nats := startMesh(t, natsplane.DefaultPolicy())
 	for _, bus := range []struct {
 		name, catalogCred string
 		connect           func(testing.TB, string) *sdk.Module

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -27,7 +27,7 @@ var benchBody = []byte(`{"celsius":21.5}`)
 
 // BenchmarkToolCall is one call answered: Request -> Handle -> reply.
 func BenchmarkToolCall(b *testing.B) {
-	tm := startMesh(b, controller.DefaultPolicy())
+	tm := startMesh(b, natsplane.DefaultPolicy())
 	b.Run("sub=sdk", func(b *testing.B) {
 		tm.srv.LeaveAsFound(b)
 		catalog := tm.connect(b, catalogUser)
@@ -70,7 +70,7 @@ func BenchmarkToolCall(b *testing.B) {
 // BenchmarkEventPublishToHandle is one event from the emitter's publish
 // (PubAck awaited) to the consumer's handler, acked.
 func BenchmarkEventPublishToHandle(b *testing.B) {
-	tm := startMesh(b, controller.DefaultPolicy())
+	tm := startMesh(b, natsplane.DefaultPolicy())
 	b.Run("sub=sdk", func(b *testing.B) {
 		tm.srv.LeaveAsFound(b)
 		sensor := tm.connect(b, sensorUser)

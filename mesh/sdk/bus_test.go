@@ -12,7 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/meshbus/mesh/internal/amqptest"
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -113,7 +113,7 @@ var amqpCases = []struct {
 func TestBus(t *testing.T) {
 	t.Run("nats", func(t *testing.T) {
 		for _, c := range busCases {
-			t.Run(c.name, func(t *testing.T) { c.run(t, startMesh(t, controller.DefaultPolicy())) })
+			t.Run(c.name, func(t *testing.T) { c.run(t, startMesh(t, natsplane.DefaultPolicy())) })
 		}
 	})
 	t.Run("amqp", func(t *testing.T) {
@@ -144,7 +144,7 @@ func (tm *testMesh) busName() string                        { return "nats" }
 func (tm *testMesh) credential(user string) wire.Credential { return tm.srv.Creds[user] }
 
 func (tm *testMesh) fresh(t *testing.T) bus {
-	p := controller.DefaultPolicy()
+	p := natsplane.DefaultPolicy()
 	p.EventsMaxDeliver = busMaxDeliver
 	return startMesh(t, p)
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -58,7 +58,7 @@ func connectRefusesAnotherCertificate(t *testing.T, b bus) {
 }
 
 func TestConnectRefusesWhatIsNotAModuleCredential(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
+	tm := startMesh(t, natsplane.DefaultPolicy())
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -40,7 +40,7 @@ type testMesh struct {
 	js jetstream.JetStream
 }
 
-func startMesh(tb testing.TB, p controller.Policy) *testMesh {
+func startMesh(tb testing.TB, p natsplane.Policy) *testMesh {
 	tb.Helper()
 	m, err := meshdesc.Load(filepath.Join("..", "..", "features", "testdata", "mesh.yaml"))
 	if err != nil {
@@ -49,11 +49,11 @@ func startMesh(tb testing.TB, p controller.Policy) *testMesh {
 	srv := natstest.Start(tb, m)
 	ctx := ctxFor(tb, 20*time.Second)
 	tm := &testMesh{srv: srv}
-	jss := controller.JetStreams{}
+	jss := natsplane.JetStreams{}
 	for _, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
 		_, jss[srv.Creds[user].Account()] = tm.raw(tb, user)
 	}
-	if _, err := controller.Assert(ctx, jss, controller.DesiredState(m, p), nil); err != nil {
+	if _, err := natsplane.Assert(ctx, jss, natsplane.DesiredState(m, p), nil); err != nil {
 		tb.Fatalf("assert streams and consumers: %v", err)
 	}
 	tm.js = jss[wire.AccountMesh]

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -16,7 +16,7 @@ import (
 // tools its grant names, is refused by the server the others, and emits,
 // consumes and serves nothing.
 func TestAPersonsClientCallsToolsThroughTheContract(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
+	tm := startMesh(t, natsplane.DefaultPolicy())
 	sensor := tm.connect(t, sensorUser)
 	if err := sensor.Handle("calibrate", func(_ context.Context, args []byte) ([]byte, error) { return args, nil }); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -18,7 +18,7 @@ import (
 // It is never handled. The server-side routes are closed elsewhere; this
 // is the readers' line behind them.
 func TestNATSServerRepliesOnAnEventSubjectAreNeverHandled(t *testing.T) {
-	tm := startMesh(t, controller.DefaultPolicy())
+	tm := startMesh(t, natsplane.DefaultPolicy())
 	logger := tm.connect(t, loggerUser)
 	var readings recorder
 	if err := logger.Subscribe("sensor.reading", readings.handle); err != nil {

@@ -6,8 +6,10 @@
 package buses
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -33,3 +35,7 @@ func Of(c wire.Credential) (Bus, error) {
 	}
 	return "", fmt.Errorf("%w: scheme %q of %s's credential", plane.ErrUnsupported, c.Scheme(), c.User())
 }
+
+func isFingerprint(err error) bool { return errors.Is(err, link.ErrFingerprint) }
+
+func isUnsupported(err error) bool { return errors.Is(err, plane.ErrUnsupported) }

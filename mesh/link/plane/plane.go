@@ -31,6 +31,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 
 // Sentinel errors an implementation wraps; callers branch on them.
@@ -50,6 +52,9 @@ var (
 	// ErrMissing: an exchange, queue or stream the mesh declares is not on
 	// the bus; the caller names it and waits, and creates nothing.
 	ErrMissing = errors.New("not on the bus")
+	// ErrDrift: an object on the bus differs from what the mesh needs on
+	// a field the bus cannot update in place; an operator must.
+	ErrDrift = errors.New("drift that cannot be corrected in place")
 	// ErrUnsupported: this bus does not carry the flow (yet); the error
 	// names the flow.
 	ErrUnsupported = errors.New("this bus does not carry it")
@@ -157,10 +162,10 @@ func (a Asserted) Changed() bool { return len(a.Created)+len(a.Corrected)+len(a.
 
 // Asserter makes the bus's objects what the mesh needs, idempotently:
 // what is missing is created, what drifted and can be corrected is, and
-// drift that cannot be is returned (wrapping ErrDrift of the
-// implementation) with nothing changed.
+// drift that cannot be is returned (wrapping ErrDrift) with nothing
+// changed.
 type Asserter interface {
-	Assert(ctx context.Context) (Asserted, error)
+	Assert(ctx context.Context, m *meshdesc.Mesh) (Asserted, error)
 }
 
 // ControlMsg is one delivery of CONTROL to the controller, its only
@@ -275,10 +280,11 @@ type Dead struct {
 	At         time.Time
 }
 
-// DeadFeed follows the dead letters after position after, in order; a
-// deliver that returns false is asked again with the same one.
+// DeadFeed follows the dead letters after position after, in order, one
+// at a time: a deliver that has not returned holds the ones after it.
+// What the bus holds that is not a dead letter is passed over.
 type DeadFeed interface {
-	FollowDead(ctx context.Context, after uint64, deliver func(Dead) bool) (stop func(), err error)
+	FollowDead(ctx context.Context, after uint64, deliver func(Dead)) (stop func(), err error)
 }
 
 // HeartbeatFeed hears the nodes' heartbeats.

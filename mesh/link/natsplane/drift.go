@@ -1,8 +1,8 @@
-package controller
+package natsplane
 
 import (
-	"errors"
 	"fmt"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"slices"
 	"strings"
 
@@ -14,7 +14,7 @@ import (
 // update (retention to or from work queue, storage, a consumer's durable
 // name, deliver or ack policy, pull versus push). The controller does not
 // delete and recreate it, which would lose what it holds: an operator must.
-var ErrDrift = errors.New("drift that cannot be corrected in place")
+var ErrDrift = plane.ErrDrift
 
 // fieldDiff is one managed field whose actual value is not the desired one.
 type fieldDiff struct {
@@ -171,3 +171,7 @@ func correctedConsumer(want, got jetstream.ConsumerConfig) jetstream.ConsumerCon
 	}
 	return c
 }
+
+// ConsumerFilters are a consumer's filter subjects, sorted, however the
+// configuration spells them (one FilterSubject or FilterSubjects).
+func ConsumerFilters(c jetstream.ConsumerConfig) []string { return filters(c) }

@@ -1,0 +1,63 @@
+package buses
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
+	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// ControllerOptions tune DialController.
+type ControllerOptions struct {
+	// Policy is what NATS's streams are asserted with; zero means
+	// natsplane.DefaultPolicy.
+	Policy natsplane.Policy
+	// Dial are extra bus options (a test dials another address).
+	Dial []link.Option
+	// Logger; default discards.
+	Logger *slog.Logger
+}
+
+// DialController connects the controller with its two credentials (its
+// user in the control plane, its user among the modules), on the bus
+// their scheme names; both must name the same bus.
+func DialController(ctx context.Context, control, mesh wire.Credential, o ControllerOptions) (plane.Controller, error) {
+	bus, err := Of(control)
+	if err != nil {
+		return nil, err
+	}
+	if other, err := Of(mesh); err != nil || other != bus {
+		return nil, fmt.Errorf("%w: the controller's credentials name two buses (%s is on %s, %s on %s)", plane.ErrUnsupported, control.User(), bus, mesh.User(), other)
+	}
+	switch bus {
+	case NATS:
+		return natsplane.DialController(ctx, control, mesh, natsplane.ControllerOptions{Policy: o.Policy, Dial: o.Dial, Logger: o.Logger})
+	}
+	return nil, fmt.Errorf("%w: the controller on %s", plane.ErrUnsupported, bus)
+}
+
+// IsPermanent says whether err, from DialController or Assert, is one
+// waiting cannot fix: a certificate other than the pinned one, drift the
+// bus cannot correct, a bus not supported.
+func IsPermanent(err error) bool {
+	return errors.Is(err, plane.ErrDrift) || isFingerprint(err) || isUnsupported(err)
+}
+
+// DialPusher connects as the controller's control-plane user to send an
+// operator's push.
+func DialPusher(ctx context.Context, cred wire.Credential, opts ...link.Option) (plane.Pusher, error) {
+	bus, err := Of(cred)
+	if err != nil {
+		return nil, err
+	}
+	switch bus {
+	case NATS:
+		return natsplane.DialPusher(ctx, cred, opts...)
+	}
+	return nil, fmt.Errorf("%w: a push on %s", plane.ErrUnsupported, bus)
+}
