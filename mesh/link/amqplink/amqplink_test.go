@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -137,14 +138,14 @@ func TestDialIsBoundedByTheContext(t *testing.T) {
 
 func TestBrokerErrorsAreMapped(t *testing.T) {
 	denied := fmt.Errorf("channel shutdown error: %w", &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED - write access to topic 'sensor.alarm.cleared' refused"})
-	if err := refused(denied); !errors.Is(err, link.ErrDenied) {
+	if err := amqpconn.Refused(denied); !errors.Is(err, link.ErrDenied) {
 		t.Fatalf("expected 403 to be ErrDenied, got %v", err)
 	}
 	notFound := &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no queue 'node-a.sensor.events'"}
-	if err := refused(notFound); errors.Is(err, link.ErrDenied) || brokerCode(notFound) != wire.AMQPNotFound {
+	if err := amqpconn.Refused(notFound); errors.Is(err, link.ErrDenied) || amqpconn.BrokerCode(notFound) != wire.AMQPNotFound {
 		t.Fatalf("expected 404 to stay itself, got %v", err)
 	}
-	if err := refused(amqp.ErrClosed); !errors.Is(err, link.ErrClosed) || brokerCode(amqp.ErrClosed) != 0 {
+	if err := amqpconn.Refused(amqp.ErrClosed); !errors.Is(err, link.ErrClosed) || amqpconn.BrokerCode(amqp.ErrClosed) != 0 {
 		t.Fatalf("expected a closed channel to be ErrClosed, got %v", err)
 	}
 	if wire.AMQPAccessRefused != amqp.AccessRefused || wire.AMQPNotFound != amqp.NotFound || wire.NoRespondersAMQP != amqp.NoRoute {
@@ -152,18 +153,18 @@ func TestBrokerErrorsAreMapped(t *testing.T) {
 	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := sendError(ended, ended.Err()); !errors.Is(err, link.ErrTimeout) {
+	if err := amqpconn.SendError(ended, ended.Err()); !errors.Is(err, link.ErrTimeout) {
 		t.Fatalf("expected a publish the context ended to be ErrTimeout, got %v", err)
 	}
-	if err := sendError(context.Background(), denied); !errors.Is(err, link.ErrDenied) {
+	if err := amqpconn.SendError(context.Background(), denied); !errors.Is(err, link.ErrDenied) {
 		t.Fatalf("expected a live publish's 403 to be ErrDenied, got %v", err)
 	}
 	closed := make(chan *amqp.Error, 1)
-	if !errors.Is(closeCause(closed), amqp.ErrClosed) {
+	if !errors.Is(amqpconn.CloseCause(closed), amqp.ErrClosed) {
 		t.Fatal("expected a channel closed without a broker error to be ErrClosed")
 	}
 	closed <- notFound
-	if closeCause(closed) != notFound {
+	if amqpconn.CloseCause(closed) != notFound {
 		t.Fatal("expected the broker's error")
 	}
 }
@@ -193,61 +194,5 @@ func TestDeliveryAsTheSDKSeesIt(t *testing.T) {
 	}
 	if n, _ := (delivery{d: amqp.Delivery{}}).Attempt(); n != 1 {
 		t.Fatalf("expected a first delivery (no x-delivery-count) to be attempt 1, got %d", n)
-	}
-}
-
-// fakeChannel stands for a channel in the pool's tests.
-type fakeChannel struct {
-	id     int
-	dead   bool
-	closed *[]int
-}
-
-func (f *fakeChannel) alive() bool { return !f.dead }
-func (f *fakeChannel) close()      { *f.closed = append(*f.closed, f.id) }
-
-func TestPoolReusesLiveChannelsOnly(t *testing.T) {
-	var opened int
-	var closed []int
-	p := newPool(func(context.Context) (*fakeChannel, error) {
-		opened++
-		return &fakeChannel{id: opened, closed: &closed}, nil
-	})
-	ctx := context.Background()
-	a, _ := p.get(ctx)
-	b, _ := p.get(ctx)
-	if a.id != 1 || b.id != 2 {
-		t.Fatalf("expected two channels opened for two concurrent calls, got %d and %d", a.id, b.id)
-	}
-	p.put(a)
-	b.dead = true
-	p.put(b) // a dead channel is not kept
-	if again, _ := p.get(ctx); again != a {
-		t.Fatalf("expected the idle channel reused, got %d", again.id)
-	}
-	a.dead = true
-	p.put(a)
-	if fresh, _ := p.get(ctx); fresh.id != 3 {
-		t.Fatalf("expected a fresh channel once the idle one died, got %d", fresh.id)
-	}
-	var many []*fakeChannel
-	for range maxIdle + 2 {
-		c, _ := p.get(ctx)
-		many = append(many, c)
-	}
-	closed = nil
-	for _, c := range many {
-		p.put(c)
-	}
-	if len(closed) != 2 {
-		t.Fatalf("expected %d idle channels kept and 2 closed, closed %v", maxIdle, closed)
-	}
-	closed = nil
-	p.close()
-	if len(closed) != maxIdle {
-		t.Fatalf("expected close to close the %d idle channels, closed %v", maxIdle, closed)
-	}
-	if _, err := p.get(ctx); !errors.Is(err, link.ErrClosed) {
-		t.Fatalf("expected ErrClosed from a closed pool, got %v", err)
 	}
 }

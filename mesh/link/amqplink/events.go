@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -24,39 +24,18 @@ const prefetch = 64
 // waits for the broker's confirm. A routing key outside the module's
 // emits is refused by the broker (403 on the channel): ErrDenied.
 func (b *Bus) Publish(ctx context.Context, key string, msg link.Message) error {
-	p, err := b.publishers.get(ctx)
-	if err != nil {
-		return err
-	}
-	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, wire.ExchangeEvents, wire.EventRoutingKey(b.name, key), false, false, amqp.Publishing{
+	rk := wire.EventRoutingKey(b.name, key)
+	err := amqpconn.Publish(ctx, b.publishers, rk, wire.ExchangeEvents, rk, false, amqp.Publishing{
 		Headers:      amqp.Table(wire.HeadersToTable(msg.Header)),
 		ContentType:  wire.HeaderValue(msg.Header, wire.HeaderContentType),
 		MessageId:    wire.HeaderValue(msg.Header, wire.HeaderEventID),
 		DeliveryMode: amqp.Persistent,
 		Body:         msg.Body,
 	})
-	if err != nil {
-		b.publishers.discard(p)
-		return fmt.Errorf("publish %s: %w", wire.EventRoutingKey(b.name, key), sendError(ctx, err))
+	if errors.Is(err, amqpconn.ErrNacked) {
+		return fmt.Errorf("publish %s: the broker refused the event", rk)
 	}
-	select {
-	case <-dc.Done():
-		if dc.Acked() {
-			b.publishers.put(p)
-			return nil
-		}
-		if p.alive() {
-			// A nack: the broker could not take the message.
-			b.publishers.put(p)
-			return fmt.Errorf("publish %s: the broker refused the event", wire.EventRoutingKey(b.name, key))
-		}
-		return fmt.Errorf("publish %s: %w", wire.EventRoutingKey(b.name, key), refused(closeCause(p.closed)))
-	case <-ctx.Done():
-		// The confirm may still come; the channel is not reused, so it
-		// cannot be mistaken for another publish's.
-		b.publishers.discard(p)
-		return fmt.Errorf("publish %s: %w: %w", wire.EventRoutingKey(b.name, key), link.ErrTimeout, ctx.Err())
-	}
+	return err
 }
 
 // Consume starts consuming the module's events queue
@@ -71,7 +50,7 @@ func (b *Bus) Consume(ctx context.Context, _ string) error {
 	if b.consuming {
 		return nil
 	}
-	if err := b.checkOpen(); err != nil {
+	if err := b.conn.CheckOpen(); err != nil {
 		return err
 	}
 	c, err := b.startConsumer(ctx)
@@ -84,15 +63,15 @@ func (b *Bus) Consume(ctx context.Context, _ string) error {
 
 // startConsumer consumes the events queue on a channel of its own; b.mu is
 // held.
-func (b *Bus) startConsumer(ctx context.Context) (*consumer, error) {
+func (b *Bus) startConsumer(ctx context.Context) (*amqpconn.Consumer, error) {
 	queue := wire.EventsQueue(b.node, b.name)
-	ch, err := b.openChannel(ctx)
+	ch, err := b.conn.Channel(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", queue, err)
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	var deliveries <-chan amqp.Delivery
-	err = bounded(ctx, ch, func() error {
+	err = amqpconn.Bounded(ctx, ch, func() error {
 		if _, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil); err != nil {
 			return err
 		}
@@ -106,14 +85,14 @@ func (b *Bus) startConsumer(ctx context.Context) (*consumer, error) {
 	})
 	if err != nil {
 		_ = ch.Close()
-		if brokerCode(err) == wire.AMQPNotFound {
+		if amqpconn.BrokerCode(err) == wire.AMQPNotFound {
 			return nil, fmt.Errorf("%w: queue %s in vhost %s: %w", link.ErrNoConsumer, queue, wire.AMQPVhost, err)
 		}
-		return nil, fmt.Errorf("consume %s: %w", queue, refused(err))
+		return nil, fmt.Errorf("consume %s: %w", queue, amqpconn.Refused(err))
 	}
-	c := newConsumer(ch, closed, deliveries, queue, b.log)
-	c.requeues = newRequeues(b.log)
-	go c.run(func(d amqp.Delivery) { b.cfg.Deliver(delivery{d: d, requeues: c.requeues}) })
+	c := amqpconn.NewConsumer(ch, closed, deliveries, queue, b.log)
+	c.Requeues = amqpconn.NewRequeues(b.log)
+	go c.Run(func(d amqp.Delivery) { b.cfg.Deliver(delivery{d: d, requeues: c.Requeues}) })
 	return c, nil
 }
 
@@ -121,7 +100,7 @@ func (b *Bus) startConsumer(ctx context.Context) (*consumer, error) {
 // requeues of its consumer.
 type delivery struct {
 	d        amqp.Delivery
-	requeues *requeues
+	requeues *amqpconn.Requeues
 }
 
 // Key is the routing key, <module>.<key>; "" for one that is not an
@@ -138,7 +117,7 @@ func (d delivery) Message() link.Message {
 }
 
 // Ack settles the delivery as done.
-func (d delivery) Ack() error { return mapClosed(d.d.Ack(false)) }
+func (d delivery) Ack() error { return amqpconn.MapClosed(d.d.Ack(false)) }
 
 // Attempt is the quorum queue's count: x-delivery-count is how often the
 // message was given back before, absent the first time. A quorum queue's
@@ -159,84 +138,9 @@ func (d delivery) Attempt() (n, limit int) {
 // Nak requeues it, after delay (requeues); the quorum queue counts the
 // delivery and dead-letters the message to mesh.dead past its delivery
 // limit.
-func (d delivery) Nak(delay time.Duration) error { return d.requeues.after(d.d, delay) }
+func (d delivery) Nak(delay time.Duration) error { return d.requeues.After(d.d, delay) }
 
 // Term rejects it for good. The queue dead-letters it to mesh.dead, where
 // its x-death header says "rejected", apart from those that exhausted
 // their deliveries; AMQP carries no reason, which the SDK has logged.
-func (d delivery) Term(string) error { return mapClosed(d.d.Reject(false)) }
-
-// consumer is one consumer on its own channel: the events queue's, or a
-// served tool's.
-type consumer struct {
-	ch         *amqp.Channel
-	closed     chan *amqp.Error
-	deliveries <-chan amqp.Delivery
-	queue      string
-	log        *slog.Logger
-	done       chan struct{}
-	// requeues are the events consumer's deliveries waiting to be given
-	// back; nil for a tool's consumer.
-	requeues *requeues
-}
-
-func newConsumer(ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, queue string, log *slog.Logger) *consumer {
-	return &consumer{ch: ch, closed: closed, deliveries: deliveries, queue: queue, log: log, done: make(chan struct{})}
-}
-
-// run hands each delivery to f, one at a time, until the consumer is
-// cancelled (every delivery already fetched is still handed over) or the
-// channel closes. A channel closed with the connection is the bus's to
-// resume; one the broker closed alone is said here.
-func (c *consumer) run(f func(amqp.Delivery)) {
-	defer close(c.done)
-	for d := range c.deliveries {
-		f(d)
-	}
-	if !c.ch.IsClosed() {
-		return // cancelled by stop
-	}
-	if cause := closeCause(c.closed); !errors.Is(cause, amqp.ErrClosed) && !isConnectionLevel(cause) {
-		c.log.Error("consuming stopped: the channel was closed", "queue", c.queue, "err", cause)
-	}
-}
-
-// isConnectionLevel reports whether err is the end of the whole connection
-// (amqp091 hands it to every channel), which the bus reconnects from.
-func isConnectionLevel(err error) bool {
-	var e *amqp.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch e.Code {
-	case amqp.ConnectionForced, amqp.FrameError, amqp.ChannelError, amqp.InternalError, amqp.UnexpectedFrame:
-		return true
-	}
-	return !e.Server
-}
-
-// stop cancels the consumer, waits until what was fetched has been handed
-// over and settled, and closes the channel (the broker requeues what is
-// still unsettled).
-func (c *consumer) stop(deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	var errs []error
-	if !c.ch.IsClosed() {
-		if err := bounded(ctx, c.ch, func() error { return c.ch.Cancel(c.queue, false) }); err != nil && !errors.Is(err, amqp.ErrClosed) {
-			errs = append(errs, fmt.Errorf("cancel consumer of %s: %w", c.queue, err))
-		}
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("drain %s: %w", c.queue, link.ErrTimeout))
-	}
-	if c.requeues != nil {
-		c.requeues.flush()
-	}
-	if err := c.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
-		errs = append(errs, fmt.Errorf("close channel of %s: %w", c.queue, err))
-	}
-	return errors.Join(errs...)
-}
+func (d delivery) Term(string) error { return amqpconn.MapClosed(d.d.Reject(false)) }

@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -25,7 +26,7 @@ import (
 func (b *Bus) Serve(ctx context.Context, tool string, h link.ToolFunc) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.checkOpen(); err != nil {
+	if err := b.conn.CheckOpen(); err != nil {
 		return err
 	}
 	c, err := b.startServer(ctx, tool, h)
@@ -38,15 +39,15 @@ func (b *Bus) Serve(ctx context.Context, tool string, h link.ToolFunc) error {
 
 // startServer consumes the tool's queue on a channel of its own; b.mu is
 // held.
-func (b *Bus) startServer(ctx context.Context, tool string, h link.ToolFunc) (*consumer, error) {
+func (b *Bus) startServer(ctx context.Context, tool string, h link.ToolFunc) (*amqpconn.Consumer, error) {
 	queue := wire.ServiceQueue(b.name, tool)
-	ch, err := b.openChannel(ctx)
+	ch, err := b.conn.Channel(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("serve %s: %w", queue, err)
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	var calls <-chan amqp.Delivery
-	err = bounded(ctx, ch, func() error {
+	err = amqpconn.Bounded(ctx, ch, func() error {
 		if err := ch.Qos(1, 0, false); err != nil {
 			return err
 		}
@@ -56,13 +57,13 @@ func (b *Bus) startServer(ctx context.Context, tool string, h link.ToolFunc) (*c
 	})
 	if err != nil {
 		_ = ch.Close()
-		if brokerCode(err) == wire.AMQPNotFound {
+		if amqpconn.BrokerCode(err) == wire.AMQPNotFound {
 			return nil, fmt.Errorf("serve %s: %w: the mesh declared no queue for this tool: %w", queue, link.ErrDenied, err)
 		}
-		return nil, fmt.Errorf("serve %s: %w", queue, refused(err))
+		return nil, fmt.Errorf("serve %s: %w", queue, amqpconn.Refused(err))
 	}
-	c := newConsumer(ch, closed, calls, queue, b.log)
-	go c.run(func(d amqp.Delivery) { b.answer(ch, tool, d, h) })
+	c := amqpconn.NewConsumer(ch, closed, calls, queue, b.log)
+	go c.Run(func(d amqp.Delivery) { b.answer(ch, tool, d, h) })
 	return c, nil
 }
 
@@ -136,8 +137,8 @@ func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (li
 		Body:          body,
 	})
 	if err != nil {
-		b.callers.discard(c)
-		return link.Message{}, fmt.Errorf("call %s: %w", queue, sendError(ctx, err))
+		b.callers.Discard(c)
+		return link.Message{}, fmt.Errorf("call %s: %w", queue, amqpconn.SendError(ctx, err))
 	}
 	noResponders := func(r amqp.Return) error {
 		return fmt.Errorf("call %s: %w: the broker returned it: %d %s", queue, link.ErrNoResponders, r.ReplyCode, r.ReplyText)
@@ -147,39 +148,39 @@ func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (li
 		select {
 		case d, ok := <-c.replies:
 			if !ok {
-				return link.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
+				return link.Message{}, fmt.Errorf("call %s: %w", queue, amqpconn.Refused(amqpconn.CloseCause(c.closed)))
 			}
 			if d.CorrelationId != id {
 				continue // the answer to a call given up on
 			}
-			b.callers.put(c)
+			b.callers.Put(c)
 			return link.Message{Header: wire.HeadersFromTable(d.Headers, ""), Body: d.Body}, nil
 		case r, ok := <-c.returns:
 			if !ok {
-				return link.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
+				return link.Message{}, fmt.Errorf("call %s: %w", queue, amqpconn.Refused(amqpconn.CloseCause(c.closed)))
 			}
 			if r.CorrelationId != id {
 				continue
 			}
-			b.callers.put(c)
+			b.callers.Put(c)
 			return link.Message{}, noResponders(r)
 		case <-confirmed:
 			confirmed = nil
 			switch {
-			case !c.alive():
-				return link.Message{}, fmt.Errorf("call %s: %w", queue, refused(closeCause(c.closed)))
+			case !c.Alive():
+				return link.Message{}, fmt.Errorf("call %s: %w", queue, amqpconn.Refused(amqpconn.CloseCause(c.closed)))
 			case !dc.Acked():
-				b.callers.put(c)
+				b.callers.Put(c)
 				return link.Message{}, fmt.Errorf("call %s: the broker refused the call", queue)
 			}
 			if r, ok := c.returned(id); ok {
-				b.callers.put(c)
+				b.callers.Put(c)
 				return link.Message{}, noResponders(r)
 			}
 			if !served {
 				// The probe passed the permission check, reached the
 				// queue, and found nobody to take it.
-				b.callers.put(c)
+				b.callers.Put(c)
 				return link.Message{}, fmt.Errorf("call %s: %w: the service queue has no consumer", queue, link.ErrNoResponders)
 			}
 		case e := <-c.closed:
@@ -187,10 +188,10 @@ func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (li
 			if e != nil {
 				cause = e
 			}
-			return link.Message{}, fmt.Errorf("call %s: %w", queue, refused(cause))
+			return link.Message{}, fmt.Errorf("call %s: %w", queue, amqpconn.Refused(cause))
 		case <-ctx.Done():
 			// A late answer or return is dropped by the next call.
-			b.callers.put(c)
+			b.callers.Put(c)
 			return link.Message{}, fmt.Errorf("call %s: %w: %w", queue, link.ErrTimeout, ctx.Err())
 		}
 	}
@@ -200,12 +201,12 @@ func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (li
 // whether anyone consumes it. A queue that does not exist closes the
 // channel (404); the call then goes out on a fresh one, as a probe.
 func (b *Bus) check(ctx context.Context, queue string) (*caller, bool, error) {
-	c, err := b.callers.get(ctx)
+	c, err := b.callers.Get(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	var q amqp.Queue
-	err = bounded(ctx, c.ch, func() error {
+	err = amqpconn.Bounded(ctx, c.ch, func() error {
 		var err error
 		q, err = c.ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		return err
@@ -213,13 +214,13 @@ func (b *Bus) check(ctx context.Context, queue string) (*caller, bool, error) {
 	switch {
 	case err == nil:
 		return c, q.Consumers > 0, nil
-	case brokerCode(err) == wire.AMQPNotFound:
-		b.callers.discard(c)
-		c, err = b.callers.get(ctx)
+	case amqpconn.BrokerCode(err) == wire.AMQPNotFound:
+		b.callers.Discard(c)
+		c, err = b.callers.Get(ctx)
 		return c, false, err
 	default:
-		b.callers.discard(c)
-		return nil, false, refused(err)
+		b.callers.Discard(c)
+		return nil, false, amqpconn.Refused(err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package amqplink
+package amqpconn
 
 import (
 	"errors"
@@ -9,18 +9,18 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// requeues are the deliveries of one events consumer that a failing
-// handler gave back with a delay. AMQP has no delayed requeue: amqp091's
+// Requeues are the deliveries of one consumer that a failing handler
+// gave back with a delay. AMQP has no delayed requeue: amqp091's
 // Nack requeues at once, and a quorum queue hands the message straight
 // back, so five deliveries would be spent in milliseconds. So the
 // delivery is kept unsettled for its delay — it holds one place of the
 // channel's prefetch meanwhile, and the deliveries behind it go on — and
 // is requeued when the delay has passed. The broker still counts the
 // deliveries (x-delivery-count) and dead-letters past its limit, as
-// before. The delay lives in the module's process: if the channel or the
-// module goes away first, the broker requeues the delivery at once, which
+// before. The delay lives in the consumer's process: if the channel or the
+// process goes away first, the broker requeues the delivery at once, which
 // is the old behaviour and no worse.
-type requeues struct {
+type Requeues struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
@@ -33,18 +33,18 @@ type requeue struct {
 	timer *time.Timer
 }
 
-func newRequeues(log *slog.Logger) *requeues {
-	return &requeues{log: log, waiting: map[uint64]*requeue{}}
+func NewRequeues(log *slog.Logger) *Requeues {
+	return &Requeues{log: log, waiting: map[uint64]*requeue{}}
 }
 
-// after requeues d once delay has passed, or at once when the consumer
-// is stopping. Whoever takes d out of waiting — its timer or flush —
+// After requeues d once delay has passed, or at once when the consumer
+// is stopping. Whoever takes d out of waiting — its timer or Flush —
 // requeues it, so it is requeued once.
-func (r *requeues) after(d amqp.Delivery, delay time.Duration) error {
+func (r *Requeues) After(d amqp.Delivery, delay time.Duration) error {
 	r.mu.Lock()
 	if r.done || delay <= 0 {
 		r.mu.Unlock()
-		return mapClosed(d.Nack(false, true))
+		return MapClosed(d.Nack(false, true))
 	}
 	q := &requeue{d: d}
 	r.waiting[d.DeliveryTag] = q
@@ -57,7 +57,7 @@ func (r *requeues) after(d amqp.Delivery, delay time.Duration) error {
 	return nil
 }
 
-func (r *requeues) take(tag uint64) bool {
+func (r *Requeues) take(tag uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.waiting[tag]; !ok {
@@ -67,10 +67,10 @@ func (r *requeues) take(tag uint64) bool {
 	return true
 }
 
-// flush requeues every delivery still waiting, at once: the consumer is
+// Flush requeues every delivery still waiting, at once: the consumer is
 // stopping, and what it was asked to give back is given back while the
-// channel is open, for the module's next run.
-func (r *requeues) flush() {
+// channel is open, for the next consumer.
+func (r *Requeues) Flush() {
 	r.mu.Lock()
 	r.done = true
 	waiting := r.waiting
@@ -82,7 +82,7 @@ func (r *requeues) flush() {
 	}
 }
 
-func (r *requeues) nack(d amqp.Delivery) {
+func (r *Requeues) nack(d amqp.Delivery) {
 	// A channel gone meanwhile has requeued the delivery itself.
 	if err := d.Nack(false, true); err != nil && !errors.Is(err, amqp.ErrClosed) {
 		r.log.Error("requeue a delivery after its delay", "delivery_tag", d.DeliveryTag, "err", err)

@@ -1,4 +1,4 @@
-package amqplink
+package amqpconn
 
 import (
 	"log/slog"
@@ -39,11 +39,11 @@ func (a *acks) got() []uint64 {
 func TestRequeueAfterTheDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &acks{}
-		r := newRequeues(slog.New(slog.DiscardHandler))
-		if err := r.after(amqp.Delivery{Acknowledger: a, DeliveryTag: 1}, 2*time.Second); err != nil {
+		r := NewRequeues(slog.New(slog.DiscardHandler))
+		if err := r.After(amqp.Delivery{Acknowledger: a, DeliveryTag: 1}, 2*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.after(amqp.Delivery{Acknowledger: a, DeliveryTag: 2}, 0); err != nil {
+		if err := r.After(amqp.Delivery{Acknowledger: a, DeliveryTag: 2}, 0); err != nil {
 			t.Fatal(err)
 		}
 		if got := a.got(); !slices.Equal(got, []uint64{2}) {
@@ -67,19 +67,19 @@ func TestRequeueAfterTheDelay(t *testing.T) {
 func TestRequeueFlushOnStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &acks{}
-		r := newRequeues(slog.New(slog.DiscardHandler))
+		r := NewRequeues(slog.New(slog.DiscardHandler))
 		for tag := uint64(1); tag <= 2; tag++ {
-			if err := r.after(amqp.Delivery{Acknowledger: a, DeliveryTag: tag}, time.Minute); err != nil {
+			if err := r.After(amqp.Delivery{Acknowledger: a, DeliveryTag: tag}, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}
-		r.flush()
+		r.Flush()
 		got := a.got()
 		slices.Sort(got)
 		if !slices.Equal(got, []uint64{1, 2}) {
 			t.Fatalf("expected both waiting deliveries requeued at the stop, got %v", got)
 		}
-		if err := r.after(amqp.Delivery{Acknowledger: a, DeliveryTag: 3}, time.Minute); err != nil {
+		if err := r.After(amqp.Delivery{Acknowledger: a, DeliveryTag: 3}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Minute)
