@@ -10,8 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -36,13 +35,13 @@ func (s State) putModuleConfig(module string, config []byte, id *Identity) (stri
 // runs none), and removes those of modules no longer declared. Every
 // module's is checked to be that module's on this node before anything
 // is kept.
-func fetchCredentials(ctx context.Context, nc *nats.Conn, s State, key seal.Key, d wire.Declaration, identity func(module string) (*Identity, error)) error {
-	msg, err := nc.RequestWithContext(ctx, wire.NodeCredentials(d.Node), nil)
+func fetchCredentials(ctx context.Context, bus plane.CredentialAsker, s State, key seal.Key, d wire.Declaration, identity func(module string) (*Identity, error)) error {
+	answer, err := bus.Credentials(ctx, d.Node)
 	if err != nil {
 		return fmt.Errorf("ask for the modules' credentials: %w", err)
 	}
 	var a wire.CredentialsAnswer
-	if err := json.Unmarshal(msg.Data, &a); err != nil {
+	if err := json.Unmarshal(answer, &a); err != nil {
 		return fmt.Errorf("the modules' credentials: not an answer: %w", err)
 	}
 	if a.Refused != "" {

@@ -1,27 +1,24 @@
 package host
 
 import (
-	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// Applied is what the host last applied: the declaration and the NODES
-// sequence it was stored at. A declaration is taken only when both its
-// sequence and its revision are above these: NODES keeps the newest per
-// subject, so a lower sequence is an old one come again, and a lower or
-// equal revision at a higher sequence is an old declaration published
-// anew (a replay).
+// Applied is what the host last applied: the declaration. A declaration
+// is taken only when its signed revision is above this one's: the
+// revision is the order on every bus, and what the bus says of where it
+// keeps a declaration (NODES's sequence on NATS) orders nothing. A state
+// written before (its "seq", NODES's sequence) is read as it is, the
+// sequence ignored.
 type Applied struct {
-	Seq         uint64           `json:"seq"`
 	Declaration wire.Declaration `json:"declaration"`
 }
 
@@ -47,63 +44,37 @@ func (s State) PutApplied(a Applied) error {
 	return s.write(appliedFile, b)
 }
 
-// errNoDeclaration: NODES holds nothing for the node yet.
-var errNoDeclaration = errors.New("NODES holds no declaration for this node")
-
-// newest reads the node's newest declaration from NODES by a direct get
-// (the one JetStream API subject a host is granted), with the sequence
-// NODES stored it at, and checks it is the controller's for this node.
-func newest(ctx context.Context, nc *nats.Conn, key ed25519.PublicKey, node string) (wire.Declaration, uint64, error) {
-	subject := wire.NodeDeclare(node)
-	msg, err := nc.RequestWithContext(ctx, wire.DirectGetLast(wire.StreamNodes, subject), nil)
+// verify checks that what the bus holds as the node's newest declaration
+// is the controller's, signed for this node.
+func verify(key ed25519.PublicKey, node string, got plane.Declared) (wire.Declaration, error) {
+	d, err := wire.VerifyDeclaration(key, wire.NodeDeclare(node), got.Body, got.Signature)
 	if err != nil {
-		return wire.Declaration{}, 0, fmt.Errorf("read %s: %w", subject, err)
-	}
-	if status := msg.Header.Get(wire.HeaderNATSStatus); status == "404" {
-		return wire.Declaration{}, 0, errNoDeclaration
-	} else if status != "" {
-		return wire.Declaration{}, 0, fmt.Errorf("read %s: status %s %s", subject, status, msg.Header.Get(wire.HeaderNATSDescription))
-	}
-	// The server adds the sequence to the stored headers; a publisher may
-	// have put one there itself, to pass an old declaration for a new one:
-	// an answer with more than one is not read.
-	seqs := msg.Header.Values(nats.JSSequence)
-	if len(seqs) != 1 {
-		return wire.Declaration{}, 0, fmt.Errorf("%w: read %s: the answer carries %d sequences, not the server's one", wire.ErrDeclaration, subject, len(seqs))
-	}
-	seq, err := strconv.ParseUint(seqs[0], 10, 64)
-	if err != nil {
-		return wire.Declaration{}, 0, fmt.Errorf("read %s: no sequence in the answer", subject)
-	}
-	d, err := wire.VerifyDeclaration(key, subject, msg.Data, msg.Header.Get(wire.HeaderSignature))
-	if err != nil {
-		return wire.Declaration{}, seq, err
+		return wire.Declaration{}, err
 	}
 	if d.Node != node {
-		return wire.Declaration{}, seq, fmt.Errorf("%w: it is node %s's", wire.ErrDeclaration, d.Node)
+		return wire.Declaration{}, fmt.Errorf("%w: it is node %s's", wire.ErrDeclaration, d.Node)
 	}
-	return d, seq, nil
+	return d, nil
 }
 
-// judge says whether the declaration at seq is to be applied over what
-// was: "" if so, else why it is refused.
-func judge(was Applied, d wire.Declaration, seq uint64) string {
-	switch {
-	case seq <= was.Seq:
-		return fmt.Sprintf("NODES sequence %d is not after %d, the one applied", seq, was.Seq)
-	case d.Revision <= was.Declaration.Revision:
-		return fmt.Sprintf("revision %d (NODES sequence %d) is not after %d, the one applied", d.Revision, seq, was.Declaration.Revision)
+// judge says whether the declaration read at where is to be applied over
+// what was: "" if so, else why it is refused. Its revision alone decides:
+// an older or equal one is an old declaration come again (a replay), or
+// another saying something else at the same revision. The one applied,
+// read or published again, is not judged (wire.SameDeclaration).
+func judge(was Applied, d wire.Declaration, where string) string {
+	if d.Revision <= was.Declaration.Revision {
+		return fmt.Sprintf("revision %d (%s) is not after %d, the one applied", d.Revision, where, was.Declaration.Revision)
 	}
 	return ""
 }
 
-// republished says whether the declaration at seq is the one applied,
-// published again: the controller's guard putting it back after something
-// else landed there, or a controller restarted signing it again from its
-// store, whose spelling of a configuration may differ. It is kept as
-// applied at its new sequence; it is no refusal.
-func republished(was Applied, d wire.Declaration, seq uint64) bool {
-	return seq > was.Seq && wire.SameDeclaration(d, was.Declaration)
+// refusalOf names what was read, so that a refusal of it is said once:
+// where the bus keeps it (its position, on a bus that has them) and the
+// bytes themselves (a bus that keeps no position gives one place for
+// all).
+func refusalOf(got plane.Declared) string {
+	return fmt.Sprintf("%s\x00%s\x00%x", got.Where, got.Signature, sha256.Sum256(got.Body))
 }
 
 // reportOf is the report of the declaration applied and what runs.

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,14 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/seal"
-
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
-
-	"github.com/nats-io/nats.go"
-
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/buses"
+	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -152,15 +149,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	nc, err := dialRetrying(ctx, cred, o)
+	bus, err := dialRetrying(ctx, cred, o)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer bus.Close()
 	log.Info(ReadyLog, "node", cred.Node, "user", cred.User())
 	sealing, err := o.State.SealingKey()
 	if err != nil {
@@ -176,7 +169,7 @@ func Run(ctx context.Context, o Options) error {
 		if a, err := o.State.Applied(); err == nil && a.Declaration.Revision > 0 {
 			if n.credentialMissing(a.Declaration) {
 				fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if err := fetchCredentials(fctx, nc, n.state, n.sealing, a.Declaration, n.identity); err != nil {
+				if err := fetchCredentials(fctx, bus, n.state, n.sealing, a.Declaration, n.identity); err != nil {
 					log.Warn("the modules applied wait for their credentials", "err", err)
 				}
 				cancel()
@@ -211,8 +204,8 @@ func Run(ctx context.Context, o Options) error {
 	}()
 	defer func() { <-reporting }()
 	for {
-		n.declarations(ctx, nc)
-		if err := out.send(ctx, js); err != nil && ctx.Err() == nil {
+		n.declarations(ctx, bus)
+		if err := out.send(ctx, bus); err != nil && ctx.Err() == nil {
 			log.Warn("reports wait in the outbox", "waiting", out.Len(), "err", err)
 		}
 		select {
@@ -221,7 +214,7 @@ func Run(ctx context.Context, o Options) error {
 			return nil
 		case <-beat.C:
 			alive, _ := json.Marshal(Alive{Node: cred.Node, At: time.Now().UTC()})
-			if err := nc.Publish(wire.NodeAlive(cred.Node), alive); err != nil {
+			if err := bus.Alive(ctx, cred.Node, alive); err != nil {
 				log.Warn("heartbeat not sent", "err", err)
 			}
 		case <-poll.C:
@@ -238,11 +231,10 @@ type node struct {
 	state   State
 	out     *outbox
 	log     *slog.Logger
-	// refusedSeq is the NODES sequence last refused and reported, and
-	// refusedWhy the reason of one refused at no sequence: a refusal is
+	// refused names what was last refused and reported (refusalOf, or
+	// the reason of a refusal with nothing read to name): a refusal is
 	// said once, not every poll.
-	refusedSeq uint64
-	refusedWhy string
+	refused string
 	// sup runs the modules; nil when the host runs none.
 	sup *supervisor
 	// installWait bounds the next attempt to fetch the artifacts (zero
@@ -256,13 +248,21 @@ type node struct {
 	lastRefused string
 }
 
+// declarationBus is what reading and applying a declaration asks of
+// the bus.
+type declarationBus interface {
+	plane.NodeReader
+	plane.CredentialAsker
+	plane.ArtifactFetcher
+}
+
 // declarations takes the node's newest declaration if it is to be
 // applied, and reports what the node applied, or what it refused.
-func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
+func (n *node) declarations(ctx context.Context, bus declarationBus) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	d, seq, err := newest(rctx, nc, n.key, n.name)
-	if errors.Is(err, errNoDeclaration) {
+	got, err := bus.Newest(rctx, n.name)
+	if errors.Is(err, plane.ErrNoDeclaration) {
 		return
 	}
 	was, aerr := n.state.Applied()
@@ -270,46 +270,40 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		n.log.Error("what was applied cannot be read", "err", aerr)
 		return
 	}
-	refused := ""
-	switch {
-	case err != nil && !errors.Is(err, wire.ErrDeclaration):
+	if errors.Is(err, wire.ErrDeclaration) {
+		// The bus refused what it read before anything could be named
+		// by (a sequence the server did not write): said once per
+		// reason.
+		n.refuse(was, err.Error(), err.Error())
+		return
+	}
+	if err != nil {
 		n.log.Warn("the newest declaration cannot be read", "err", err)
 		return
-	case err != nil && seq == 0:
-		// Not a declaration, and at no sequence it can be told by: said
-		// once per reason.
-		if err.Error() == n.refusedWhy {
-			return
-		}
-		n.refusedWhy = err.Error()
-		n.log.Warn("declaration refused", "why", err)
-		n.report(was, err.Error())
-		return
+	}
+	read := refusalOf(got)
+	d, err := verify(n.key, n.name, got)
+	switch {
 	case err != nil:
-		refused = fmt.Sprintf("NODES sequence %d: %v", seq, err)
-	case republished(was, d, seq):
-		if err := n.state.PutApplied(Applied{Seq: seq, Declaration: d}); err != nil {
-			n.log.Error("what was applied cannot be kept", "err", err)
-		}
+		n.refuse(was, read, fmt.Sprintf("%s: %v", got.Where, err))
 		return
-	default:
-		refused = judge(was, d, seq)
-	}
-	if refused != "" {
-		if seq == n.refusedSeq || seq == was.Seq {
-			return
-		}
-		n.refusedSeq = seq
-		n.log.Warn("declaration refused", "seq", seq, "why", refused)
-		n.report(was, refused)
+	case wire.SameDeclaration(d, was.Declaration):
+		// The one applied, read again, or published again (the
+		// controller's guard putting it back after something else landed
+		// there, a controller restarted signing it again from its store,
+		// whose spelling of a configuration may differ): no refusal.
 		return
 	}
-	if err := fetchCredentials(rctx, nc, n.state, n.sealing, d, n.identity); err != nil {
+	if why := judge(was, d, got.Where); why != "" {
+		n.refuse(was, read, why)
+		return
+	}
+	if err := fetchCredentials(rctx, bus, n.state, n.sealing, d, n.identity); err != nil {
 		n.log.Warn("the declaration waits for its modules' credentials", "revision", d.Revision, "err", err)
 		return
 	}
 	if len(d.Artifacts) > 0 {
-		if seq == n.refusedSeq {
+		if read == n.refused {
 			return // refused already: a new declaration is needed
 		}
 		// The first attempt is short (the beds' reload lands within a
@@ -319,16 +313,13 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		// so the request waits out its bound. Each failure doubles it.
 		n.installWait = min(max(2*n.installWait, installFirst), installTimeout)
 		ictx, cancel := context.WithTimeout(ctx, n.installWait)
-		err := install(ictx, nc, n.state, n.sup != nil, d)
+		err := install(ictx, bus, n.state, n.sup != nil, d)
 		cancel()
 		if err == nil {
 			n.installWait = 0
 		}
 		if errors.Is(err, ErrInstall) {
-			n.refusedSeq = seq
-			refused := fmt.Sprintf("revision %d (NODES sequence %d): %v", d.Revision, seq, err)
-			n.log.Warn("declaration refused", "seq", seq, "why", refused)
-			n.report(was, refused)
+			n.refuse(was, read, fmt.Sprintf("revision %d (%s): %v", d.Revision, got.Where, err))
 			return
 		}
 		if err != nil {
@@ -343,13 +334,25 @@ func (n *node) declarations(ctx context.Context, nc *nats.Conn) {
 		}
 		n.sup.started(d.Modules, startWithin)
 	}
-	now := Applied{Seq: seq, Declaration: d}
+	now := Applied{Declaration: d}
 	if err := n.state.PutApplied(now); err != nil {
 		n.log.Error("what was applied cannot be kept; the declaration is taken again", "err", err)
 		return
 	}
-	n.log.Info("declaration applied", "revision", d.Revision, "seq", seq, "modules", d.Modules)
+	n.refused = ""
+	n.log.Info("declaration applied", "revision", d.Revision, "where", got.Where, "modules", d.Modules)
 	n.report(now, "")
+}
+
+// refuse logs and reports a refusal of what, unless it was the last one
+// said.
+func (n *node) refuse(was Applied, what, why string) {
+	if what == n.refused {
+		return
+	}
+	n.refused = what
+	n.log.Warn("declaration refused", "why", why)
+	n.report(was, why)
 }
 
 // identity is the one module runs as, or nil when the host runs no
@@ -385,7 +388,7 @@ func (n *node) report(a Applied, refused string) {
 	if n.sup != nil {
 		running = n.sup.running()
 	}
-	r := reportOf(n.name, a, running, refused, time.Now(), nuid.Next())
+	r := reportOf(n.name, a, running, refused, time.Now(), rand.Text())
 	if in, err := n.state.Installed(); err == nil {
 		for mod, digest := range in {
 			if a.Declaration.Artifacts[mod].Digest == digest {
@@ -426,7 +429,7 @@ func enrolOnce(ctx context.Context, o Options) (wire.Credential, error) {
 	var refusedSince time.Time
 	err = retrying(ctx, o.Logger, "enrol", 0, func(ctx context.Context) (bool, error) {
 		cred, err = Enrol(ctx, token, key, o.Dial...)
-		if !errors.Is(err, nats.ErrAuthorization) {
+		if !errors.Is(err, plane.ErrLoginRefused) {
 			refusedSince = time.Time{}
 			return errors.Is(err, ErrNotSent) || errors.Is(err, ErrNoAnswer), err
 		}
@@ -444,22 +447,19 @@ func enrolOnce(ctx context.Context, o Options) (wire.Credential, error) {
 	return cred, o.State.PutCredential(cred)
 }
 
-// dialRetrying connects as the host, asking again while the server has
-// not yet loaded the host's new user; the connection then reconnects by
-// itself for as long as the host runs.
-func dialRetrying(ctx context.Context, cred wire.Credential, o Options) (*nats.Conn, error) {
-	opts := append([]link.Option{link.WithNATSOptions(
-		nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { o.Logger.Warn("disconnected", "err", err) }),
-		nats.ReconnectHandler(func(*nats.Conn) { o.Logger.Info("reconnected") }),
-	)}, o.Dial...)
-	var nc *nats.Conn
+// dialRetrying connects as the host on the bus its credential is for,
+// asking again while the server has not yet loaded the host's new user
+// (the retry is the host's, with its backoff and its log); the connection
+// then reconnects by itself for as long as the host runs.
+func dialRetrying(ctx context.Context, cred wire.Credential, o Options) (plane.Host, error) {
+	opts := append([]link.Option{link.WithConnectionLog(o.Logger)}, o.Dial...)
+	var bus plane.Host
 	err := retrying(ctx, o.Logger, "connect", 30*time.Second, func(ctx context.Context) (bool, error) {
 		var err error
-		nc, err = link.Dial(ctx, cred, opts...)
-		return err != nil && !errors.Is(err, link.ErrFingerprint), err
+		bus, err = buses.DialHost(ctx, cred, opts...)
+		return err != nil && !errors.Is(err, link.ErrFingerprint) && !errors.Is(err, plane.ErrUnsupported), err
 	})
-	return nc, err
+	return bus, err
 }
 
 // retrying runs try until it succeeds, says not to go on, or ctx ends,

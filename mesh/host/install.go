@@ -8,10 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/meshbus/mesh/mesh/artifact"
 	"github.com/meshbus/mesh/mesh/atomicfile"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -44,19 +43,19 @@ func (s State) putInstalled(in Installed) error {
 }
 
 // ErrInstall is wrapped by every refusal to install a declared artifact:
-// one whose bytes are not the digest declared, one ARTIFACTS does not
+// one whose bytes are not the digest declared, one the bus does not
 // hold whole. The declaration is refused and reported with the reason.
 var ErrInstall = errors.New("artifact not installed")
 
 // install puts the program of each module d declares an artifact for in
 // that module's own directory (State.ModuleProgram, never the programs
-// directory the host's own names are in): fetched from ARTIFACTS
-// by direct gets (the host's grant names those artifacts' chunks alone),
-// its digest checked, written beside it and renamed over the old one, so
+// directory the host's own names are in): fetched from the bus (on NATS,
+// ARTIFACTS by direct gets the host's grant names those artifacts' chunks
+// alone for), its digest and size checked, written beside it and renamed over the old one, so
 // a kill halfway leaves the old program or the new one, and kept in the
 // state as installed. A module whose artifact is installed already is
 // left as it is.
-func install(ctx context.Context, nc *nats.Conn, s State, runsModules bool, d wire.Declaration) error {
+func install(ctx context.Context, bus plane.ArtifactFetcher, s State, runsModules bool, d wire.Declaration) error {
 	if len(d.Artifacts) == 0 {
 		return nil
 	}
@@ -76,7 +75,7 @@ func install(ctx context.Context, nc *nats.Conn, s State, runsModules bool, d wi
 		if in[mod] == a.Digest && isProgram(path) {
 			continue
 		}
-		data, err := artifact.Fetch(ctx, nc, a.Digest, a.Size)
+		data, err := bus.Artifact(ctx, a.Digest, a.Size)
 		if errors.Is(err, artifact.ErrDigest) || errors.Is(err, artifact.ErrMissing) || errors.Is(err, artifact.ErrSize) {
 			return fmt.Errorf("%w: module %s: %w", ErrInstall, mod, err)
 		}

@@ -11,10 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/meshbus/mesh/mesh/atomicfile"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -98,10 +96,9 @@ func (o *outbox) Len() int {
 	return len(names)
 }
 
-// send publishes every waiting report in order through JetStream and
-// removes each once CONTROL acknowledged it; it stops at the first that
-// is not, to try again later.
-func (o *outbox) send(ctx context.Context, js jetstream.JetStream) error {
+// send sends every waiting report in order and removes each once CONTROL
+// holds it; it stops at the first that is not, to try again later.
+func (o *outbox) send(ctx context.Context, bus plane.Reporter) error {
 	names, err := pending(o.dir)
 	if err != nil {
 		return err
@@ -118,10 +115,8 @@ func (o *outbox) send(ctx context.Context, js jetstream.JetStream) error {
 			_ = os.Remove(path)
 			continue
 		}
-		msg := nats.NewMsg(wire.NodeReport(r.Node))
-		msg.Data = r.Marshal()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = js.PublishMsg(pctx, msg, jetstream.WithMsgID(r.ID), jetstream.WithExpectStream(wire.StreamControl))
+		err = bus.Report(pctx, r.Node, r.ID, r.Marshal())
 		cancel()
 		if err != nil {
 			return fmt.Errorf("send report %s: %w", r.ID, err)
