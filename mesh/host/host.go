@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -388,7 +387,7 @@ func (n *node) report(a Applied, refused string) {
 	if n.sup != nil {
 		running = n.sup.running()
 	}
-	r := reportOf(n.name, a, running, refused, time.Now(), rand.Text())
+	r := reportOf(n.name, a, running, refused, time.Now(), wire.NewID())
 	if in, err := n.state.Installed(); err == nil {
 		for mod, digest := range in {
 			if a.Declaration.Artifacts[mod].Digest == digest {
