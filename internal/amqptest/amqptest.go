@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,8 +49,9 @@ const (
 type Broker struct {
 	// Container is the broker's container.
 	Container *rabbitmq.RabbitMQContainer
-	// Creds maps each user (amqpdefs.Users) to its credential, pointed at
-	// this broker through the host's loopback.
+	// Creds maps each user (amqpdefs.Users, amqpdefs.ControlUsers) to its
+	// credential, pointed at this broker through the host's loopback and
+	// naming its user's virtual host.
 	Creds map[string]wire.Credential
 	// Fingerprint is the broker certificate's.
 	Fingerprint string
@@ -154,7 +156,7 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	}
 	br.addr = net.JoinHostPort("127.0.0.1", p.Port())
 	br.Creds = map[string]wire.Credential{}
-	for _, u := range minted.Users {
+	for _, u := range slices.Concat(minted.Users, minted.ControlUsers) {
 		if br.Creds[u], err = minted.Credential(u, br.addr); err != nil {
 			t.Fatal(err)
 		}
@@ -199,14 +201,20 @@ func (b *Broker) Dial(t testing.TB, user string) *amqp.Connection {
 func (b *Broker) Reset(ctx context.Context, t testing.TB) {
 	t.Helper()
 	b.importDefinitions(ctx, t)
-	ch, err := b.Dial(t, wire.ControllerUser).Channel()
-	if err != nil {
-		t.Fatal(err)
+	// The controller has a user in each virtual host.
+	admins := map[string]string{wire.AMQPVhost: wire.ControllerMeshUser, wire.AMQPControlVhost: wire.ControllerUser}
+	chans := map[string]*amqp.Channel{}
+	for vhost, user := range admins {
+		ch, err := b.Dial(t, user).Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		chans[vhost] = ch
 	}
-	defer ch.Close()
 	for _, q := range b.Definitions.Queues {
-		if _, err := ch.QueuePurge(q.Name, false); err != nil {
-			t.Fatalf("purge %s: %v", q.Name, err)
+		if _, err := chans[q.Vhost].QueuePurge(q.Name, false); err != nil {
+			t.Fatalf("purge %s in %s: %v", q.Name, q.Vhost, err)
 		}
 	}
 }
@@ -243,10 +251,16 @@ func logs(t testing.TB, c *rabbitmq.RabbitMQContainer) {
 // Queues lists the queues of the mesh's virtual host.
 func (b *Broker) Queues(ctx context.Context, t testing.TB) []string {
 	t.Helper()
+	return b.QueuesIn(ctx, t, wire.AMQPVhost)
+}
+
+// QueuesIn lists the queues of virtual host vhost.
+func (b *Broker) QueuesIn(ctx context.Context, t testing.TB, vhost string) []string {
+	t.Helper()
 	var list []struct {
 		Name string `json:"name"`
 	}
-	b.ctlJSON(ctx, t, &list, "list_queues", "-q", "-p", wire.AMQPVhost, "--formatter", "json", "name")
+	b.ctlJSON(ctx, t, &list, "list_queues", "-q", "-p", vhost, "--formatter", "json", "name")
 	var out []string
 	for _, q := range list {
 		out = append(out, q.Name)

@@ -26,16 +26,19 @@ func TestBrokerServesTheDefinitions(t *testing.T) {
 	b := Start(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, u := range amqpdefs.Users(m) {
+	for _, u := range slices.Concat(amqpdefs.Users(m), amqpdefs.ControlUsers(m)) {
 		b.Dial(t, u)
 	}
-	have := b.Queues(ctx, t)
+	have := map[string][]string{}
 	for _, q := range b.Definitions.Queues {
-		if !slices.Contains(have, q.Name) {
-			t.Errorf("expected queue %s declared, have %v", q.Name, have)
+		if _, ok := have[q.Vhost]; !ok {
+			have[q.Vhost] = b.QueuesIn(ctx, t, q.Vhost)
+		}
+		if !slices.Contains(have[q.Vhost], q.Name) {
+			t.Errorf("expected queue %s declared in %s, have %v", q.Name, q.Vhost, have[q.Vhost])
 		}
 	}
-	if n := b.Unacked(ctx, t, wire.ControllerUser); n != 0 {
+	if n := b.Unacked(ctx, t, wire.ControllerMeshUser); n != 0 {
 		t.Errorf("expected nothing unacknowledged, got %d", n)
 	}
 	ch, err := b.Dial(t, wire.AMQPUser("node-a", "sensor")).Channel()

@@ -62,6 +62,10 @@ type Inputs struct {
 	// DeadMaxAge is how long mesh.dead keeps a dead letter;
 	// DefaultDeadMaxAge when 0.
 	DeadMaxAge time.Duration
+	// ControlPerSubject is how many messages the queue of one control
+	// subject (and builds) holds before it refuses a publish;
+	// DefaultControlPerSubject when 0.
+	ControlPerSubject int
 }
 
 // Definitions is the document load_definitions reads. Only the sections
@@ -143,11 +147,12 @@ type Binding struct {
 	Arguments       map[string]any `json:"arguments"`
 }
 
-// Users lists every user the definitions carry, in their order: the
-// controller, each module on each node, each person. Hashes must have one
-// for each.
+// Users lists the users of the mesh's virtual host (wire.AMQPVhost), in
+// the definitions' order: the controller's user there, each module on
+// each node, each person. ControlUsers lists the control plane's; Hashes
+// must have one for each of both.
 func Users(m *meshdesc.Mesh) []string {
-	out := []string{wire.ControllerUser}
+	out := []string{wire.ControllerMeshUser}
 	for _, pl := range m.Placements() {
 		out = append(out, wire.AMQPUser(pl.Node, pl.Module.Name))
 	}
@@ -179,11 +184,17 @@ func Build(m *meshdesc.Mesh, in Inputs) (Definitions, error) {
 	if in.DeadMaxAge == 0 {
 		in.DeadMaxAge = DefaultDeadMaxAge
 	}
+	if in.ControlPerSubject == 0 {
+		in.ControlPerSubject = DefaultControlPerSubject
+	}
+	if in.ControlPerSubject < 1 {
+		return Definitions{}, fmt.Errorf("build definitions: control per subject %d is below 1", in.ControlPerSubject)
+	}
 	if in.MaxDeliver < 1 {
 		return Definitions{}, fmt.Errorf("build definitions: max deliver %d is below 1", in.MaxDeliver)
 	}
-	d := Definitions{Vhosts: []Vhost{{Name: wire.AMQPVhost}}}
-	for _, name := range Users(m) {
+	d := Definitions{Vhosts: []Vhost{{Name: wire.AMQPVhost}, {Name: wire.AMQPControlVhost}}}
+	for _, name := range slices.Concat(Users(m), ControlUsers(m)) {
 		h, ok := in.Hashes[name]
 		if !ok || h == "" {
 			return Definitions{}, fmt.Errorf("build definitions: no password hash for user %s", name)
@@ -193,7 +204,7 @@ func Build(m *meshdesc.Mesh, in Inputs) (Definitions, error) {
 
 	// The controller is the mesh's own principal: it may assert the
 	// topology and read the dead letters. No topic permission: every key.
-	d.Permissions = append(d.Permissions, permission(wire.ControllerUser, ".*", ".*", ".*"))
+	d.Permissions = append(d.Permissions, permission(wire.ControllerMeshUser, ".*", ".*", ".*"))
 	for _, pl := range m.Placements() {
 		g := moduleGrants(m, pl.Node, pl.Module)
 		d.Permissions = append(d.Permissions, g.permission)
@@ -247,9 +258,12 @@ func Build(m *meshdesc.Mesh, in Inputs) (Definitions, error) {
 			d.Bindings = append(d.Bindings, binding(wire.ExchangeRPC, q, q))
 		}
 	}
-	slices.SortFunc(d.Queues, func(a, b Queue) int { return strings.Compare(a.Name, b.Name) })
+	if err := control(m, in, &d); err != nil {
+		return Definitions{}, err
+	}
+	slices.SortFunc(d.Queues, func(a, b Queue) int { return strings.Compare(a.Vhost+"\x00"+a.Name, b.Vhost+"\x00"+b.Name) })
 	slices.SortFunc(d.Bindings, func(a, b Binding) int {
-		return strings.Compare(a.Source+"\x00"+a.Destination+"\x00"+a.RoutingKey, b.Source+"\x00"+b.Destination+"\x00"+b.RoutingKey)
+		return strings.Compare(a.Vhost+"\x00"+a.Source+"\x00"+a.Destination+"\x00"+a.RoutingKey, b.Vhost+"\x00"+b.Source+"\x00"+b.Destination+"\x00"+b.RoutingKey)
 	})
 	return d, nil
 }
@@ -369,6 +383,23 @@ func exchange(name, kind string) Exchange {
 
 func binding(source, queue, key string) Binding {
 	return Binding{Source: source, Vhost: wire.AMQPVhost, Destination: queue, DestinationType: "queue", RoutingKey: key, Arguments: map[string]any{}}
+}
+
+// inVhost moves a grant or an object into virtual host vhost.
+func inVhost[T Permission | TopicPermission | Exchange | Queue | Binding](vhost string, v T) T {
+	switch p := any(&v).(type) {
+	case *Permission:
+		p.Vhost = vhost
+	case *TopicPermission:
+		p.Vhost = vhost
+	case *Exchange:
+		p.Vhost = vhost
+	case *Queue:
+		p.Vhost = vhost
+	case *Binding:
+		p.Vhost = vhost
+	}
+	return v
 }
 
 // HashPassword is RabbitMQ's rabbit_password_hashing_sha256 hash of

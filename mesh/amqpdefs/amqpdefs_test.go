@@ -31,7 +31,7 @@ func load(t *testing.T, name string) *meshdesc.Mesh {
 // on random salt.
 func fakeHashes(m *meshdesc.Mesh) map[string]string {
 	h := map[string]string{}
-	for _, u := range Users(m) {
+	for _, u := range slices.Concat(Users(m), ControlUsers(m)) {
 		h[u] = "hash-of-" + u
 	}
 	return h
@@ -206,13 +206,20 @@ func TestTopologyIsComplete(t *testing.T) {
 	}
 	exchanges := map[string]Exchange{}
 	for _, e := range d.Exchanges {
-		exchanges[e.Name] = e
+		if e.Vhost == "mesh" {
+			exchanges[e.Name] = e
+		}
 	}
 	queues := map[string]Queue{}
 	for _, q := range d.Queues {
-		queues[q.Name] = q
+		if q.Vhost == "mesh" {
+			queues[q.Name] = q
+		}
 	}
 	for _, b := range d.Bindings {
+		if b.Vhost != "mesh" {
+			continue
+		}
 		if _, ok := exchanges[b.Source]; !ok {
 			t.Errorf("binding %+v: undeclared exchange", b)
 		}
@@ -249,8 +256,8 @@ func TestTopologyIsComplete(t *testing.T) {
 			t.Errorf("expected queue %s", q)
 		}
 	}
-	if len(d.Vhosts) != 1 || d.Vhosts[0].Name != "mesh" {
-		t.Errorf("expected the one vhost mesh, got %v", d.Vhosts)
+	if !slices.Equal(d.Vhosts, []Vhost{{"mesh"}, {"control"}}) {
+		t.Errorf("expected the vhosts mesh and control, got %v", d.Vhosts)
 	}
 	for _, u := range d.Users {
 		if u.HashingAlgorithm != "rabbit_password_hashing_sha256" || u.Tags != "" {

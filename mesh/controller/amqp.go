@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/amqpdefs"
@@ -41,8 +42,10 @@ type AMQPBroker struct {
 	// them rendered, as the broker imports them.
 	Definitions amqpdefs.Definitions
 	Document    []byte
-	// Users are the principals, in amqpdefs.Users's order.
-	Users []string
+	// Users are the principals of the mesh's virtual host, in
+	// amqpdefs.Users's order; ControlUsers the control plane's
+	// (amqpdefs.ControlUsers), whose credentials name its virtual host.
+	Users, ControlUsers []string
 
 	passwords map[string]string
 	mesh      *meshdesc.Mesh
@@ -58,7 +61,7 @@ func MintAMQP(m *meshdesc.Mesh, ca *pki.CA, o AMQPOptions) (AMQPBroker, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	b := AMQPBroker{Users: amqpdefs.Users(m), passwords: map[string]string{}, mesh: m}
+	b := AMQPBroker{Users: amqpdefs.Users(m), ControlUsers: amqpdefs.ControlUsers(m), passwords: map[string]string{}, mesh: m}
 	var err error
 	if b.CertPEM, b.KeyPEM, err = ca.IssueServer(o.Names, o.Now()); err != nil {
 		return AMQPBroker{}, fmt.Errorf("mint the AMQP bus: %w", err)
@@ -67,7 +70,7 @@ func MintAMQP(m *meshdesc.Mesh, ca *pki.CA, o AMQPOptions) (AMQPBroker, error) {
 		return AMQPBroker{}, fmt.Errorf("mint the AMQP bus: %w", err)
 	}
 	hashes := map[string]string{}
-	for _, u := range b.Users {
+	for _, u := range slices.Concat(b.Users, b.ControlUsers) {
 		raw := make([]byte, passwordBytes)
 		if _, err := rand.Read(raw); err != nil {
 			return AMQPBroker{}, fmt.Errorf("mint the AMQP bus: password: %w", err)
@@ -88,24 +91,36 @@ func MintAMQP(m *meshdesc.Mesh, ca *pki.CA, o AMQPOptions) (AMQPBroker, error) {
 	return b, nil
 }
 
-// Credential is user's credential for the broker at addr (host:port).
+// Credential is user's credential for the broker at addr (host:port). A
+// host's lacks its declaration key, which is the store's to add.
 func (b AMQPBroker) Credential(user, addr string) (wire.Credential, error) {
 	pw, ok := b.passwords[user]
 	if !ok {
-		return wire.Credential{}, fmt.Errorf("no AMQP principal %q (the principals are: %v)", user, b.Users)
+		return wire.Credential{}, fmt.Errorf("no AMQP principal %q (the principals are: %v)", user, slices.Concat(b.Users, b.ControlUsers))
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return wire.Credential{}, fmt.Errorf("AMQP broker address %q: %w", addr, err)
 	}
 	c := wire.Credential{URL: wire.AMQPBusURL(user, pw, addr), Fingerprint: b.Fingerprint}
+	if slices.Contains(b.ControlUsers, user) {
+		c.URL = wire.AMQPControlURL(user, pw, addr)
+	}
 	switch {
-	case user == wire.ControllerUser:
+	case user == wire.ControllerUser || user == wire.ControllerMeshUser:
 		c.Principal = wire.PrincipalController
+	case user == wire.BuilderUser:
+		c.Principal = wire.PrincipalBuilder
 	default:
 		if pl, ok := b.placement(user); ok {
 			c.Node, c.Module = pl.Node, pl.Module.Name
 		} else if p, ok := b.person(user); ok {
 			c.Principal, c.Name = wire.PrincipalPerson, p.Name
+		} else if node, ok := strings.CutPrefix(user, wire.HostUser("")); ok {
+			c.Principal, c.Node = wire.PrincipalHost, node
+		} else if token, ok := strings.CutPrefix(user, wire.EnrolUser("")); ok {
+			c.Principal, c.Name = wire.PrincipalEnrol, token
+		} else if repo, ok := strings.CutPrefix(user, wire.SourceUser("")); ok {
+			c.Principal, c.Name = wire.PrincipalSource, repo
 		}
 	}
 	return c, nil

@@ -122,7 +122,7 @@ func TestBus(t *testing.T) {
 			t.Fatal(err)
 		}
 		br := amqptest.Start(t, m, amqptest.WithMaxDeliver(busMaxDeliver)) // skips in -short mode or without Docker
-		am := &amqpMesh{br: br, admin: br.Dial(t, wire.ControllerUser)}
+		am := &amqpMesh{br: br, admin: br.Dial(t, wire.ControllerMeshUser)}
 		for _, c := range busCases {
 			t.Run(c.name, func(t *testing.T) {
 				br.Reset(ctxFor(t, time.Minute), t)

@@ -157,6 +157,13 @@ func AMQPBusURL(user, password, hostport string) string {
 	return u.String()
 }
 
+// AMQPControlURL is AMQPBusURL for a user of the control plane: the
+// virtual host AMQPControlVhost as the URL's path.
+func AMQPControlURL(user, password, hostport string) string {
+	u := url.URL{Scheme: "amqps", User: url.UserPassword(user, password), Host: hostport, Path: "/" + AMQPControlVhost}
+	return u.String()
+}
+
 // DeliveryLimit is the x-delivery-limit that gives a message maxDeliver
 // deliveries in all, as JetStream's MaxDeliver counts them: a quorum queue
 // dead-letters a message once it has been returned more times than its
@@ -257,6 +264,110 @@ func CheckDirectReplyTo(replyTo string) error {
 	token, ok := strings.CutPrefix(replyTo, DirectReplyTo+".")
 	if !ok || token == "" {
 		return fmt.Errorf("%w: %q is not %s.<token>", ErrReplySubject, replyTo, DirectReplyTo)
+	}
+	return nil
+}
+
+// The control plane on AMQP (issue 19 items 3 and 4,
+// docs/decisions/0009-amqp-control-plane.md). It lives in a virtual host
+// of its own, AMQPControlVhost: RabbitMQ names nothing across virtual
+// hosts (a queue, an exchange, an alternate or dead-letter exchange of
+// one is never reached from another), so a module or person, whose users
+// have no permission there, cannot log in to it at all. Its users are the
+// controller, each node's host, each source repository, the builder and
+// each live enrolment token; every user has grants in one virtual host
+// only.
+//
+//   - Everything sent into the control plane goes to the topic exchange
+//     ExchangeControl with the wire subject as routing key
+//     (NodeReport(node), SubjectEnrol, SourceChanged(repo) …), so the AMQP
+//     plane maps no names. Each principal's topic permission there is its
+//     own subjects; nobody but the controller may write amq.default, so
+//     nobody else can route by queue name.
+//   - Each subject has a queue of its own (ControlQueue): a principal that
+//     floods fills its own queue and is refused (x-overflow
+//     reject-publish), as CONTROL's DiscardNewPerSubject refuses it on
+//     NATS, and one queue per node keeps a node's reports in order.
+//   - The controller writes NodeQueue(node) (newest declaration only),
+//     QueueBuilds and EnrolQueue(token) (the enrolment's answer); each is
+//     read by its one principal.
+
+// Names of the control plane's virtual host, exchange and queues.
+const (
+	// AMQPControlVhost is the virtual host of the control plane; a
+	// credential of one of its users names it as its URL's path.
+	AMQPControlVhost = "control"
+	// ExchangeControl is the topic exchange every message into the
+	// control plane is published to, its routing key the wire subject.
+	ExchangeControl = "mesh.control"
+	// QueueBuilds is the builders' work queue (BUILDS on NATS), bound to
+	// ExchangeControl with SubjectBuildRequest.
+	QueueBuilds = "builds"
+	// ExchangeDirect is RabbitMQ's name of the default exchange in a
+	// publish (amq.default is the name permissions give it).
+	ExchangeDirect = ""
+)
+
+// Queue arguments of the control plane.
+const (
+	// ArgMaxLength bounds a queue's ready messages.
+	ArgMaxLength = "x-max-length"
+	// ArgOverflow says what a full queue does: OverflowRejectPublish
+	// refuses the publish (a negative confirm), OverflowDropHead drops the
+	// oldest.
+	ArgOverflow           = "x-overflow"
+	OverflowRejectPublish = "reject-publish"
+	OverflowDropHead      = "drop-head"
+	// ArgExpires deletes a queue unused for so many ms.
+	ArgExpires = "x-expires"
+)
+
+// controlPrefix is what a control subject's queue name drops: the queue
+// of mesh.control.node-a.report is control.node-a.report.
+const controlPrefix = "mesh."
+
+// ErrNotControlSubject means a subject has no queue in the control plane.
+var ErrNotControlSubject = errors.New("not a subject of the control plane")
+
+// ControlQueue is the queue of control subject (one of SubjectEnrol,
+// SubjectBuilt, SubjectPush, NodeReport, NodeAlive, NodeCredentials,
+// SourceChanged): the subject without its leading "mesh.", so each
+// subject's queue is its own and reads as it. The subject is also the
+// queue's one binding key on ExchangeControl.
+func ControlQueue(subject string) (string, error) {
+	rest, ok := strings.CutPrefix(subject, controlPrefix)
+	if !ok || !strings.HasPrefix(rest, "control.") || strings.ContainsAny(subject, "*># \t\r\n") {
+		return "", fmt.Errorf("%w: %q", ErrNotControlSubject, subject)
+	}
+	for _, t := range strings.Split(rest, ".") {
+		if t == "" {
+			return "", fmt.Errorf("%w: %q has an empty token", ErrNotControlSubject, subject)
+		}
+	}
+	return rest, nil
+}
+
+// NodeQueue is the queue holding node's newest signed declaration
+// (NODES on NATS): bound to ExchangeControl with NodeDeclare(node),
+// written by the controller alone, read by the node's host alone.
+func NodeQueue(node string) string { return "node." + node }
+
+// EnrolQueue is the queue an enrolment's answer for token is put in:
+// read by the token's user alone, written by the controller alone
+// through the default exchange. It is the AMQP twin of EnrolInbox: the
+// request names it in its payload (EnrolRequest.Reply), and the
+// controller answers there only if CheckEnrolQueue accepts it.
+func EnrolQueue(token string) string { return "enrol." + token }
+
+// CheckEnrolQueue reports whether reply, from an enrolment request's
+// payload on the AMQP bus, is the answer queue of the token the request
+// claims: the controller writes the default exchange, which reaches every
+// queue of the control plane by name, so it answers there and nowhere
+// else (a reply naming node.<node>, builds or another token's queue
+// would have it write there on the requester's word).
+func CheckEnrolQueue(token, reply string) error {
+	if CheckName(token) != nil || reply != EnrolQueue(token) {
+		return fmt.Errorf("%w: %q is not the answer queue of token %q (%s)", ErrReplySubject, reply, token, EnrolQueue(token))
 	}
 	return nil
 }

@@ -179,3 +179,60 @@ func TestContentTypeFromTheProperty(t *testing.T) {
 		t.Fatal("expected no content-type when neither carries one")
 	}
 }
+
+func TestAMQPControlNames(t *testing.T) {
+	for got, want := range map[string]string{
+		NodeQueue("node-a"): "node.node-a",
+		EnrolQueue("tok-1"): "enrol.tok-1",
+		AMQPControlURL("host.node-a", "pw", "rabbitmq:5671"): "amqps://host.node-a:pw@rabbitmq:5671/control",
+	} {
+		if got != want {
+			t.Errorf("expected %q, got %q", want, got)
+		}
+	}
+	// Each control subject has its own queue, named by the subject
+	// without "mesh.": two subjects never share one.
+	seen := map[string]string{}
+	for _, subject := range []string{
+		SubjectEnrol, SubjectBuilt, SubjectPush,
+		NodeReport("node-a"), NodeAlive("node-a"), NodeCredentials("node-a"),
+		NodeReport("node-b"), SourceChanged("modules"),
+	} {
+		q, err := ControlQueue(subject)
+		if err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+		if q != strings.TrimPrefix(subject, "mesh.") {
+			t.Errorf("%s: expected its queue named by the subject, got %q", subject, q)
+		}
+		if other, ok := seen[q]; ok {
+			t.Errorf("%s and %s share queue %s", subject, other, q)
+		}
+		seen[q] = subject
+	}
+	for _, bad := range []string{
+		"", "mesh.control", "mesh.control.", "mesh.node.node-a.declare", "control.enrol",
+		SubjectReports, SubjectControlAll, "mesh.control.#", "mesh.control..report", SubjectBuildRequest,
+	} {
+		if q, err := ControlQueue(bad); !errors.Is(err, ErrNotControlSubject) {
+			t.Errorf("%q: expected ErrNotControlSubject, got %q, %v", bad, q, err)
+		}
+	}
+}
+
+func TestCheckEnrolQueue(t *testing.T) {
+	if err := CheckEnrolQueue("tok-1", EnrolQueue("tok-1")); err != nil {
+		t.Fatalf("expected the token's own queue accepted, got %v", err)
+	}
+	for _, reply := range []string{
+		EnrolQueue("tok-2"), NodeQueue("node-a"), QueueBuilds, "control.node-a.report",
+		EnrolInbox("tok-1") + ".x", DirectReplyTo, "enrol.tok-1.x", "", "enrol.",
+	} {
+		if err := CheckEnrolQueue("tok-1", reply); !errors.Is(err, ErrReplySubject) {
+			t.Errorf("%q: expected ErrReplySubject, got %v", reply, err)
+		}
+	}
+	if err := CheckEnrolQueue("", "enrol."); !errors.Is(err, ErrReplySubject) {
+		t.Errorf("expected an empty token refused, got %v", err)
+	}
+}
