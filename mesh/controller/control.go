@@ -347,7 +347,7 @@ func (l *ControlLoop) enrol(ctx context.Context, st Store, key string, data []by
 	e, err := Enrol(ctx, l.mesh(), st, l.dir, key, data, l.o, func(e Enrolment) error {
 		// Checked again here, where the answer leaves: it carries a
 		// credential, and goes only under the claimed token's own inbox.
-		if err := wire.CheckEnrolReply(e.Token, e.Reply); err != nil {
+		if err := l.bus.CheckEnrolReply(e.Token, e.Reply); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadControl, err)
 		}
 		// Published once the update is committed (settle), with the

@@ -10,8 +10,12 @@ import (
 // is back: a long-lived program (the host) says so, while the link
 // reconnects by itself.
 func WithConnectionLog(log *slog.Logger) Option {
-	return WithNATSOptions(
+	natsOpts := WithNATSOptions(
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("disconnected", "err", err) }),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("reconnected") }),
 	)
+	return func(o *options) {
+		o.log = log
+		natsOpts(o)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -32,12 +33,30 @@ const DefaultTimeout = 10 * time.Second
 type options struct {
 	address    string
 	name       string
+	log        *slog.Logger
 	errHandler nats.ErrHandler
 	extra      []nats.Option
 }
 
 // Option changes how Dial connects.
 type Option func(*options)
+
+// Common is what every binding reads of the options, whatever its bus
+// (the NATS-only ones aside): the address to dial instead of the
+// credential's, the connection's name, the logger of its losses.
+type Common struct {
+	Address, Name string
+	Logger        *slog.Logger
+}
+
+// CommonOf reads opts for a binding other than NATS's.
+func CommonOf(opts ...Option) Common {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return Common{Address: o.address, Name: o.name, Logger: o.log}
+}
 
 // WithAddress dials host:port instead of the credential URL's, while the
 // certificate is still checked against the credential's host name: a test

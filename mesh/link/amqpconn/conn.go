@@ -35,6 +35,10 @@ type Options struct {
 	Timeout time.Duration
 	// Vhost is the virtual host when the credential's URL names none.
 	Vhost string
+	// Address is host:port to dial instead of the URL's, the certificate
+	// still checked against the URL's host name (a test reaching the
+	// broker through a mapped port).
+	Address string
 	// Logger receives the connection's own lines (never nil after Dial).
 	Logger *slog.Logger
 	// Resume is called, on a goroutine of the reconnection's, once a
@@ -110,6 +114,9 @@ func dialConn(ctx context.Context, cred wire.Credential, o Options, u *url.URL) 
 		// The deadline covers TCP, TLS and the AMQP handshake; amqp091
 		// clears it once the connection is open.
 		Dial: func(network, addr string) (net.Conn, error) {
+			if o.Address != "" {
+				addr = o.Address
+			}
 			var d net.Dialer
 			conn, err := d.DialContext(ctx, network, addr)
 			if err != nil {
@@ -318,3 +325,6 @@ func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 		return nil, fmt.Errorf("open channel: %w: %w", link.ErrTimeout, ctx.Err())
 	}
 }
+
+// Logger is the connection's logger.
+func (c *Conn) Logger() *slog.Logger { return c.o.Logger }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/amqpplane"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -17,6 +18,9 @@ type ControllerOptions struct {
 	// Policy is what NATS's streams are asserted with; zero means
 	// natsplane.DefaultPolicy.
 	Policy natsplane.Policy
+	// AMQP bounds what the controller asserts on RabbitMQ (its queues'
+	// bounds, the events' deliveries); zero means amqpdefs's defaults.
+	AMQP AMQPPolicy
 	// Dial are extra bus options (a test dials another address).
 	Dial []link.Option
 	// Logger; default discards.
@@ -37,6 +41,11 @@ func DialController(ctx context.Context, control, mesh wire.Credential, o Contro
 	switch bus {
 	case NATS:
 		return natsplane.DialController(ctx, control, mesh, natsplane.ControllerOptions{Policy: o.Policy, Dial: o.Dial, Logger: o.Logger})
+	case AMQP:
+		return amqpplane.DialController(ctx, control, mesh, amqpplane.ControllerOptions{
+			ControlPerSubject: o.AMQP.ControlPerSubject, MaxDeliver: o.AMQP.MaxDeliver,
+			Address: link.CommonOf(o.Dial...).Address, Logger: o.Logger,
+		})
 	}
 	return nil, fmt.Errorf("%w: the controller on %s", plane.ErrUnsupported, bus)
 }
@@ -58,6 +67,18 @@ func DialPusher(ctx context.Context, cred wire.Credential, opts ...link.Option) 
 	switch bus {
 	case NATS:
 		return natsplane.DialPusher(ctx, cred, opts...)
+	case AMQP:
+		c := link.CommonOf(opts...)
+		return amqpplane.DialPusher(ctx, cred, amqpplane.HostOptions{Address: c.Address, Logger: c.Logger})
 	}
 	return nil, fmt.Errorf("%w: a push on %s", plane.ErrUnsupported, bus)
+}
+
+// AMQPPolicy is what the controller asserts RabbitMQ's queues with.
+type AMQPPolicy struct {
+	// ControlPerSubject bounds each control subject's queue.
+	ControlPerSubject int
+	// MaxDeliver is the deliveries an event gets before it is
+	// dead-lettered.
+	MaxDeliver int
 }

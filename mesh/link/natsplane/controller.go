@@ -115,6 +115,12 @@ func (c *Controller) Assert(ctx context.Context, m *meshdesc.Mesh) (plane.Assert
 // Connected says whether the control account's connection is up.
 func (c *Controller) Connected() bool { return c.Control.IsConnected() }
 
+// CheckEnrolReply accepts only an inbox under the token's own prefix
+// (wire.CheckEnrolReply).
+func (c *Controller) CheckEnrolReply(token, reply string) error {
+	return wire.CheckEnrolReply(token, reply)
+}
+
 // Answer publishes an enrolment's answer on the reply its payload named.
 func (c *Controller) Answer(_ context.Context, reply string, body []byte) error {
 	return c.Control.Publish(reply, body)

@@ -208,9 +208,15 @@ type ControlFeed interface {
 	Prunable(ctx context.Context) (below uint64, window time.Duration, err error)
 }
 
-// Answerer answers an enrolment on the reply its payload named (checked
-// by the controller: wire.CheckEnrolReply).
+// Answerer answers an enrolment on the reply its payload named.
 type Answerer interface {
+	// CheckEnrolReply says whether reply, named by a claim of token, is
+	// that token's own inbox or queue on this bus (wire.CheckEnrolReply,
+	// wire.CheckEnrolQueue): the answer carries a credential, and the
+	// controller writes where it is told only after this check.
+	CheckEnrolReply(token, reply string) error
+	// Answer publishes body on reply and returns once the bus took it
+	// (on NATS, once it is written: Flush confirms).
 	Answer(ctx context.Context, reply string, body []byte) error
 }
 

@@ -1,0 +1,150 @@
+package amqpplane_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshbus/mesh/internal/amqptest"
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/amqpplane"
+	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+func sample(t *testing.T) *meshdesc.Mesh {
+	t.Helper()
+	m, err := meshdesc.Load(filepath.Join("..", "..", "..", "features", "testdata", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestTheControlPlaneOnTheBroker: the controller asserts the topology the
+// broker booted with and changes nothing; a host's report reaches
+// CONTROL's consumer with its subject and id, and one held comes again
+// after its delay with a higher attempt; a declaration kept is what the
+// host reads, again after the queue is read empty; a credential request
+// is answered to the host that asked.
+func TestTheControlPlaneOnTheBroker(t *testing.T) {
+	m := sample(t)
+	br := amqptest.Start(t, m)
+	ctx := ctxT(t, 2*time.Minute)
+	c, err := amqpplane.DialController(ctx, br.Creds[wire.ControllerUser], br.Creds[wire.ControllerMeshUser], amqpplane.ControllerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	a, err := c.Assert(ctx, m)
+	if err != nil {
+		t.Fatalf("assert: %v", err)
+	}
+	if a.Changed() {
+		t.Fatalf("expected the definitions loaded at boot to need nothing, got %+v", a)
+	}
+
+	node := m.Nodes[0].Name
+	h, err := amqpplane.DialHost(ctx, br.Creds[wire.HostUser(node)], amqpplane.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+
+	got := make(chan plane.ControlMsg, 8)
+	stop, err := c.Consume(ctx, 8, func(msg plane.ControlMsg) { got <- msg })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if err := h.Report(ctx, node, "r-1", []byte(`{"kind":"report"}`)); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var first plane.ControlMsg
+	select {
+	case first = <-got:
+	case <-ctx.Done():
+		t.Fatal("the report did not reach the controller")
+	}
+	if first.Subject() != wire.NodeReport(node) || first.ID() != "r-1" || first.Attempt() != 1 {
+		t.Fatalf("expected %s id r-1 attempt 1, got %s id %s attempt %d", wire.NodeReport(node), first.Subject(), first.ID(), first.Attempt())
+	}
+	held := time.Now()
+	if err := first.Hold(700 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case again := <-got:
+		if since := time.Since(held); since < 700*time.Millisecond || again.ID() != "r-1" || again.Attempt() != 2 {
+			t.Fatalf("expected r-1 again after 700ms at attempt 2, got %s after %v at attempt %d", again.ID(), since, again.Attempt())
+		}
+		if err := again.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the held report did not come again")
+	}
+
+	k, err := c.Keep(ctx, []plane.SignedDeclaration{{Node: node, Body: []byte(`{"revision":1}`), Signature: "sig-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	if err := k.Set(ctx, []plane.SignedDeclaration{{Node: node, Body: []byte(`{"revision":2}`), Signature: "sig-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		d, err := h.Newest(ctx, node)
+		if err != nil || string(d.Body) != `{"revision":2}` || d.Signature != "sig-2" {
+			t.Fatalf("read %d: expected revision 2 signed sig-2, got %q %q %v", i, d.Body, d.Signature, err)
+		}
+	}
+	other := m.Nodes[1].Name
+	// The broker refuses another node's queue to this host.
+	if _, err := h.Newest(ctx, other); !errors.Is(err, link.ErrDenied) {
+		t.Fatalf("expected another node's declaration refused, got %v", err)
+	}
+
+	stopDesk, err := c.ServeCredentials(ctx, func(_ context.Context, n string) []byte { return []byte(`{"node":"` + n + `"}`) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopDesk)
+	answer, err := h.Credentials(ctx, node)
+	if err != nil || string(answer) != `{"node":"`+node+`"}` {
+		t.Fatalf("expected the desk's answer for %s, got %q %v", node, answer, err)
+	}
+	if _, err := h.Credentials(ctxT(t, 3*time.Second), other); !errors.Is(err, link.ErrDenied) {
+		t.Fatalf("expected a request on another node's key refused, got %v", err)
+	}
+
+	heard := make(chan string, 4)
+	stopHearing, err := c.Hear(ctx, func(n string, _ []byte) { heard <- n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopHearing)
+	if err := h.Alive(ctx, node, []byte(`{"node":"`+node+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-heard:
+		if n != node {
+			t.Fatalf("expected a heartbeat of %s, got %s", node, n)
+		}
+	case <-ctx.Done():
+		t.Fatal("the heartbeat was not heard")
+	}
+	if !c.Connected() {
+		t.Fatal("expected the controller connected")
+	}
+}

@@ -1,0 +1,207 @@
+package amqpplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/amqpconn"
+	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// HostOptions tune DialHost.
+type HostOptions struct {
+	// Timeout bounds a call whose context has no deadline.
+	Timeout time.Duration
+	// Address is host:port to dial instead of the credential's.
+	Address string
+	Logger  *slog.Logger
+}
+
+// host is plane.Host on one connection in the control plane's virtual
+// host, as the node's host.
+type host struct {
+	conn       *amqpconn.Conn
+	user       string
+	publishers *amqpconn.Pool[*amqpconn.Publisher]
+	timeout    time.Duration
+
+	mu   sync.Mutex
+	last map[string]plane.Declared // the last declaration taken, by node
+}
+
+// DialHost connects as a node's host (cred is the host's credential). A
+// login the broker refuses wraps plane.ErrLoginRefused; once connected,
+// the connection is made again by itself until Close.
+func DialHost(ctx context.Context, cred wire.Credential, o HostOptions) (plane.Host, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = link.DefaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	conn, err := amqpconn.Dial(ctx, cred, amqpconn.Options{Timeout: o.Timeout, Vhost: wire.AMQPControlVhost, Address: o.Address, Logger: o.Logger})
+	if err != nil {
+		return nil, loginErr(fmt.Errorf("connect as the host: %w", err))
+	}
+	return &host{conn: conn, user: cred.User(), publishers: amqpconn.NewPool(conn.OpenPublisher), timeout: o.Timeout, last: map[string]plane.Declared{}}, nil
+}
+
+// Close closes the connection.
+func (h *host) Close() error {
+	return h.conn.Close(time.Now().Add(h.timeout), h.publishers.Close)
+}
+
+// Newest takes what node.<node> holds (the newest declaration the
+// controller put: the queue keeps one) and keeps it: a queue read empty
+// gives the last one taken again. The body and signature are returned
+// unchecked: checking them is the host's. The delivery is acknowledged
+// once taken: keeping it unsettled would hold the newer one behind it
+// (a quorum queue hands a requeued message back after newer ones).
+func (h *host) Newest(ctx context.Context, node string) (plane.Declared, error) {
+	q := wire.NodeQueue(node)
+	ch, err := h.conn.Channel(ctx)
+	if err != nil {
+		return plane.Declared{}, fmt.Errorf("read %s: %w", q, err)
+	}
+	defer func() { _ = ch.Close() }()
+	var d amqp.Delivery
+	var ok bool
+	err = amqpconn.Bounded(ctx, ch, func() error {
+		var err error
+		d, ok, err = ch.Get(q, false)
+		return err
+	})
+	if err != nil {
+		if amqpconn.BrokerCode(err) == wire.AMQPNotFound {
+			return plane.Declared{}, fmt.Errorf("read %s: %w: %w", q, plane.ErrMissing, err)
+		}
+		return plane.Declared{}, fmt.Errorf("read %s: %w", q, amqpconn.Refused(err))
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !ok {
+		last, have := h.last[node]
+		if !have {
+			return plane.Declared{}, fmt.Errorf("read %s: %w", q, plane.ErrNoDeclaration)
+		}
+		return last, nil
+	}
+	sig, _ := d.Headers[wire.HeaderSignature].(string)
+	got := plane.Declared{Body: d.Body, Signature: sig, Where: "queue " + q}
+	if err := d.Ack(false); err != nil {
+		return plane.Declared{}, fmt.Errorf("read %s: %w", q, amqpconn.MapClosed(err))
+	}
+	h.last[node] = got
+	return got, nil
+}
+
+// Report puts the report in its node's report queue, its id as
+// message-id, persistent, and returns once the broker confirmed it. A
+// full queue refuses it (a negative confirm): it stays the caller's to
+// send again.
+func (h *host) Report(ctx context.Context, node, id string, body []byte) error {
+	return h.publish(ctx, wire.NodeReport(node), true, amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: id, UserId: h.user, Body: body,
+	})
+}
+
+// Alive puts a heartbeat in the node's heartbeat queue (which keeps the
+// newest, briefly).
+func (h *host) Alive(ctx context.Context, node string, body []byte) error {
+	return h.publish(ctx, wire.NodeAlive(node), false, amqp.Publishing{
+		ContentType: "application/json", UserId: h.user, Body: body,
+	})
+}
+
+func (h *host) publish(ctx context.Context, key string, mandatory bool, msg amqp.Publishing) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	err := amqpconn.Publish(ctx, h.publishers, key, wire.ExchangeControl, key, mandatory, msg)
+	if errors.Is(err, amqpconn.ErrUnroutable) {
+		return fmt.Errorf("%w: no queue takes %s: %w", plane.ErrMissing, key, err)
+	}
+	return err
+}
+
+// Credentials asks the controller for the node's modules' credentials:
+// a request on the node's key, answered to this channel's direct reply-to
+// address, with the host's user-id (which the broker checks).
+func (h *host) Credentials(ctx context.Context, node string) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	key := wire.NodeCredentials(node)
+	ch, err := h.conn.Channel(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ask %s: %w", key, err)
+	}
+	defer func() { _ = ch.Close() }()
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	var replies <-chan amqp.Delivery
+	err = amqpconn.Bounded(ctx, ch, func() error {
+		if err := ch.Confirm(false); err != nil {
+			return err
+		}
+		var err error
+		// Direct reply-to: consumed without acks, on the channel the
+		// request is published on.
+		replies, err = ch.Consume(wire.DirectReplyTo, "", true, false, false, false, nil)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ask %s: %w", key, amqpconn.Refused(err))
+	}
+	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+	id := wire.NewID()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, wire.ExchangeControl, key, true, false, amqp.Publishing{
+		ReplyTo: wire.DirectReplyTo, CorrelationId: id, MessageId: id, UserId: h.user,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ask %s: %w", key, amqpconn.SendError(ctx, err))
+	}
+	confirmed := dc.Done()
+	for {
+		select {
+		case r := <-returns:
+			return nil, fmt.Errorf("ask %s: %w: the broker returned it: %d %s", key, plane.ErrMissing, r.ReplyCode, r.ReplyText)
+		case <-confirmed:
+			if !dc.Acked() {
+				if ch.IsClosed() {
+					return nil, fmt.Errorf("ask %s: %w", key, amqpconn.Refused(amqpconn.CloseCause(closed)))
+				}
+				return nil, fmt.Errorf("ask %s: %w", key, amqpconn.ErrNacked)
+			}
+			confirmed = nil
+		case d, ok := <-replies:
+			if !ok {
+				// The broker closed the channel (a 403 for a key not the
+				// host's), or the connection went.
+				return nil, fmt.Errorf("ask %s: %w", key, amqpconn.Refused(amqpconn.CloseCause(closed)))
+			}
+			if d.CorrelationId == id {
+				return d.Body, nil
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("ask %s: %w: %w", key, link.ErrTimeout, ctx.Err())
+		}
+	}
+}
+
+// Artifact: the artifacts travel on NATS (ARTIFACTS); on AMQP, how they
+// travel is still open (docs/decisions/0009).
+func (h *host) Artifact(context.Context, string, int64) ([]byte, error) {
+	return nil, fmt.Errorf("%w: fetching an artifact on AMQP", plane.ErrUnsupported)
+}

@@ -1,0 +1,106 @@
+package amqpplane
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// resendEvery is how often the keeper puts every node's declaration
+// again: a host takes its declaration from node.<node> (AMQP has no
+// reading without taking), and one that lost what it took (killed before
+// it applied it, its state wiped) gets it again within this.
+const resendEvery = 30 * time.Second
+
+// keeper keeps each node's newest declaration in node.<node>: no other
+// principal may write there (only the controller writes amq.default or
+// the key mesh.node.<node>.declare on mesh.control), so there is nothing
+// to watch and repair, only to put again for a host that took it.
+type keeper struct {
+	c    *Controller
+	mu   sync.Mutex
+	want map[string]plane.SignedDeclaration // by node
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Keep puts each declaration in its node's queue and puts them again
+// every resendEvery until Stop.
+func (c *Controller) Keep(ctx context.Context, decls []plane.SignedDeclaration) (plane.Keeper, error) {
+	k := &keeper{c: c, want: map[string]plane.SignedDeclaration{}, done: make(chan struct{})}
+	if err := k.Set(ctx, decls); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	k.cancel = cancel
+	go func() {
+		defer close(k.done)
+		t := time.NewTicker(resendEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if err := k.putAll(rctx); err != nil && rctx.Err() == nil {
+					c.log.Warn("declarations not all put again", "err", err)
+				}
+			}
+		}
+	}()
+	return k, nil
+}
+
+// Set makes decls the declarations kept and puts them now; a node left
+// out keeps its last.
+func (k *keeper) Set(ctx context.Context, decls []plane.SignedDeclaration) error {
+	k.mu.Lock()
+	for _, d := range decls {
+		k.want[d.Node] = d
+	}
+	k.mu.Unlock()
+	var errs []error
+	for _, d := range decls {
+		errs = append(errs, k.put(ctx, d))
+	}
+	return errors.Join(errs...)
+}
+
+func (k *keeper) putAll(ctx context.Context) error {
+	k.mu.Lock()
+	all := make([]plane.SignedDeclaration, 0, len(k.want))
+	for _, d := range k.want {
+		all = append(all, d)
+	}
+	k.mu.Unlock()
+	var errs []error
+	for _, d := range all {
+		errs = append(errs, k.put(ctx, d))
+	}
+	return errors.Join(errs...)
+}
+
+// put publishes one declaration on its node's key, the signature as a
+// header: node.<node> keeps the newest alone (x-max-length 1, drop-head).
+func (k *keeper) put(ctx context.Context, d plane.SignedDeclaration) error {
+	return k.c.publish(ctx, wire.ExchangeControl, wire.NodeDeclare(d.Node), amqp.Publishing{
+		Headers:      amqp.Table{wire.HeaderSignature: d.Signature},
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		MessageId:    wire.NewID(),
+		Body:         d.Body,
+	})
+}
+
+// Stop ends the resending.
+func (k *keeper) Stop() {
+	k.cancel()
+	<-k.done
+}
