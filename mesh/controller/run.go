@@ -93,7 +93,7 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return err
 	}
 	defer bus.Close()
-	stopFollowing, err := FollowStatus(ctx, bus, st, o.Logger)
+	stopFollowing, err := optional(FollowStatus(ctx, bus, st, o.Logger))
 	if err != nil {
 		return fmt.Errorf("follow status: %w", err)
 	}
@@ -103,9 +103,9 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return err
 	}
 	defer stopAnswering()
-	stopDead, err := FollowDead(ctx, bus, st, o.Logger)
+	stopDead, err := optional(FollowDead(ctx, bus, st, o.Logger))
 	if err != nil {
-		return fmt.Errorf("follow DEAD: %w", err)
+		return fmt.Errorf("follow the dead letters: %w", err)
 	}
 	defer stopDead()
 	stopListening, err := ListenLiveness(ctx, bus, st, o.Logger)
@@ -129,6 +129,17 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 	<-ctx.Done()
 	o.Logger.Info("stopping", "why", context.Cause(ctx))
 	return nil
+}
+
+// optional is a follower the bus may not carry yet (plane.ErrUnsupported:
+// on AMQP, the provisioner status and the dead letters, folded by
+// position on NATS): the controller runs without it, and status says
+// nothing of it, rather than not run at all.
+func optional(stop func(), err error) (func(), error) {
+	if errors.Is(err, plane.ErrUnsupported) {
+		return func() {}, nil
+	}
+	return stop, err
 }
 
 // Described is the description the controller runs: the one last pushed,
