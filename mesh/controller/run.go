@@ -93,7 +93,7 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return err
 	}
 	defer bus.Close()
-	stopFollowing, err := optional(FollowStatus(ctx, bus, st, o.Logger))
+	stopFollowing, err := optional(o.Logger, "the provisioner status")(FollowStatus(ctx, bus, st, o.Logger))
 	if err != nil {
 		return fmt.Errorf("follow status: %w", err)
 	}
@@ -103,7 +103,7 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return err
 	}
 	defer stopAnswering()
-	stopDead, err := optional(FollowDead(ctx, bus, st, o.Logger))
+	stopDead, err := optional(o.Logger, "the dead letters")(FollowDead(ctx, bus, st, o.Logger))
 	if err != nil {
 		return fmt.Errorf("follow the dead letters: %w", err)
 	}
@@ -134,12 +134,15 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 // optional is a follower the bus may not carry yet (plane.ErrUnsupported:
 // on AMQP, the provisioner status and the dead letters, folded by
 // position on NATS): the controller runs without it, and status says
-// nothing of it, rather than not run at all.
-func optional(stop func(), err error) (func(), error) {
-	if errors.Is(err, plane.ErrUnsupported) {
-		return func() {}, nil
+// nothing of it (the log says so), rather than not run at all.
+func optional(log *slog.Logger, what string) func(stop func(), err error) (func(), error) {
+	return func(stop func(), err error) (func(), error) {
+		if errors.Is(err, plane.ErrUnsupported) {
+			log.Warn("not followed on this bus yet", "what", what, "err", err)
+			return func() {}, nil
+		}
+		return stop, err
 	}
-	return stop, err
 }
 
 // Described is the description the controller runs: the one last pushed,
