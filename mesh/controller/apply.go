@@ -365,3 +365,20 @@ func composedUsers(path string) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// Described is the description the controller runs: the one last pushed,
+// else m.
+func Described(ctx context.Context, m *meshdesc.Mesh, st Reader) (*meshdesc.Mesh, error) {
+	y, err := st.Description(ctx)
+	if errors.Is(err, ErrNotFound) {
+		return m, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pushed, err := meshdesc.Parse(y)
+	if err != nil {
+		return nil, fmt.Errorf("the description last pushed: %w", err)
+	}
+	return pushed, nil
+}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -178,3 +179,25 @@ func (c *composer) compose(ctx context.Context) error {
 
 // count is how many compositions the composer made.
 func (c *composer) count() int { return int(c.composed.Load()) }
+
+// scanTokens asks the composer to revoke each token's user when it leaves
+// the configuration (Token.Leaves): the grace after its expiry while it
+// is unspent, after its spend once spent. A token whose user left since
+// the last scan (after; one that lived less than a scan) is revoked now.
+// Without it an expired token's user stayed on the bus until some
+// unrelated composition.
+func scanTokens(ctx context.Context, st Reader, c *composer, after, now time.Time, grace time.Duration) error {
+	tokens, err := st.Tokens(ctx)
+	if err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	for _, t := range tokens {
+		switch leaves := t.Leaves(grace); {
+		case leaves.After(now):
+			c.askAt(leaves)
+		case leaves.After(after):
+			c.ask()
+		}
+	}
+	return nil
+}

@@ -2,23 +2,12 @@ package controller
 
 import (
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 )
 
 const pemPrivateKey = "PRIVATE KEY"
-
-// newDeclarationKey mints the key the controller signs every declaration
-// with (wire.SignDeclaration).
-func newDeclarationKey() (ed25519.PrivateKey, error) {
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("mint declaration key: %w", err)
-	}
-	return key, nil
-}
 
 // encodeDeclarationKey is the key as PKCS #8 PEM, as the file store keeps
 // it.

@@ -16,10 +16,6 @@ import (
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// ErrBadControl is wrapped by a CONTROL message that cannot be read: no
-// delivery of it will read better, so it is terminated and counted.
-var ErrBadControl = errors.New("unreadable CONTROL message")
-
 // Enrolment is what one enrolment request came to: the answer, and where
 // it goes (the request's own reply subject, under its token's inbox).
 type Enrolment struct {

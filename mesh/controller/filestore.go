@@ -305,33 +305,6 @@ func checkUser(user string) error {
 	return nil
 }
 
-// makeDir creates dir when it is missing, and makes its entry in its
-// parent durable.
-func makeDir(dir string, sync func(string) error) error {
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create state directory: %w", err)
-	}
-	if errors.Is(statErr, fs.ErrNotExist) {
-		if err := sync(filepath.Dir(dir)); err != nil {
-			return fmt.Errorf("create state directory: %w", err)
-		}
-	}
-	return nil
-}
-
-// removeGenesisLeftovers removes the temporary directories (with secrets
-// in them) of a genesis killed mid-way; nothing else uses the name.
-func removeGenesisLeftovers(dir string) error {
-	stale, _ := filepath.Glob(filepath.Join(dir, genesisTemp+"*"))
-	for _, p := range stale {
-		if err := os.RemoveAll(p); err != nil {
-			return fmt.Errorf("remove leftovers of an interrupted genesis: %w", err)
-		}
-	}
-	return nil
-}
-
 // fileView reads the state through readFile and users: from the disk for
 // the store, through an update's writes held so far for a transaction.
 type fileView struct {

@@ -153,21 +153,3 @@ func genesisState(m *meshdesc.Mesh, o Options) (State, serverFiles, GenesisResul
 	}
 	return state, serverFiles{cert: certPEM, key: keyPEM, conf: conf}, res, nil
 }
-
-// writeSynced writes a new file and fsyncs it, so that the renames that
-// publish it never expose an empty file after a crash.
-func writeSynced(path string, data []byte, perm fs.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}

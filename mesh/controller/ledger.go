@@ -17,9 +17,6 @@ import (
 // it was down) and for the window after it was applied; then it is
 // pruned (docs/controller-store.md, "The ledger").
 
-// LedgerPruneEvery is how often the loop prunes the ledger by default.
-const LedgerPruneEvery = 10 * time.Second
-
 // AtSequence is st as the handler of the CONTROL message of ledger key key
 // and stream sequence seq sees it: the message's ledger entry is given
 // seq, by which PruneLedger knows when it may go. The handlers take the

@@ -128,3 +128,6 @@ func credentialDoc(m *meshdesc.Mesh, p compose.Principal, sec Secret, fingerprin
 func busURL(m *meshdesc.Mesh, user, password string) string {
 	return wire.BusURL(user, password, link.HostPort(m.Bus.Names[0], m.Bus.Port))
 }
+
+// LedgerPruneEvery is how often the loop prunes the ledger by default.
+const LedgerPruneEvery = 10 * time.Second

@@ -113,3 +113,7 @@ func SendPush(ctx context.Context, st Store, yaml []byte, opts ...link.Option) (
 	body, _ := json.Marshal(wire.Push{Mesh: string(yaml)})
 	return p.Push(ctx, wire.NewID(), body)
 }
+
+// ErrBadControl is wrapped by a CONTROL message that cannot be read: no
+// delivery of it will read better, so it is terminated and counted.
+var ErrBadControl = errors.New("unreadable CONTROL message")

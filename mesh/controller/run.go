@@ -145,23 +145,6 @@ func optional(log *slog.Logger, what string) func(stop func(), err error) (func(
 	}
 }
 
-// Described is the description the controller runs: the one last pushed,
-// else m.
-func Described(ctx context.Context, m *meshdesc.Mesh, st Reader) (*meshdesc.Mesh, error) {
-	y, err := st.Description(ctx)
-	if errors.Is(err, ErrNotFound) {
-		return m, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	pushed, err := meshdesc.Parse(y)
-	if err != nil {
-		return nil, fmt.Errorf("the description last pushed: %w", err)
-	}
-	return pushed, nil
-}
-
 // Start connects with the controller's two credentials held in st, on
 // the bus they name, retrying with backoff while the bus comes up, and
 // asserts what the description needs on it (streams and consumers;
@@ -232,24 +215,6 @@ func retry(ctx context.Context, log *slog.Logger, f func(context.Context) (retry
 		}
 		pause = min(2*pause, 2*time.Second)
 	}
-}
-
-func loadControllerCredential(ctx context.Context, st Store, user string) (wire.Credential, error) {
-	data, err := st.Credential(ctx, user)
-	if errors.Is(err, ErrNotFound) {
-		return wire.Credential{}, fmt.Errorf("%w: read controller credential %s: %w", ErrNoGenesis, user, err)
-	}
-	if err != nil {
-		return wire.Credential{}, fmt.Errorf("read controller credential %s: %w", user, err)
-	}
-	cred, err := wire.ParseCredential(data)
-	if err != nil {
-		return wire.Credential{}, fmt.Errorf("read controller credential %s: %w", user, err)
-	}
-	if cred.Principal != wire.PrincipalController {
-		return wire.Credential{}, fmt.Errorf("read controller credential %s: principal is %q, expected %q", user, cred.Principal, wire.PrincipalController)
-	}
-	return cred, nil
 }
 
 // ErrDrift is wrapped by Start's refusal of an object on the bus that

@@ -1,8 +1,10 @@
 package controller
 
 import (
-	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/meshbus/mesh/mesh/atomicfile"
@@ -119,30 +121,6 @@ const credentialExt = ".json"
 // tempInfix marks writeAtomicSync's temporary files.
 const tempInfix = atomicfile.TempInfix
 
-// Secret is one principal's password and its bcrypt hash. The password is
-// kept so that credential documents can be rewritten (a new bus address)
-// without revoking anyone.
-type Secret struct {
-	Password string `json:"password"`
-	Hash     string `json:"hash"`
-}
-
-// Secrets maps user names to their secrets.
-type Secrets map[string]Secret
-
-func (s Secrets) hashes() map[string]string {
-	out := make(map[string]string, len(s))
-	for u, sec := range s {
-		out[u] = sec.Hash
-	}
-	return out
-}
-
-func (s Secrets) marshal() []byte {
-	b, _ := json.MarshalIndent(s, "", "  ") // a map of strings always marshals
-	return append(b, '\n')
-}
-
 // writeAtomicSync is atomicfile.Write; sync is what a test sees the
 // directory's fsync through.
 func writeAtomicSync(path string, data []byte, perm fs.FileMode, sync func(dir string) error) (bool, error) {
@@ -151,3 +129,48 @@ func writeAtomicSync(path string, data []byte, perm fs.FileMode, sync func(dir s
 
 // syncDir is atomicfile.SyncDir.
 func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
+
+// writeSynced writes a new file and fsyncs it, so that the renames that
+// publish it never expose an empty file after a crash.
+func writeSynced(path string, data []byte, perm fs.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// makeDir creates dir when it is missing, and makes its entry in its
+// parent durable.
+func makeDir(dir string, sync func(string) error) error {
+	_, statErr := os.Stat(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		if err := sync(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("create state directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeGenesisLeftovers removes the temporary directories (with secrets
+// in them) of a genesis killed mid-way; nothing else uses the name.
+func removeGenesisLeftovers(dir string) error {
+	stale, _ := filepath.Glob(filepath.Join(dir, genesisTemp+"*"))
+	for _, p := range stale {
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("remove leftovers of an interrupted genesis: %w", err)
+		}
+	}
+	return nil
+}
