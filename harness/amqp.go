@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -19,7 +21,6 @@ import (
 	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
-	meshctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -86,7 +87,7 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 	if exit != 0 {
 		return nil, fmt.Errorf("mesh-controller amqp exited %d:\n%s", exit, tail(out, tailLines))
 	}
-	l := meshctl.Layout{Dir: c.state}
+	l := statedir.Layout{Dir: c.state}
 	var certPEM, keyPEM, doc []byte
 	for _, f := range []struct {
 		path string

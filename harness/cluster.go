@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -19,7 +21,6 @@ import (
 	"github.com/meshbus/mesh/harness/owner"
 	"github.com/meshbus/mesh/harness/postgres"
 	"github.com/meshbus/mesh/harness/topology"
-	meshctl "github.com/meshbus/mesh/mesh/controller"
 )
 
 // Networks of a cluster, as Probe and NetworkName name them
@@ -261,7 +262,7 @@ func (c *Cluster) startNATS(ctx context.Context, m topology.Member) error {
 	opts := append(c.s.common(RoleNATS),
 		testcontainers.WithCmd(defaults...),
 		nats.WithPoll(c.poll),
-		nats.WithConfigDir(meshctl.Layout{Dir: c.state}.NATS()),
+		nats.WithConfigDir(statedir.Layout{Dir: c.state}.NATS()),
 		nats.WithStoreDir(c.js),
 		network.WithNetworkName([]string{AliasNATS}, c.networks[Private]),
 		nats.WithStartupTimeout(c.readyTimeout),

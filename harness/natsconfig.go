@@ -8,12 +8,12 @@ import (
 	"io"
 	"os"
 
-	meshctl "github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
 )
 
 // NATSConfigFile is the host path of the composed nats-server
 // configuration: the file the nats container's entrypoint watches.
-func (c *Cluster) NATSConfigFile() string { return meshctl.Layout{Dir: c.state}.NATSConfig() }
+func (c *Cluster) NATSConfigFile() string { return statedir.Layout{Dir: c.state}.NATSConfig() }
 
 // ReadNATSConfig returns the composed configuration as it is on disk.
 func (c *Cluster) ReadNATSConfig() ([]byte, error) {

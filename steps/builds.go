@@ -11,13 +11,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/mesh/artifact"
 	"github.com/meshbus/mesh/mesh/build"
-	ctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
 )
@@ -33,7 +35,7 @@ type builds struct {
 	delivered uint64
 	// build is the last build status showed built; pushed when its
 	// installation was pushed.
-	build  ctl.Build
+	build  store.Build
 	pushed time.Time
 }
 
@@ -91,7 +93,7 @@ func (s *scenario) statusShowsTheBuild(ctx context.Context, secs int, module, re
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(st.Builds, func(b ctl.Build) bool { return b.Module == module && b.Revision == revision })
+		i := slices.IndexFunc(st.Builds, func(b store.Build) bool { return b.Module == module && b.Revision == revision })
 		if i < 0 {
 			return fmt.Errorf("status shows no build of %s at %s (builds: %+v)", module, revision, st.Builds)
 		}
@@ -212,10 +214,10 @@ func (s *scenario) aPushInstalls(ctx context.Context, module, node string) error
 	return s.pushMesh(ctx, &m, "pushed-install.yaml")
 }
 
-func (s *scenario) installationOn(st fullStatus, node, module string) (ctl.Installation, bool) {
-	i := slices.IndexFunc(st.Installations, func(in ctl.Installation) bool { return in.Node == node && in.Module == module })
+func (s *scenario) installationOn(st fullStatus, node, module string) (control.Installation, bool) {
+	i := slices.IndexFunc(st.Installations, func(in control.Installation) bool { return in.Node == node && in.Module == module })
 	if i < 0 {
-		return ctl.Installation{}, false
+		return control.Installation{}, false
 	}
 	return st.Installations[i], true
 }
@@ -228,7 +230,7 @@ func (s *scenario) statusShowsInstalled(ctx context.Context, secs int, node, mod
 		}
 		in, ok := s.installationOn(st, node, module)
 		n, _ := nodeStatus(st, node)
-		if _, running := n.Running[module]; !ok || in.Outcome != ctl.Installed || in.Artifact != s.bd.build.Digest || !running || !n.RolledOut() {
+		if _, running := n.Running[module]; !ok || in.Outcome != control.Installed || in.Artifact != s.bd.build.Digest || !running || !n.RolledOut() {
 			return fmt.Errorf("expected %s to have installed %s and run it; status shows %+v, node %+v", node, s.bd.build.Digest, in, n)
 		}
 		return nil
@@ -303,7 +305,7 @@ func (s *scenario) statusShowsTheInstallRefused(ctx context.Context, secs int, n
 			return err
 		}
 		in, ok := s.installationOn(st, node, s.bd.build.Module)
-		if !ok || in.Outcome != ctl.InstallRefused || strings.Count(in.Reason, "sha256:") < 2 {
+		if !ok || in.Outcome != control.InstallRefused || strings.Count(in.Reason, "sha256:") < 2 {
 			return fmt.Errorf("expected %s to refuse %s, naming it and the digest it fetched; status shows %+v", node, s.bd.build.Digest, in)
 		}
 		return nil

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/cucumber/godog"
 
 	"github.com/meshbus/mesh/beds"
-	ctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
@@ -287,7 +288,7 @@ func (s *scenario) theSpentTokenIsPresented(ctx context.Context, node string) er
 	// after the spend, which came before the host was connected as
 	// itself; the composition after it revokes the user, and the watcher
 	// reloads within its poll.
-	if err := waitUntil(ctx, e.Ready.Add(ctl.SpentTokenGrace)); err != nil {
+	if err := waitUntil(ctx, e.Ready.Add(store.SpentTokenGrace)); err != nil {
 		return err
 	}
 	return eventually(ctx, revokedWithin, func(ctx context.Context) error {
@@ -407,13 +408,13 @@ func (s *scenario) statusCountsTheRefusal(ctx context.Context, says string) erro
 	if err != nil {
 		return err
 	}
-	var of []ctl.Refusal
+	var of []store.Refusal
 	for _, x := range st.Refusals.Last {
-		if x.Kind == ctl.RefusedEnrolment && strings.Contains(x.Reason, s.live.token.Name) {
+		if x.Kind == store.RefusedEnrolment && strings.Contains(x.Reason, s.live.token.Name) {
 			of = append(of, x)
 		}
 	}
-	if len(of) != 1 || !strings.Contains(of[0].Reason, says) || st.Refusals.Counts[ctl.RefusedEnrolment] < 1 {
+	if len(of) != 1 || !strings.Contains(of[0].Reason, says) || st.Refusals.Counts[store.RefusedEnrolment] < 1 {
 		return fmt.Errorf("expected status to count one enrolment refused for token %s, saying %q, got %+v", s.live.token.Name, says, st.Refusals)
 	}
 	return nil

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/status"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,7 +22,6 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/harness/controllerctr"
-	ctl "github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -92,14 +95,14 @@ func (s *scenario) bindRollout(sc *godog.ScenarioContext) {
 // fullStatus is `mesh-controller status --json` whole, asked as a person
 // with the state would, in a container of its own.
 type fullStatus struct {
-	ctl.Status
-	Nodes    []ctl.NodeStatus `json:"nodes"`
-	Dead     []ctl.DeadLetter `json:"dead_letters"`
-	Refusals ctl.Refusals     `json:"refusals"`
+	store.Status
+	Nodes    []status.NodeStatus `json:"nodes"`
+	Dead     []store.DeadLetter  `json:"dead_letters"`
+	Refusals store.Refusals      `json:"refusals"`
 	// The build path: the builds asked and their outcomes, and what each
 	// node did with the artifacts declared to it.
-	Builds        []ctl.Build        `json:"builds"`
-	Installations []ctl.Installation `json:"installations"`
+	Builds        []store.Build          `json:"builds"`
+	Installations []control.Installation `json:"installations"`
 }
 
 func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {
@@ -317,13 +320,13 @@ func (s *scenario) everyNodeOneRevisionMore(ctx context.Context) error {
 	return nil
 }
 
-func nodeStatus(st fullStatus, node string) (ctl.NodeStatus, bool) {
+func nodeStatus(st fullStatus, node string) (status.NodeStatus, bool) {
 	for _, n := range st.Nodes {
 		if n.Node == node {
 			return n, true
 		}
 	}
-	return ctl.NodeStatus{}, false
+	return status.NodeStatus{}, false
 }
 
 func (s *scenario) nodesStream(ctx context.Context) (jetstream.Stream, error) {

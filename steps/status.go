@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cucumber/godog"
+	"github.com/meshbus/mesh/mesh/controller/store"
 
-	ctl "github.com/meshbus/mesh/mesh/controller"
+	"github.com/cucumber/godog"
 )
 
 // statusWithin bounds the wait for the controller's status to say what a
@@ -22,14 +22,14 @@ func (s *scenario) bindStatus(sc *godog.ScenarioContext) {
 }
 
 // status is the failing provisions' part of the status (fullStatus).
-func (s *scenario) status(ctx context.Context) (ctl.Status, error) {
+func (s *scenario) status(ctx context.Context) (store.Status, error) {
 	st, err := s.fullStatus(ctx)
 	return st.Status, err
 }
 
 // failingRows are the status's failing provisions in the feature's
 // columns, one string per row.
-func failingRows(st ctl.Status) []string {
+func failingRows(st store.Status) []string {
 	out := make([]string, 0, len(st.Failing))
 	for _, f := range st.Failing {
 		out = append(out, strings.Join([]string{f.Provider, f.Consumer, f.Node, f.Class, f.Since.UTC().Format(time.RFC3339)}, " | "))

@@ -13,16 +13,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller"
+
+	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/status"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/printable"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 func costFlag(fs *flag.FlagSet, c *call) {
-	fs.IntVar(&c.bcryptCost, "bcrypt-cost", controller.DefaultBcryptCost,
+	fs.IntVar(&c.bcryptCost, "bcrypt-cost", rollout.DefaultBcryptCost,
 		"bcrypt cost of the password hashes (the passwords are random; the server pays the cost per connection and per reload)")
 }
 
@@ -34,20 +40,20 @@ func checkCost(c *call) error {
 }
 
 // options are Apply's options as the flags set them.
-func (c *call) options() controller.Options {
-	return controller.Options{BcryptCost: c.bcryptCost, Logger: c.log}
+func (c *call) options() rollout.Options {
+	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log}
 }
 
 func (c *call) mesh() (*meshdesc.Mesh, error) { return meshdesc.Load(c.meshFile) }
 
 func genesisCmd() command {
 	return command{needsMesh: true, flags: costFlag, check: checkCost,
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {
 				return err
 			}
-			res, err := controller.Genesis(ctx, m, st, c.stateDir, c.options())
+			res, err := rollout.Genesis(ctx, m, st, c.stateDir, c.options())
 			if err != nil {
 				return err
 			}
@@ -57,7 +63,7 @@ func genesisCmd() command {
 
 func applyCmd() command {
 	return command{needsMesh: true, flags: costFlag, check: checkCost,
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {
 				return err
@@ -67,10 +73,10 @@ func applyCmd() command {
 			// controller's back.
 			if _, err := st.Description(ctx); err == nil {
 				return fmt.Errorf("the mesh runs a pushed description; send this one with mesh-controller push instead")
-			} else if !errors.Is(err, controller.ErrNotFound) {
+			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			res, err := controller.Apply(ctx, m, st, c.stateDir, c.options())
+			res, err := rollout.Apply(ctx, m, st, c.stateDir, c.options())
 			if err != nil {
 				return err
 			}
@@ -80,7 +86,7 @@ func applyCmd() command {
 
 func runCmd() command {
 	return command{needsMesh: true,
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {
 				return err
@@ -94,7 +100,7 @@ func statusCmd() command {
 		flags: func(fs *flag.FlagSet, c *call) {
 			fs.BoolVar(&c.asJSON, "json", false, "print the whole status as JSON")
 		},
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			return printStatus(ctx, c.stdout, st, c.asJSON)
 		}}
 }
@@ -102,20 +108,20 @@ func statusCmd() command {
 func tokenCmd() command {
 	return command{needsMesh: true, args: []string{"NODE"},
 		flags: func(fs *flag.FlagSet, c *call) {
-			fs.DurationVar(&c.ttl, "ttl", controller.DefaultTokenTTL, "how long the token may be claimed")
+			fs.DurationVar(&c.ttl, "ttl", rollout.DefaultTokenTTL, "how long the token may be claimed")
 		},
 		check: func(c *call) error {
-			if c.ttl <= 0 || c.ttl > controller.MaxTokenTTL {
-				return fmt.Errorf("--ttl %s is outside (0, %s]", c.ttl, controller.MaxTokenTTL)
+			if c.ttl <= 0 || c.ttl > rollout.MaxTokenTTL {
+				return fmt.Errorf("--ttl %s is outside (0, %s]", c.ttl, rollout.MaxTokenTTL)
 			}
 			return nil
 		},
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {
 				return err
 			}
-			_, doc, err := controller.IssueToken(ctx, m, st, c.stateDir, c.args[0], c.ttl, c.options())
+			_, doc, err := rollout.IssueToken(ctx, m, st, c.stateDir, c.args[0], c.ttl, c.options())
 			if err != nil {
 				return err
 			}
@@ -140,16 +146,16 @@ func personIssueCmd() command {
 			}
 			return nil
 		},
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {
 				return err
 			}
 			tools := []string(c.tools)
 			if c.admin {
-				tools = controller.Admin
+				tools = store.Admin
 			}
-			doc, err := controller.IssuePerson(ctx, m, st, c.stateDir, c.args[0], tools, c.key, c.options())
+			doc, err := rollout.IssuePerson(ctx, m, st, c.stateDir, c.args[0], tools, c.key, c.options())
 			if err != nil {
 				return err
 			}
@@ -160,12 +166,12 @@ func personIssueCmd() command {
 
 func personRevokeCmd() command {
 	return command{needsMesh: true, args: []string{"NAME"},
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {
 				return err
 			}
-			if err := controller.RevokePerson(ctx, m, st, c.stateDir, c.args[0], c.options()); err != nil {
+			if err := rollout.RevokePerson(ctx, m, st, c.stateDir, c.args[0], c.options()); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(c.stdout, "person %s revoked\n", c.args[0])
@@ -178,14 +184,14 @@ func personListCmd() command {
 		flags: func(fs *flag.FlagSet, c *call) {
 			fs.BoolVar(&c.asJSON, "json", false, "print the persons as JSON")
 		},
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			persons, err := st.Persons(ctx)
 			if err != nil {
 				return err
 			}
 			if c.asJSON {
 				if persons == nil {
-					persons = []controller.Person{}
+					persons = []store.Person{}
 				}
 				return printJSON(c.stdout, persons)
 			}
@@ -205,12 +211,12 @@ func personListCmd() command {
 // nothing.
 func pushCmd() command {
 	return command{needsMesh: true,
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			yaml, err := os.ReadFile(c.meshFile)
 			if err != nil {
 				return err
 			}
-			seq, err := controller.SendPush(ctx, st, yaml)
+			seq, err := rollout.SendPush(ctx, st, yaml)
 			if err != nil {
 				return err
 			}
@@ -225,7 +231,7 @@ func pushCmd() command {
 // its credential whichever store the controller keeps.
 func credentialCmd() command {
 	return command{args: []string{"USER"},
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			doc, err := st.Credential(ctx, c.args[0])
 			if err != nil {
 				return err
@@ -251,12 +257,12 @@ func amqpCmd() command {
 			}
 			return nil
 		},
-		do: func(ctx context.Context, c *call, st controller.Store) error {
+		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {
 				return err
 			}
-			b, err := controller.WriteAMQP(ctx, m, st, c.stateDir, c.addr, controller.AMQPOptions{Names: c.names})
+			b, err := rollout.WriteAMQP(ctx, m, st, c.stateDir, c.addr, rollout.AMQPOptions{Names: c.names})
 			if err != nil {
 				return err
 			}
@@ -299,48 +305,48 @@ func (n *names) Set(v string) error {
 // printStatus prints the status held in the store: as JSON, or as a line
 // per provision its provider keeps failing, which is what a person reading
 // it needs first, then a line per node.
-func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSON bool) error {
-	if _, err := store.Secrets(ctx); err != nil {
+func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool) error {
+	if _, err := kept.Secrets(ctx); err != nil {
 		return err // no genesis: say so rather than print an empty status
 	}
-	st, err := store.Status(ctx)
+	st, err := kept.Status(ctx)
 	if err != nil {
 		return err
 	}
-	nodes, err := controller.NodesStatus(ctx, store, time.Now())
+	nodes, err := status.NodesStatus(ctx, kept, time.Now())
 	if err != nil {
 		return err
 	}
-	dead, err := store.DeadLetters(ctx)
+	dead, err := kept.DeadLetters(ctx)
 	if err != nil {
 		return err
 	}
-	refused, err := store.Refusals(ctx)
+	refused, err := kept.Refusals(ctx)
 	if err != nil {
 		return err
 	}
-	builds, err := store.Builds(ctx)
+	builds, err := kept.Builds(ctx)
 	if err != nil {
 		return err
 	}
-	installs, err := controller.Installations(ctx, store)
+	installs, err := control.Installations(ctx, kept)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		if builds == nil {
-			builds = []controller.Build{}
+			builds = []store.Build{}
 		}
 		if installs == nil {
-			installs = []controller.Installation{}
+			installs = []control.Installation{}
 		}
 		return printJSON(w, struct {
-			controller.Status
-			Nodes         []controller.NodeStatus   `json:"nodes"`
-			Dead          []controller.DeadLetter   `json:"dead_letters"`
-			Refusals      controller.Refusals       `json:"refusals"`
-			Builds        []controller.Build        `json:"builds"`
-			Installations []controller.Installation `json:"installations"`
+			store.Status
+			Nodes         []status.NodeStatus    `json:"nodes"`
+			Dead          []store.DeadLetter     `json:"dead_letters"`
+			Refusals      store.Refusals         `json:"refusals"`
+			Builds        []store.Build          `json:"builds"`
+			Installations []control.Installation `json:"installations"`
 		}{st, nodes, dead, refused, builds, installs})
 	}
 	if len(st.Failing) == 0 {
@@ -381,7 +387,7 @@ func printStatus(ctx context.Context, w io.Writer, store controller.Store, asJSO
 }
 
 // printBuilds says each build asked for and what became of it.
-func printBuilds(w io.Writer, builds []controller.Build) {
+func printBuilds(w io.Writer, builds []store.Build) {
 	if len(builds) == 0 {
 		return
 	}
@@ -411,7 +417,7 @@ const shownRefusals = 5
 
 // printRefusals says how many CONTROL messages were refused, of which
 // kinds, and the newest of them with their reasons.
-func printRefusals(w io.Writer, r controller.Refusals) {
+func printRefusals(w io.Writer, r store.Refusals) {
 	if r.Total() == 0 {
 		return
 	}
@@ -426,7 +432,7 @@ func printRefusals(w io.Writer, r controller.Refusals) {
 }
 
 // nodeLine says a node's state in one line.
-func nodeLine(n controller.NodeStatus) string {
+func nodeLine(n status.NodeStatus) string {
 	parts := []string{esc(n.Node)}
 	if n.Enrolled.IsZero() {
 		parts = append(parts, "not enrolled")

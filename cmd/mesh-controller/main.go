@@ -73,6 +73,9 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller"
+
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
 	"github.com/meshbus/mesh/mesh/printable"
 )
@@ -110,7 +113,7 @@ type command struct {
 	args  []string
 	flags func(fs *flag.FlagSet, c *call)
 	check func(c *call) error
-	do    func(ctx context.Context, c *call, st controller.Store) error
+	do    func(ctx context.Context, c *call, st store.Store) error
 }
 
 // call is one run of a command: what its flags said.
@@ -233,9 +236,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mesh-controller %s: %v\n%s\n", name, err, usageLine)
 		return exitUsage
 	}
-	err := withStore(ctx, c.store, c.stateDir, func(st controller.Store) error { return cmd.do(ctx, c, st) })
+	err := withStore(ctx, c.store, c.stateDir, func(st store.Store) error { return cmd.do(ctx, c, st) })
 	if err != nil {
-		c.log.Error("failed", "err", err, "drift", errors.Is(err, controller.ErrDrift), "store_unavailable", errors.Is(err, controller.ErrStoreUnavailable))
+		c.log.Error("failed", "err", err, "drift", errors.Is(err, controller.ErrDrift), "store_unavailable", errors.Is(err, store.ErrStoreUnavailable))
 		// The plain text as well: a refused description lists its entries
 		// one per line, which a JSON string makes unreadable.
 		fmt.Fprintf(stderr, "mesh-controller %s: %v\n", name, err)
@@ -275,9 +278,9 @@ func storeOK(url string) bool {
 
 // withStore runs fn with the store --store names, or the state
 // directory's files without it, and closes it after.
-func withStore(ctx context.Context, url, stateDir string, fn func(controller.Store) error) error {
+func withStore(ctx context.Context, url, stateDir string, fn func(store.Store) error) error {
 	if url == "" {
-		return fn(controller.FileStore(stateDir))
+		return fn(store.FileStore(stateDir))
 	}
 	st, err := pgstore.Open(ctx, url)
 	if err != nil {

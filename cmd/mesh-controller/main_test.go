@@ -13,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/compose"
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -114,11 +117,11 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status of a new mesh: got %d %q", code, stdout)
 	}
 	since := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
-	st := controller.Status{Through: 7, Failing: []controller.FailingProvision{{
+	st := store.Status{Through: 7, Failing: []store.FailingProvision{{
 		Provider: "pg", Consumer: "co", Node: "a", Class: wire.ClassUnreachable, Since: since,
 		Said: since.Add(5 * time.Minute), ReportedBy: "a", EventID: "evt-1",
 	}}}
-	if err := controller.FileStore(state).Update(ctx, func(tx controller.Tx) error { return tx.PutStatus(ctx, st) }); err != nil {
+	if err := store.FileStore(state).Update(ctx, func(tx store.Tx) error { return tx.PutStatus(ctx, st) }); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, _ := cli(t, ctx, "status", "--state", state)
@@ -127,18 +130,18 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status:\n got %d %q\nwant 0 %q", code, stdout, want)
 	}
 	code, stdout, _ = cli(t, ctx, "status", "--state", state, "--json")
-	var got controller.Status
+	var got store.Status
 	if code != exitOK || json.Unmarshal([]byte(stdout), &got) != nil || got.Through != 7 || len(got.Failing) != 1 || got.Failing[0] != st.Failing[0] {
 		t.Fatalf("status --json: got %d %q", code, stdout)
 	}
 
 	// Refusals: counted by kind, the newest five listed with their reasons.
-	var refused controller.Refusals
-	refused.Counts = map[string]int{controller.RefusedEnrolment: 6, controller.RefusedPush: 1}
+	var refused store.Refusals
+	refused.Counts = map[string]int{store.RefusedEnrolment: 6, store.RefusedPush: 1}
 	for i := range 7 {
-		refused.Last = append(refused.Last, controller.Refusal{Kind: controller.RefusedEnrolment, Key: fmt.Sprintf("seq:%d", i+1), At: since, Reason: fmt.Sprintf("reason %d", i+1)})
+		refused.Last = append(refused.Last, store.Refusal{Kind: store.RefusedEnrolment, Key: fmt.Sprintf("seq:%d", i+1), At: since, Reason: fmt.Sprintf("reason %d", i+1)})
 	}
-	if err := controller.FileStore(state).Update(ctx, func(tx controller.Tx) error { return tx.PutRefusals(ctx, refused) }); err != nil {
+	if err := store.FileStore(state).Update(ctx, func(tx store.Tx) error { return tx.PutRefusals(ctx, refused) }); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, _ = cli(t, ctx, "status", "--state", state)
@@ -150,7 +153,7 @@ func TestStatus(t *testing.T) {
 	}
 	code, stdout, _ = cli(t, ctx, "status", "--state", state, "--json")
 	var withRefusals struct {
-		Refusals controller.Refusals `json:"refusals"`
+		Refusals store.Refusals `json:"refusals"`
 	}
 	if code != exitOK || json.Unmarshal([]byte(stdout), &withRefusals) != nil || withRefusals.Refusals.Total() != 7 || len(withRefusals.Refusals.Last) != 7 {
 		t.Fatalf("status --json with refusals: got %d %q", code, stdout)
@@ -180,7 +183,7 @@ func TestAMQP(t *testing.T) {
 		t.Fatalf("amqp printed %q, want the three principals: the controller, em and co", stdout)
 	}
 	for _, u := range got.Users {
-		data, err := os.ReadFile(controller.Layout{Dir: state}.AMQPCredential(u))
+		data, err := os.ReadFile(statedir.Layout{Dir: state}.AMQPCredential(u))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +227,7 @@ func TestTokenIssue(t *testing.T) {
 	if code, _, stderr := cli(t, ctx, "credential", "--state", state, "nobody"); code != exitFailed || !strings.Contains(stderr, "no credential of nobody") {
 		t.Errorf("credential of nobody: expected exit 1 saying so, got %d:\n%s", code, stderr)
 	}
-	conf, err := os.ReadFile(controller.Layout{Dir: state}.NATSConfig())
+	conf, err := os.ReadFile(statedir.Layout{Dir: state}.NATSConfig())
 	if err != nil || !strings.Contains(string(conf), wire.EnrolUser(c.Name)) {
 		t.Fatalf("the token's user is not in nats.conf (%v)", err)
 	}
@@ -247,8 +250,8 @@ func TestTokenIssue(t *testing.T) {
 func TestApplyAfterAPushIsRefused(t *testing.T) {
 	meshFile, state := genesisIn(t)
 	ctx := context.Background()
-	st := controller.FileStore(state)
-	if err := st.Update(ctx, func(tx controller.Tx) error { return tx.PutDescription(ctx, []byte(good)) }); err != nil {
+	st := store.FileStore(state)
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutDescription(ctx, []byte(good)) }); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, stderr := cli(t, ctx, "apply", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4"); code != exitFailed || !strings.Contains(stderr, "mesh-controller push instead") {
@@ -267,7 +270,7 @@ func TestGenesisApplyAndRun(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("genesis: exit %d\n%s", code, stderr)
 	}
-	var g controller.GenesisResult
+	var g rollout.GenesisResult
 	if err := json.Unmarshal([]byte(stdout), &g); err != nil || len(g.Users) == 0 {
 		t.Fatalf("genesis: expected a JSON summary on stdout, got %q (%v)", stdout, err)
 	}
@@ -277,7 +280,7 @@ func TestGenesisApplyAndRun(t *testing.T) {
 
 	writeFile(t, root, "mesh.yaml", strings.Replace(good, "PORT", strconv.Itoa(port), 1)+"persons:\n  - {name: carol, tools: [em.t]}\n")
 	code, stdout, stderr = cli(t, ctx, "apply", "--mesh", meshFile, "--state", state, "--bcrypt-cost", "4")
-	var a controller.ApplyResult
+	var a rollout.ApplyResult
 	if code != exitOK || json.Unmarshal([]byte(stdout), &a) != nil || len(a.Added) != 1 || a.Added[0] != wire.PersonUser("carol") || !a.ConfigChanged {
 		t.Fatalf("apply: expected exit 0 and carol added, got %d %q\n%s", code, stdout, stderr)
 	}
@@ -320,7 +323,7 @@ func startServer(t *testing.T, meshFile, state string, port int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets, err := controller.FileStore(state).Secrets(context.Background())
+	secrets, err := store.FileStore(state).Secrets(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +333,7 @@ func startServer(t *testing.T, meshFile, state string, port int) {
 	}
 	conf, err := compose.Config(m, compose.Inputs{
 		Hashes:    hashes,
-		ConfigDir: filepath.Join(state, controller.NATSDir),
+		ConfigDir: filepath.Join(state, statedir.NATSDir),
 		StoreDir:  t.TempDir(),
 		Listen:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		Monitor:   "127.0.0.1:0",
@@ -416,7 +419,7 @@ func TestPersonIssueRevokeAndList(t *testing.T) {
 	if code, out, stderr := cli(t, ctx, "person", "revoke", "carol", "--mesh", meshFile, "--state", state); code != exitOK || !strings.Contains(out, "carol revoked") {
 		t.Fatalf("person revoke: exit %d\n%s%s", code, out, stderr)
 	}
-	conf, err := os.ReadFile(controller.Layout{Dir: state}.NATSConfig())
+	conf, err := os.ReadFile(statedir.Layout{Dir: state}.NATSConfig())
 	if err != nil || strings.Contains(string(conf), "person.carol") || !strings.Contains(string(conf), "person.dave") {
 		t.Fatalf("after revoking carol, nats.conf still holds her or lost dave (%v)", err)
 	}

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/status"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -31,19 +33,19 @@ func TestStatusEscapesWhatOtherPrincipalsWrote(t *testing.T) {
 		t.Fatalf("genesis: exit %d\n%s", code, stderr)
 	}
 	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
-	err := controller.FileStore(state).Update(ctx, func(tx controller.Tx) error {
-		if err := tx.PutReport(ctx, controller.Reported{Seq: 3, Received: at, Report: wire.Report{
+	err := store.FileStore(state).Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutReport(ctx, store.Reported{Seq: 3, Received: at, Report: wire.Report{
 			Node: "a", ID: "r1", At: at, Applied: 1, Running: map[string]string{"em": hostile}, Refused: hostile,
 		}}); err != nil {
 			return err
 		}
-		if err := tx.PutRefusals(ctx, controller.Refusals{
-			Counts: map[string]int{controller.RefusedEnrolment: 1},
-			Last:   []controller.Refusal{{Kind: controller.RefusedEnrolment, Key: hostile, At: at, Reason: hostile}},
+		if err := tx.PutRefusals(ctx, store.Refusals{
+			Counts: map[string]int{store.RefusedEnrolment: 1},
+			Last:   []store.Refusal{{Kind: store.RefusedEnrolment, Key: hostile, At: at, Reason: hostile}},
 		}); err != nil {
 			return err
 		}
-		return tx.PutBuild(ctx, controller.Build{ID: wire.BuildID("r", "em", "v1"), Repo: "r", Module: "em", Revision: "v1", Asked: at,
+		return tx.PutBuild(ctx, store.Build{ID: wire.BuildID("r", "em", "v1"), Repo: "r", Module: "em", Revision: "v1", Asked: at,
 			Outcome: wire.BuildFailed, Error: hostile, Builder: hostile, Built: at})
 	})
 	if err != nil {
@@ -78,7 +80,7 @@ func TestStatusEscapesWhatOtherPrincipalsWrote(t *testing.T) {
 		t.Fatalf("status --json: what a terminal acts on reaches it:\n%q", stdout)
 	}
 	var got struct {
-		Nodes []controller.NodeStatus `json:"nodes"`
+		Nodes []status.NodeStatus `json:"nodes"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got.Nodes) != 1 || got.Nodes[0].Refused != strings.ToValidUTF8(hostile, "\uFFFD") {
 		t.Fatalf("status --json: expected the refusal as it was said, got %+v, %v", got.Nodes, err)

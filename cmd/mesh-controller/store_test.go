@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+
 	"github.com/meshbus/mesh/internal/pgtest"
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
 )
 
@@ -30,7 +31,7 @@ func TestGenesisApplyAndStatusOnPostgres(t *testing.T) {
 	if code, _, stderr := cli(t, ctx, "genesis", "--mesh", meshFile, "--state", state, "--store", dsn, "--bcrypt-cost", "4"); code != exitOK {
 		t.Fatalf("genesis: exit %d\n%s", code, stderr)
 	}
-	l := controller.Layout{Dir: state}
+	l := statedir.Layout{Dir: state}
 	if _, err := os.Stat(l.NATSConfig()); err != nil {
 		t.Errorf("expected nats.conf in the state directory: %v", err)
 	}

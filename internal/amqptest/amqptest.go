@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -30,7 +32,6 @@ import (
 	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/pki"
@@ -105,7 +106,7 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	minted, err := controller.MintAMQP(m, ca, controller.AMQPOptions{
+	minted, err := rollout.MintAMQP(m, ca, rollout.AMQPOptions{
 		Names:      append([]string{"localhost", "127.0.0.1", "rabbitmq"}, m.Bus.Names...),
 		MaxDeliver: s.maxDeliver,
 	})

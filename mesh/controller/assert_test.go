@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,9 +25,9 @@ type snapshot struct {
 	consumers map[string]jetstream.ConsumerInfo // "STREAM/name"
 }
 
-func take(t *testing.T, js routed) snapshot {
+func take(t *testing.T, js controllertest.Routed) snapshot {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := controllertest.Ctx(t)
 	s := snapshot{streams: map[string]jetstream.StreamInfo{}, consumers: map[string]jetstream.ConsumerInfo{}}
 	for _, name := range wire.Streams {
 		st, err := js.Stream(ctx, name)
@@ -45,10 +47,10 @@ func take(t *testing.T, js routed) snapshot {
 }
 
 func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
-	b.start()
-	js := b.js()
-	rep, err := b.assert(js)
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
+	js := b.JS()
+	rep, err := b.Assert(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,14 +129,14 @@ func TestAssertCreatesStreamsAndConsumers(t *testing.T) {
 }
 
 func TestSecondAssertChangesNothing(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
-	b.start()
-	js := b.js()
-	if _, err := b.assert(js); err != nil {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
+	js := b.JS()
+	if _, err := b.Assert(js); err != nil {
 		t.Fatal(err)
 	}
 	before := take(t, js)
-	rep, err := b.assert(js)
+	rep, err := b.Assert(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,13 +162,13 @@ func TestSecondAssertChangesNothing(t *testing.T) {
 }
 
 func TestDriftIsCorrected(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
-	b.start()
-	js := b.js()
-	if _, err := b.assert(js); err != nil {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
+	js := b.JS()
+	if _, err := b.Assert(js); err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t)
+	ctx := controllertest.Ctx(t)
 	before := take(t, js)
 	ev := before.streams[wire.StreamEvents].Config
 	ev.MaxAge = time.Hour
@@ -180,7 +182,7 @@ func TestDriftIsCorrected(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rep, err := b.assert(js)
+	rep, err := b.Assert(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,16 +201,16 @@ func TestDriftIsCorrected(t *testing.T) {
 	if !a.Created.Equal(before.consumers["EVENTS/node-b_logger"].Created) {
 		t.Error("node-b_logger was recreated, expected an update in place")
 	}
-	if rep, err := b.assert(js); err != nil || rep.Changed() {
+	if rep, err := b.Assert(js); err != nil || rep.Changed() {
 		t.Fatalf("expected the corrected state to be stable, got %+v %v", rep, err)
 	}
 }
 
 func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
-	b.start()
-	js := b.js()
-	ctx := ctxT(t)
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
+	js := b.JS()
+	ctx := controllertest.Ctx(t)
 	// CONTROL made by someone else with limits retention, and node-b's
 	// consumer with the wrong deliver policy; EVENTS also drifted on an
 	// updatable field, which must NOT be corrected while anything is refused.
@@ -217,7 +219,7 @@ func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
 	}
 	p := natsplane.DefaultPolicy()
 	p.EventsMaxAge = time.Hour
-	if _, err := natsplane.Assert(ctx, js.JetStreams, natsplane.DesiredState(b.m, p), nil); err == nil {
+	if _, err := natsplane.Assert(ctx, js.JetStreams, natsplane.DesiredState(b.M, p), nil); err == nil {
 		t.Fatal("expected CONTROL's retention to be refused")
 	} else if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "stream CONTROL: retention: expected WorkQueue, got Limits") {
 		t.Fatalf("expected ErrDrift naming CONTROL's retention, expected vs actual; got %v", err)
@@ -229,7 +231,7 @@ func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
 	if err := js.DeleteStream(ctx, wire.StreamControl); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.assert(js); err != nil {
+	if _, err := b.Assert(js); err != nil {
 		t.Fatal(err)
 	}
 	if err := js.DeleteConsumer(ctx, wire.StreamEvents, "node-b_logger"); err != nil {
@@ -242,7 +244,7 @@ func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, _ := js.Stream(ctx, wire.StreamEvents)
-	_, err := natsplane.Assert(ctx, js.JetStreams, natsplane.DesiredState(b.m, p), nil)
+	_, err := natsplane.Assert(ctx, js.JetStreams, natsplane.DesiredState(b.M, p), nil)
 	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "consumer EVENTS/node-b_logger: deliver_policy: expected all, got new") {
 		t.Fatalf("expected ErrDrift naming node-b_logger's deliver policy; got %v", err)
 	}
@@ -253,23 +255,23 @@ func TestDriftThatCannotBeUpdatedIsRefused(t *testing.T) {
 }
 
 func TestConsumerNoLongerDescribedIsDeleted(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
-	b.start()
-	js := b.js()
-	ctx := ctxT(t)
-	if _, err := b.assert(js); err != nil {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
+	js := b.JS()
+	ctx := controllertest.Ctx(t)
+	if _, err := b.Assert(js); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := js.CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{Durable: "node-z_ghost", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
 	// node-b no longer runs the logger.
-	m2 := *b.m
-	m2.Nodes = slices.Clone(b.m.Nodes)
+	m2 := *b.M
+	m2.Nodes = slices.Clone(b.M.Nodes)
 	m2.Nodes[1].Modules = nil
-	b.m = revalidate(t, &m2)
+	b.M = controllertest.Revalidate(t, &m2)
 
-	rep, err := b.assert(js)
+	rep, err := b.Assert(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,15 +307,15 @@ func sameJSON(t *testing.T, a, b any) bool {
 // push and an enrolment claim are still taken (issue 18: one principal's
 // junk starved everybody's). The refused report is the flooder's to keep.
 func TestAFloodFillsItsOwnSubjectOfControlNotTheStream(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
-	b.start()
-	b.watch()
-	if _, err := b.assert(b.js()); err != nil {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
+	b.Watch()
+	if _, err := b.Assert(b.JS()); err != nil {
 		t.Fatal(err)
 	}
 	per := natsplane.DefaultPolicy().ControlPerSubject
 	publisher := func(user string) jetstream.JetStream {
-		nc, err := b.dial(user)
+		nc, err := b.Dial(user)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,22 +334,22 @@ func TestAFloodFillsItsOwnSubjectOfControlNotTheStream(t *testing.T) {
 	var refused error
 	sent := int64(0)
 	for ; sent <= limit+1 && refused == nil; sent++ {
-		_, refused = flooder.Publish(ctxT(t), wire.NodeReport("node-a"), big)
+		_, refused = flooder.Publish(controllertest.Ctx(t), wire.NodeReport("node-a"), big)
 	}
 	if refused == nil || !strings.Contains(refused.Error(), "maximum messages per subject") || sent-1 != per {
 		t.Fatalf("expected report %d refused at its subject's bound, got report %d refused with %v", per+1, sent, refused)
 	}
-	if _, err := publisher(wire.HostUser("node-b")).Publish(ctxT(t), wire.NodeReport("node-b"), []byte(`{}`)); err != nil {
+	if _, err := publisher(wire.HostUser("node-b")).Publish(controllertest.Ctx(t), wire.NodeReport("node-b"), []byte(`{}`)); err != nil {
 		t.Fatalf("another host's report, with node-a's subject full: %v", err)
 	}
-	if _, err := publisher(wire.ControllerUser).Publish(ctxT(t), wire.SubjectPush, []byte(`{}`)); err != nil {
+	if _, err := publisher(wire.ControllerUser).Publish(controllertest.Ctx(t), wire.SubjectPush, []byte(`{}`)); err != nil {
 		t.Fatalf("a push, with node-a's subject full: %v", err)
 	}
-	tok := b.issue("node-b")
+	tok := b.Issue("node-b")
 	var claimer *nats.Conn
-	eventually(t, 10*time.Second, "the token's user logs in", func() bool {
+	controllertest.Eventually(t, 10*time.Second, "the token's user logs in", func() bool {
 		var err error
-		claimer, err = link.Dial(ctxT(t), tok)
+		claimer, err = link.Dial(controllertest.Ctx(t), tok)
 		return err == nil
 	})
 	defer claimer.Close()
@@ -355,7 +357,7 @@ func TestAFloodFillsItsOwnSubjectOfControlNotTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cjs.Publish(ctxT(t), wire.SubjectEnrol, []byte(`{}`)); err != nil {
+	if _, err := cjs.Publish(controllertest.Ctx(t), wire.SubjectEnrol, []byte(`{}`)); err != nil {
 		t.Fatalf("an enrolment claim, with node-a's subject full: %v", err)
 	}
 }

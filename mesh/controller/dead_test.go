@@ -6,6 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+
+	"github.com/meshbus/mesh/mesh/controller/status"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -19,23 +25,23 @@ import (
 // controller folds it into the store naming the module, the consumer and
 // the event, once, across a restart.
 func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
-	b.start()
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p := natsplane.DefaultPolicy()
 	p.EventsAckWait = 200 * time.Millisecond
-	conns, _, err := startNATS(ctx, b.m, b.st, RunOptions{StartTimeout: 20 * time.Second, Bus: buses.ControllerOptions{Policy: p}})
+	conns, _, err := startNATS(ctx, b.M, b.St, RunOptions{StartTimeout: 20 * time.Second, Bus: buses.ControllerOptions{Policy: p}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conns.Close()
-	stop, err := FollowDead(ctx, conns, b.st, slog.New(slog.DiscardHandler))
+	stop, err := status.FollowDead(ctx, conns, b.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	sensor, err := b.dial(wire.ModuleUser("node-a", "sensor"))
+	sensor, err := b.Dial(wire.ModuleUser("node-a", "sensor"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +54,7 @@ func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger, err := b.dial(wire.ModuleUser("node-b", "logger"))
+	logger, err := b.Dial(wire.ModuleUser("node-b", "logger"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +82,9 @@ func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
 			t.Fatalf("delivered again after max-deliver: %s", m.Subject())
 		}
 	}
-	var dead []DeadLetter
-	eventually(t, 20*time.Second, "the dead letter folded", func() bool {
-		dead, err = b.st.DeadLetters(ctxT(t))
+	var dead []store.DeadLetter
+	controllertest.Eventually(t, 20*time.Second, "the dead letter folded", func() bool {
+		dead, err = b.St.DeadLetters(controllertest.Ctx(t))
 		return err == nil && len(dead) == 1
 	})
 	d := dead[0]
@@ -87,12 +93,22 @@ func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
 	}
 	// Started again, it folds nothing twice.
 	stop()
-	stop, err = FollowDead(ctx, conns, b.st, slog.New(slog.DiscardHandler))
+	stop, err = status.FollowDead(ctx, conns, b.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	if again, _ := b.st.DeadLetters(ctxT(t)); len(again) != 1 {
+	if again, _ := b.St.DeadLetters(controllertest.Ctx(t)); len(again) != 1 {
 		t.Fatalf("after a restart: %+v", again)
 	}
+}
+
+// startNATS is Start on the bed's NATS, with the controller's connections
+// at hand for a test that looks at the bus beside it.
+func startNATS(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) (*natsplane.Controller, Report, error) {
+	bus, rep, err := Start(ctx, m, st, o)
+	if err != nil {
+		return nil, rep, err
+	}
+	return bus.(*natsplane.Controller), rep, nil
 }

@@ -1,11 +1,17 @@
-// Package controller is the production controller's foundation: genesis
-// (TLS material, minted passwords, the composed nats-server configuration
-// and every principal's credential document), apply (recomposing after the
-// description changed, keeping what still exists) and the assertion of the
-// streams and consumers of design 25 §3, idempotently on every start,
-// correcting drift the server can update and refusing drift it cannot.
+// Package controller runs the production controller: Run and Start wire
+// the packages below it, each of which imports only those under it.
 //
-// The controller's own state is kept behind Store (store.go), whose first
-// implementation is the state directory (FileStore); what the nats
-// container reads stays files in the state directory's nats/ (Layout).
+//   - status: the followers that fold what the bus says into the store
+//     (provisioner events, dead letters, heartbeats) and read it back per
+//     node.
+//   - control: the CONTROL loop and its handlers (enrolment, push,
+//     reports, builds), its ledger and composer, and the credential desk.
+//   - rollout: composition and rollout: genesis, apply, tokens, persons,
+//     pushes, the nodes' signed declarations, the AMQP broker's files.
+//   - store: the controller's state behind Store, every record it holds,
+//     and its first implementation, the state directory (FileStore);
+//     pgstore keeps it in PostgreSQL, storetest is the contract both keep.
+//   - statedir: the state directory's layout (Layout) and durable writes;
+//     what the nats container reads stays files in its nats/ whichever
+//     store is kept.
 package controller

@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/sdk"
@@ -24,10 +29,10 @@ import (
 // says what it keeps failing.
 func providerMesh(t *testing.T) *meshdesc.Mesh {
 	t.Helper()
-	m := sampleMesh(t)
+	m := controllertest.SampleMesh(t)
 	m.Modules = append(m.Modules, meshdesc.Module{Name: "pg", Provides: []string{"database"}})
 	m.Nodes[0].Modules = append(m.Nodes[0].Modules, "pg")
-	return revalidate(t, m)
+	return controllertest.Revalidate(t, m)
 }
 
 // runningController is Run in the background, with its log.
@@ -37,23 +42,23 @@ type runningController struct {
 	done   chan error
 }
 
-func (b *bed) runController() *runningController {
-	b.t.Helper()
-	return b.runControllerOn(b.st)
+func runController(b *controllertest.Bed) *runningController {
+	b.T.Helper()
+	return runControllerOn(b, b.St)
 }
 
 // runControllerOn runs the controller on another store than the bed's
 // own (one that can be taken away).
-func (b *bed) runControllerOn(st Store) *runningController {
-	t := b.t
+func runControllerOn(b *controllertest.Bed, st store.Store) *runningController {
+	t := b.T
 	t.Helper()
 	rc := &runningController{logs: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	rc.cancel = cancel
 	go func() {
-		rc.done <- Run(ctx, b.m, st, RunOptions{StartTimeout: 20 * time.Second, Logger: slog.New(slog.NewJSONHandler(rc.logs, nil))})
+		rc.done <- Run(ctx, b.M, st, RunOptions{StartTimeout: 20 * time.Second, Logger: slog.New(slog.NewJSONHandler(rc.logs, nil))})
 	}()
-	eventually(t, 20*time.Second, "the controller ready", func() bool { return strings.Contains(rc.logs.String(), `"msg":"ready"`) })
+	controllertest.Eventually(t, 20*time.Second, "the controller ready", func() bool { return strings.Contains(rc.logs.String(), `"msg":"ready"`) })
 	t.Cleanup(rc.stop)
 	return rc
 }
@@ -74,12 +79,12 @@ type provider struct {
 	m *sdk.Module
 }
 
-func (b *bed) provider() *provider {
-	t := b.t
+func providerOf(b *controllertest.Bed) *provider {
+	t := b.T
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := sdk.Connect(ctx, Layout{b.dir}.Credential(wire.ModuleUser("node-a", "pg")))
+	m, err := sdk.Connect(ctx, statedir.Layout{Dir: b.Dir}.Credential(wire.ModuleUser("node-a", "pg")))
 	if err != nil {
 		t.Fatalf("connect as the provider: %v", err)
 	}
@@ -109,13 +114,13 @@ func (p *provider) recovered(consumer, node string) {
 }
 
 // statusSays waits until the state directory's status names exactly want.
-func (b *bed) statusSays(want ...string) {
-	b.t.Helper()
+func statusSays(b *controllertest.Bed, want ...string) {
+	b.T.Helper()
 	var last []string
-	eventually(b.t, 10*time.Second, "status naming "+strings.Join(want, ", "), func() bool {
-		st, err := b.st.Status(context.Background())
+	controllertest.Eventually(b.T, 10*time.Second, "status naming "+strings.Join(want, ", "), func() bool {
+		st, err := b.St.Status(context.Background())
 		if err != nil {
-			b.t.Fatal(err)
+			b.T.Fatal(err)
 		}
 		last = failingKeys(st)
 		return strings.Join(last, " ") == strings.Join(want, " ")
@@ -127,34 +132,34 @@ func (b *bed) statusSays(want ...string) {
 // named in status until provisioner.recovered, across a controller stopped
 // while the words kept coming, with every event of EVENTS folded once.
 func TestTheControllerCarriesAFailingProvisionFromTheBusToStatus(t *testing.T) {
-	b := newBed(t, providerMesh(t))
-	b.start()
-	ctl := b.runController()
-	pg := b.provider()
+	b := controllertest.NewBed(t, providerMesh(t))
+	b.Start()
+	ctl := runController(b)
+	pg := providerOf(b)
 
 	pg.failing("logger", "node-b", wire.ClassUnreachable)
-	b.statusSays("pg/node-b/logger:unreachable")
+	statusSays(b, "pg/node-b/logger:unreachable")
 
 	// Words said while the controller is away are waiting for it.
 	ctl.stop()
 	pg.recovered("logger", "node-b")
 	pg.failing("watcher", "node-a", wire.ClassRefused)
-	b.runController()
-	b.statusSays("pg/node-a/watcher:refused")
+	runController(b)
+	statusSays(b, "pg/node-a/watcher:refused")
 
 	// Through is the stream's last sequence: every word folded in once.
-	info, err := b.js().Stream(ctxT(t), wire.StreamEvents)
+	info, err := b.JS().Stream(controllertest.Ctx(t), wire.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.st.Status(ctxT(t))
+	st, err := b.St.Status(controllertest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Through != info.CachedInfo().State.LastSeq {
 		t.Fatalf("status through %d, EVENTS ends at %d", st.Through, info.CachedInfo().State.LastSeq)
 	}
-	cons, err := b.js().Consumer(ctxT(t), wire.StreamEvents, wire.StatusConsumer)
+	cons, err := b.JS().Consumer(controllertest.Ctx(t), wire.StreamEvents, wire.StatusConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,13 +172,13 @@ func TestTheControllerCarriesAFailingProvisionFromTheBusToStatus(t *testing.T) {
 // be written is asked again, and once the state directory takes writes the
 // word is named.
 func TestAStatusThatCannotBeSavedLosesNothing(t *testing.T) {
-	b := newBed(t, providerMesh(t))
-	b.start()
-	ctl := b.runController()
-	pg := b.provider()
+	b := controllertest.NewBed(t, providerMesh(t))
+	b.Start()
+	ctl := runController(b)
+	pg := providerOf(b)
 
 	// A directory where the status file goes: the rename onto it fails.
-	blocker := Layout{b.dir}.Status()
+	blocker := statedir.Layout{Dir: b.Dir}.Status()
 	if err := os.Remove(blocker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal(err)
 	}
@@ -181,13 +186,13 @@ func TestAStatusThatCannotBeSavedLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	pg.failing("logger", "node-b", wire.ClassTimeout)
-	eventually(t, 10*time.Second, "the failed save logged", func() bool {
+	controllertest.Eventually(t, 10*time.Second, "the failed save logged", func() bool {
 		return strings.Contains(ctl.logs.String(), "status not saved")
 	})
 	if err := os.RemoveAll(blocker); err != nil {
 		t.Fatal(err)
 	}
-	b.statusSays("pg/node-b/logger:timeout")
+	statusSays(b, "pg/node-b/logger:timeout")
 }
 
 // TestTheStatusFollowsARecreatedEVENTS: EVENTS deleted and created again
@@ -195,27 +200,27 @@ func TestAStatusThatCannotBeSavedLosesNothing(t *testing.T) {
 // controller sees another stream and folds it from its start, keeping what
 // it already named failing.
 func TestTheStatusFollowsARecreatedEVENTS(t *testing.T) {
-	b := newBed(t, providerMesh(t))
-	b.start()
-	ctl := b.runController()
-	pg := b.provider()
+	b := controllertest.NewBed(t, providerMesh(t))
+	b.Start()
+	ctl := runController(b)
+	pg := providerOf(b)
 	pg.failing("logger", "node-b", wire.ClassUnreachable)
 	pg.failing("logger", "node-b", wire.ClassTimeout)
-	b.statusSays("pg/node-b/logger:timeout")
+	statusSays(b, "pg/node-b/logger:timeout")
 	ctl.stop()
 
-	if err := b.js().DeleteStream(ctxT(t), wire.StreamEvents); err != nil {
+	if err := b.JS().DeleteStream(controllertest.Ctx(t), wire.StreamEvents); err != nil {
 		t.Fatal(err)
 	}
-	b.runController() // asserts EVENTS and its consumers anew
+	runController(b) // asserts EVENTS and its consumers anew
 	pg.failing("watcher", "node-a", wire.ClassRefused)
-	b.statusSays("pg/node-a/watcher:refused", "pg/node-b/logger:timeout")
+	statusSays(b, "pg/node-a/watcher:refused", "pg/node-b/logger:timeout")
 
-	info, err := b.js().Stream(ctxT(t), wire.StreamEvents)
+	info, err := b.JS().Stream(controllertest.Ctx(t), wire.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.st.Status(ctxT(t))
+	st, err := b.St.Status(controllertest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,13 +232,13 @@ func TestTheStatusFollowsARecreatedEVENTS(t *testing.T) {
 // awayFiles is the bed's store, taken away at will: while away, every
 // update fails as a database stopped would.
 type awayFiles struct {
-	Store
+	store.Store
 	away atomic.Bool
 }
 
-func (s *awayFiles) Update(ctx context.Context, fn func(Tx) error) error {
+func (s *awayFiles) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if s.away.Load() {
-		return fmt.Errorf("save: %w: the test took it away", ErrStoreUnavailable)
+		return fmt.Errorf("save: %w: the test took it away", store.ErrStoreUnavailable)
 	}
 	return s.Store.Update(ctx, fn)
 }
@@ -242,18 +247,18 @@ func (s *awayFiles) Update(ctx context.Context, fn func(Tx) error) error {
 // its store away: the word is held (nak'd with a delay, redelivered), never
 // acknowledged while unsaved, and named once the store is back.
 func TestAStoreAwayLosesNoEvent(t *testing.T) {
-	b := newBed(t, providerMesh(t))
-	b.start()
-	st := &awayFiles{Store: b.st}
-	ctl := b.runControllerOn(st)
-	pg := b.provider()
+	b := controllertest.NewBed(t, providerMesh(t))
+	b.Start()
+	st := &awayFiles{Store: b.St}
+	ctl := runControllerOn(b, st)
+	pg := providerOf(b)
 
 	st.away.Store(true)
 	pg.failing("logger", "node-b", wire.ClassTimeout)
-	eventually(t, 10*time.Second, "the store's absence logged twice", func() bool {
+	controllertest.Eventually(t, 10*time.Second, "the store's absence logged twice", func() bool {
 		return strings.Count(ctl.logs.String(), "the store is unavailable") >= 2
 	})
-	cons, err := b.js().Consumer(ctxT(t), wire.StreamEvents, wire.StatusConsumer)
+	cons, err := b.JS().Consumer(controllertest.Ctx(t), wire.StreamEvents, wire.StatusConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,13 +266,25 @@ func TestAStoreAwayLosesNoEvent(t *testing.T) {
 		t.Fatalf("while the store is away: expected the word held, unacknowledged; ack floor %d, ack pending %d, redelivered %d",
 			ci.AckFloor.Stream, ci.NumAckPending, ci.NumRedelivered)
 	}
-	if s, err := b.st.Status(ctxT(t)); err != nil || len(s.Failing) != 0 {
+	if s, err := b.St.Status(controllertest.Ctx(t)); err != nil || len(s.Failing) != 0 {
 		t.Fatalf("the store changed while away: %+v (%v)", s, err)
 	}
 	st.away.Store(false)
-	b.statusSays("pg/node-b/logger:timeout")
-	eventually(t, 10*time.Second, "the word acknowledged", func() bool {
-		ci, err := cons.Info(ctxT(t))
+	statusSays(b, "pg/node-b/logger:timeout")
+	controllertest.Eventually(t, 10*time.Second, "the word acknowledged", func() bool {
+		ci, err := cons.Info(controllertest.Ctx(t))
 		return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
 	})
+}
+
+// since0 is when the failing provisions the tests say began.
+var since0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+
+// failingKeys names each failing provision of s with its class.
+func failingKeys(s store.Status) []string {
+	var out []string
+	for _, f := range s.Failing {
+		out = append(out, f.Provider+"/"+f.Node+"/"+f.Consumer+":"+f.Class)
+	}
+	return out
 }

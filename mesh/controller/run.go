@@ -7,6 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/status"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/meshbus/mesh/mesh/link/buses"
 	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -28,9 +33,9 @@ type RunOptions struct {
 	// (an enrolment makes the node's user live). Without it, Run does not
 	// consume CONTROL.
 	Dir string
-	// Apply tunes what the CONTROL loop mints and composes (Apply's
+	// Apply tunes what the CONTROL loop mints and composes (rollout.Apply's
 	// options); its Logger defaults to Logger.
-	Apply Options
+	Apply rollout.Options
 }
 
 func (o RunOptions) withDefaults() RunOptions {
@@ -51,24 +56,24 @@ func (o RunOptions) withDefaults() RunOptions {
 
 // Run composes the store's state into nats.conf (given a Dir), connects
 // as the controller, asserts the streams and consumers,
-// publishes every node's declaration and guards them (GuardDeclarations),
+// publishes every node's declaration and guards them (rollout.GuardDeclarations),
 // logs "ready", and folds the provisioner events into the status
-// (FollowStatus) and handles CONTROL (FollowControl, given a Dir) until
+// (status.FollowStatus) and handles CONTROL (control.FollowControl, given a Dir) until
 // ctx ends, when it returns nil. Drift the server cannot correct is
 // returned (wrapping ErrDrift) before "ready" is ever logged. Its state
 // (the declaration key, its credentials, the status, the declarations) is
-// st's. The description it runs is the one last pushed (Push), or m
+// st's. The description it runs is the one last pushed (rollout.Push), or m
 // before the first push.
-func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
+func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) error {
 	o = o.withDefaults()
-	m, err := Described(ctx, m, st)
+	m, err := rollout.Described(ctx, m, st)
 	if err != nil {
 		return err
 	}
 	var decls []wire.Declaration
-	if err := st.Update(ctx, func(tx Tx) error {
+	if err := st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		decls, _, err = Declare(ctx, tx, m)
+		decls, _, err = rollout.Declare(ctx, tx, m)
 		return err
 	}); err != nil {
 		return fmt.Errorf("declare: %w", err)
@@ -77,13 +82,13 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		// The CONTROL loop acknowledges an enrolment once it is answered
 		// and composes it a moment later: what a controller stopped in
 		// between left uncomposed is made live here.
-		if _, err := Apply(ctx, m, st, o.Dir, o.Apply); err != nil {
+		if _, err := rollout.Apply(ctx, m, st, o.Dir, o.Apply); err != nil {
 			return fmt.Errorf("compose: %w", err)
 		}
 	}
 	key, err := st.DeclarationKey(ctx)
-	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("%w: %w (a state from before declarations were signed: run apply once to mint it)", ErrNoGenesis, err)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %w (a state from before declarations were signed: run apply once to mint it)", store.ErrNoGenesis, err)
 	}
 	if err != nil {
 		return err
@@ -93,33 +98,33 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) error {
 		return err
 	}
 	defer bus.Close()
-	stopFollowing, err := optional(o.Logger, "the provisioner status")(FollowStatus(ctx, bus, st, o.Logger))
+	stopFollowing, err := optional(o.Logger, "the provisioner status")(status.FollowStatus(ctx, bus, st, o.Logger))
 	if err != nil {
 		return fmt.Errorf("follow status: %w", err)
 	}
 	defer stopFollowing()
-	stopAnswering, err := AnswerCredentials(ctx, bus, st, o.Logger)
+	stopAnswering, err := control.AnswerCredentials(ctx, bus, st, o.Logger)
 	if err != nil {
 		return err
 	}
 	defer stopAnswering()
-	stopDead, err := optional(o.Logger, "the dead letters")(FollowDead(ctx, bus, st, o.Logger))
+	stopDead, err := optional(o.Logger, "the dead letters")(status.FollowDead(ctx, bus, st, o.Logger))
 	if err != nil {
 		return fmt.Errorf("follow the dead letters: %w", err)
 	}
 	defer stopDead()
-	stopListening, err := ListenLiveness(ctx, bus, st, o.Logger)
+	stopListening, err := status.ListenLiveness(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("listen to heartbeats: %w", err)
 	}
 	defer stopListening()
-	guard, stopGuarding, err := GuardDeclarations(ctx, bus, key, decls, o.Logger)
+	guard, stopGuarding, err := rollout.GuardDeclarations(ctx, bus, key, decls, o.Logger)
 	if err != nil {
 		return fmt.Errorf("guard declarations: %w", err)
 	}
 	defer stopGuarding()
 	if o.Dir != "" {
-		_, stopControl, err := FollowControl(ctx, bus, m, st, o.Dir, o.Apply, guard)
+		_, stopControl, err := control.FollowControl(ctx, bus, m, st, o.Dir, o.Apply, guard)
 		if err != nil {
 			return fmt.Errorf("follow CONTROL: %w", err)
 		}
@@ -151,11 +156,11 @@ func optional(log *slog.Logger, what string) func(stop func(), err error) (func(
 // exchanges and queues). Transient failures are retried within
 // StartTimeout; drift that cannot be corrected and a wrong certificate
 // are not, since waiting cannot fix them.
-func Start(ctx context.Context, m *meshdesc.Mesh, st Store, o RunOptions) (plane.Controller, Report, error) {
+func Start(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) (plane.Controller, Report, error) {
 	o = o.withDefaults()
 	var creds [2]wire.Credential
 	for i, user := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
-		c, err := loadControllerCredential(ctx, st, user)
+		c, err := store.ControllerCredential(ctx, st, user)
 		if err != nil {
 			return nil, Report{}, err
 		}

@@ -1,12 +1,20 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -14,39 +22,25 @@ import (
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		<-tick.C
-	}
-}
-
 // TestRunWaitsForTheServerThenIsReady starts the controller before the
 // server: it retries, asserts once the server is up, logs "ready" and
 // returns nil when its context ends.
 func TestRunWaitsForTheServerThenIsReady(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
 	var logs testutil.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, b.m, b.st, RunOptions{StartTimeout: 30 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		done <- Run(ctx, b.M, b.St, RunOptions{StartTimeout: 30 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	}()
-	eventually(t, 10*time.Second, "a failed attempt logged", func() bool { return strings.Contains(logs.String(), "retrying") })
+	controllertest.Eventually(t, 10*time.Second, "a failed attempt logged", func() bool { return strings.Contains(logs.String(), "retrying") })
 	if strings.Contains(logs.String(), `"msg":"ready"`) {
 		t.Fatal("ready before the server exists")
 	}
-	b.start()
-	eventually(t, 20*time.Second, `"msg":"ready" logged`, func() bool { return strings.Contains(logs.String(), `"msg":"ready"`) })
-	if _, err := b.js().Stream(ctxT(t), wire.StreamEvents); err != nil {
+	b.Start()
+	controllertest.Eventually(t, 20*time.Second, `"msg":"ready" logged`, func() bool { return strings.Contains(logs.String(), `"msg":"ready"`) })
+	if _, err := b.JS().Stream(controllertest.Ctx(t), wire.StreamEvents); err != nil {
 		t.Fatalf("ready without EVENTS: %v", err)
 	}
 	cancel()
@@ -63,17 +57,58 @@ func TestRunWaitsForTheServerThenIsReady(t *testing.T) {
 // TestStartRefusesDriftAtOnce: waiting cannot fix a drift, so Start does
 // not retry it until its deadline.
 func TestStartRefusesDriftAtOnce(t *testing.T) {
-	b := newBed(t, sampleMesh(t))
-	b.start()
-	if _, err := b.js().CreateStream(ctxT(t), jetstream.StreamConfig{Name: wire.StreamBuilds, Subjects: []string{wire.SubjectBuildAll}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxBytes: 1 << 20}); err != nil {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
+	if _, err := b.JS().CreateStream(controllertest.Ctx(t), jetstream.StreamConfig{Name: wire.StreamBuilds, Subjects: []string{wire.SubjectBuildAll}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, MaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	_, _, err := Start(context.Background(), b.m, b.st, RunOptions{StartTimeout: 30 * time.Second})
+	_, _, err := Start(context.Background(), b.M, b.St, RunOptions{StartTimeout: 30 * time.Second})
 	if !errors.Is(err, ErrDrift) || !strings.Contains(err.Error(), "stream BUILDS: retention: expected WorkQueue, got Limits") {
 		t.Fatalf("expected ErrDrift naming BUILDS's storage, got %v", err)
 	}
 	if took := time.Since(began); took > 10*time.Second {
 		t.Fatalf("drift refused after %v; expected at once", took)
 	}
+}
+
+// TestRunComposesWhatAStoppedControllerLeft: an enrolment answered and
+// acknowledged, its composition never made (the controller stopped in
+// between), is made live by the next controller's start: the node's new
+// password is in nats.conf before the controller is ready.
+func TestRunComposesWhatAStoppedControllerLeft(t *testing.T) {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	ctx := controllertest.Ctx(t)
+	tok, _, req := b.Claim("node-a")
+	e, err := control.Enrol(ctx, b.M, b.St, b.Dir, store.LedgerKey(wire.SubjectEnrol, "m1", 1), req.Marshal(), b.Opts, func(control.Enrolment) error { return nil })
+	if err != nil || e.Answer.Refused != "" {
+		t.Fatalf("enrol: %+v (%v)", e, err)
+	}
+	secrets, _ := b.St.Secrets(ctx)
+	hash := secrets[wire.HostUser("node-a")].Hash
+	conf := func() []byte { c, _ := os.ReadFile(statedir.Layout{Dir: b.Dir}.NATSConfig()); return c }
+	if bytes.Contains(conf(), []byte(hash)) {
+		t.Fatal("the enrolment was composed before the controller ran: the test shows nothing")
+	}
+	b.Start()
+	var logs testutil.SyncBuffer
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, b.M, b.St, RunOptions{Dir: b.Dir, Apply: b.Opts, StartTimeout: 20 * time.Second, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	}()
+	defer func() { cancel(); <-done }()
+	controllertest.Eventually(t, 20*time.Second, "the controller ready", func() bool { return strings.Contains(logs.String(), `"msg":"ready"`) })
+	if !bytes.Contains(conf(), []byte(hash)) {
+		t.Fatal("expected the node's new password composed once the controller is ready")
+	}
+	// The spent token's user stays for its grace, then is revoked.
+	controllertest.Eventually(t, b.Opts.SpentTokenGrace+10*time.Second, "the spent token's user revoked after its grace", func() bool {
+		return !containsUser(conf(), wire.EnrolUser(tok.Name))
+	})
+}
+
+// containsUser says whether the composed configuration conf has user.
+func containsUser(conf []byte, user string) bool {
+	return bytes.Contains(conf, []byte(strconv.Quote(user)))
 }

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/meshbus/mesh/mesh/controller/store"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // unavailableCodes are the SQLSTATEs, beyond classes 08 (connection
@@ -63,8 +63,8 @@ func storeErr(ctx context.Context, what string, err error) error {
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if errors.Is(err, controller.ErrStoreUnavailable) || !unavailable(err) {
+	if errors.Is(err, store.ErrStoreUnavailable) || !unavailable(err) {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("%s: %w: %w", what, controller.ErrStoreUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", what, store.ErrStoreUnavailable, err)
 }

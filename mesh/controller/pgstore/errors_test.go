@@ -10,9 +10,9 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/meshbus/mesh/mesh/controller/store"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // connectErr is what pgx gives when a connection cannot be made: a
@@ -67,21 +67,21 @@ func TestWhatIsUnavailable(t *testing.T) {
 
 func TestStoreErr(t *testing.T) {
 	bg := context.Background()
-	if err := storeErr(bg, "read status", io.ErrUnexpectedEOF); !errors.Is(err, controller.ErrStoreUnavailable) || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(err.Error(), "read status: ") {
+	if err := storeErr(bg, "read status", io.ErrUnexpectedEOF); !errors.Is(err, store.ErrStoreUnavailable) || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(err.Error(), "read status: ") {
 		t.Errorf("a lost connection: expected ErrStoreUnavailable around the cause, got %v", err)
 	}
-	if err := storeErr(bg, "x", &pgconn.PgError{Code: "23505"}); errors.Is(err, controller.ErrStoreUnavailable) {
+	if err := storeErr(bg, "x", &pgconn.PgError{Code: "23505"}); errors.Is(err, store.ErrStoreUnavailable) {
 		t.Errorf("a constraint violation read as unavailable: %v", err)
 	}
 	once := storeErr(bg, "inner", io.EOF)
-	if err := storeErr(bg, "outer", once); strings.Count(err.Error(), controller.ErrStoreUnavailable.Error()) != 1 {
+	if err := storeErr(bg, "outer", once); strings.Count(err.Error(), store.ErrStoreUnavailable.Error()) != 1 {
 		t.Errorf("expected ErrStoreUnavailable said once, got %v", err)
 	}
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	// Cancelled, pgx closes the connection: what follows is not the
 	// store's absence.
-	if err := storeErr(ctx, "update", io.ErrUnexpectedEOF); errors.Is(err, controller.ErrStoreUnavailable) || !errors.Is(err, context.Canceled) {
+	if err := storeErr(ctx, "update", io.ErrUnexpectedEOF); errors.Is(err, store.ErrStoreUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Errorf("a call the caller cancelled: expected context.Canceled and not unavailable, got %v", err)
 	}
 	if storeErr(bg, "x", nil) != nil {

@@ -7,26 +7,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/meshbus/mesh/internal/pgtest"
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // putStatus commits a status of through through st.
-func putStatus(t *testing.T, st controller.Store, through uint64) {
+func putStatus(t *testing.T, st store.Store, through uint64) {
 	t.Helper()
 	ctx := ctxT(t)
-	if err := st.Update(ctx, func(tx controller.Tx) error { return tx.PutStatus(ctx, controller.Status{Through: through}) }); err != nil {
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutStatus(ctx, store.Status{Through: through}) }); err != nil {
 		t.Fatalf("put status %d: %v", through, err)
 	}
 }
 
 // unchanged checks that st holds want's secrets and credentials and a
 // status through through.
-func unchanged(t *testing.T, st controller.Store, want controller.State, through uint64) {
+func unchanged(t *testing.T, st store.Store, want store.State, through uint64) {
 	t.Helper()
 	ctx := ctxT(t)
 	if s, err := st.Status(ctx); err != nil || s.Through != through {
@@ -69,7 +70,7 @@ func TestAStoppedServerIsUnavailable(t *testing.T) {
 		"status":          func(ctx context.Context) error { _, err := st.Status(ctx); return err },
 		"create":          func(ctx context.Context) error { return st.Create(ctx, genesis(t)) },
 		"update": func(ctx context.Context) error {
-			return st.Update(ctx, func(tx controller.Tx) error { called = true; return tx.PutStatus(ctx, controller.Status{Through: 9}) })
+			return st.Update(ctx, func(tx store.Tx) error { called = true; return tx.PutStatus(ctx, store.Status{Through: 9}) })
 		},
 		"open": func(ctx context.Context) error {
 			s, err := pgstore.Open(ctx, dsn)
@@ -83,7 +84,7 @@ func TestAStoppedServerIsUnavailable(t *testing.T) {
 		start := time.Now()
 		err := call(ctx)
 		cancel()
-		if !errors.Is(err, controller.ErrStoreUnavailable) {
+		if !errors.Is(err, store.ErrStoreUnavailable) {
 			t.Errorf("%s with the server stopped: expected ErrStoreUnavailable, got %v", name, err)
 		}
 		if d := time.Since(start); d > 15*time.Second {
@@ -138,12 +139,12 @@ func TestAConnectionKilledMidUpdateKeepsNothing(t *testing.T) {
 	defer admin.Close(context.Background())
 
 	for _, then := range []string{"writes again", "returns nil (the commit fails)"} {
-		err := st.Update(ctx, func(tx controller.Tx) error {
+		err := st.Update(ctx, func(tx store.Tx) error {
 			if err := errors.Join(
-				tx.PutStatus(ctx, controller.Status{Through: 7}),
+				tx.PutStatus(ctx, store.Status{Through: 7}),
 				tx.PutCredential(ctx, wire.PersonUser("carol"), []byte("{}\n")),
 				tx.DeleteCredential(ctx, wire.ControllerUser),
-				tx.PutSecrets(ctx, controller.Secrets{}),
+				tx.PutSecrets(ctx, store.Secrets{}),
 			); err != nil {
 				return err
 			}
@@ -157,11 +158,11 @@ func TestAConnectionKilledMidUpdateKeepsNothing(t *testing.T) {
 				t.Errorf("terminate backend %d: %v, %v", pid, gone, err)
 			}
 			if then == "writes again" {
-				return tx.PutStatus(ctx, controller.Status{Through: 8})
+				return tx.PutStatus(ctx, store.Status{Through: 8})
 			}
 			return nil
 		})
-		if !errors.Is(err, controller.ErrStoreUnavailable) {
+		if !errors.Is(err, store.ErrStoreUnavailable) {
 			t.Fatalf("a connection killed, fn %s: expected ErrStoreUnavailable, got %v", then, err)
 		}
 		unchanged(t, st, want, 0)
@@ -183,14 +184,14 @@ func TestAContextEndedMidUpdateKeepsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	err := st.Update(ctx, func(tx controller.Tx) error {
-		if err := tx.PutStatus(ctx, controller.Status{Through: 7}); err != nil {
+	err := st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutStatus(ctx, store.Status{Through: 7}); err != nil {
 			return err
 		}
 		cancel()
 		return nil
 	})
-	if !errors.Is(err, context.Canceled) || errors.Is(err, controller.ErrStoreUnavailable) {
+	if !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrStoreUnavailable) {
 		t.Fatalf("expected context.Canceled (and not unavailable), got %v", err)
 	}
 	unchanged(t, st, want, 0)
@@ -199,17 +200,17 @@ func TestAContextEndedMidUpdateKeepsNothing(t *testing.T) {
 	holding, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		ctx := context.Background()
-		done <- st.Update(ctx, func(tx controller.Tx) error {
+		done <- st.Update(ctx, func(tx store.Tx) error {
 			close(holding)
 			<-release
-			return tx.PutStatus(ctx, controller.Status{Through: 3})
+			return tx.PutStatus(ctx, store.Status{Through: 3})
 		})
 	}()
 	<-holding
 	wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer wcancel()
 	start := time.Now()
-	err = other.Update(wctx, func(tx controller.Tx) error { return tx.PutStatus(wctx, controller.Status{Through: 99}) })
+	err = other.Update(wctx, func(tx store.Tx) error { return tx.PutStatus(wctx, store.Status{Through: 99}) })
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
 		t.Errorf("an update waiting for the lock past its deadline: expected DeadlineExceeded soon, got %v after %s", err, time.Since(start))
 	}

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/meshbus/mesh/internal/pgtest"
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
 	"github.com/meshbus/mesh/mesh/controller/storetest"
 	"github.com/meshbus/mesh/mesh/pki"
@@ -45,14 +46,14 @@ func open(t *testing.T, dsn string) *pgstore.Store {
 // PostgreSQL, a fresh database for each case on one server.
 func TestPostgresStoreKeepsTheContract(t *testing.T) {
 	srv := pgtest.Start(t)
-	storetest.Run(t, func(t *testing.T) func() controller.Store {
+	storetest.Run(t, func(t *testing.T) func() store.Store {
 		dsn := srv.NewDatabase(t)
-		return func() controller.Store { return open(t, dsn) }
+		return func() store.Store { return open(t, dsn) }
 	})
 }
 
 // genesis is a state to create, minted the cheap way.
-func genesis(t *testing.T) controller.State {
+func genesis(t *testing.T) store.State {
 	t.Helper()
 	ca, err := pki.NewCA("pgstore test", time.Now())
 	if err != nil {
@@ -62,8 +63,8 @@ func genesis(t *testing.T) controller.State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return controller.State{
-		Secrets:        controller.Secrets{wire.ControllerUser: {Password: "pw", Hash: "$2a$04$h"}},
+	return store.State{
+		Secrets:        store.Secrets{wire.ControllerUser: {Password: "pw", Hash: "$2a$04$h"}},
 		Authority:      ca,
 		Credentials:    map[string][]byte{wire.ControllerUser: []byte(`{"url":"tls://controller:pw@bus:4222"}`)},
 		DeclarationKey: key,
@@ -130,7 +131,7 @@ func TestMigrationsApplyOnce(t *testing.T) {
 	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (999, '0999_from_the_future')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgstore.Open(ctx, dsn); err == nil || errors.Is(err, controller.ErrStoreUnavailable) {
+	if _, err := pgstore.Open(ctx, dsn); err == nil || errors.Is(err, store.ErrStoreUnavailable) {
 		t.Fatalf("expected a database of a newer schema refused (and not as unavailable), got %v", err)
 	}
 }
@@ -191,7 +192,7 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
-	if _, err := pgstore.Open(ctx, "postgres://mesh:mesh@"+closed+"/mesh?sslmode=disable"); !errors.Is(err, controller.ErrStoreUnavailable) {
+	if _, err := pgstore.Open(ctx, "postgres://mesh:mesh@"+closed+"/mesh?sslmode=disable"); !errors.Is(err, store.ErrStoreUnavailable) {
 		t.Fatalf("a closed port: expected ErrStoreUnavailable, got %v", err)
 	}
 
@@ -204,7 +205,7 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 		"a wrong password":   fmt.Sprintf("postgres://%s:wrong@%s/%s?sslmode=disable", c.Username, addr, c.Database),
 		"a missing database": fmt.Sprintf("postgres://%s:%s@%s/no_such_db?sslmode=disable", c.Username, c.Password, addr),
 	} {
-		if _, err := pgstore.Open(ctx, bad); err == nil || errors.Is(err, controller.ErrStoreUnavailable) {
+		if _, err := pgstore.Open(ctx, bad); err == nil || errors.Is(err, store.ErrStoreUnavailable) {
 			t.Errorf("%s: expected an error that is not ErrStoreUnavailable, got %v", name, err)
 		}
 	}

@@ -32,11 +32,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -60,7 +61,7 @@ type Store struct {
 	schema Schema
 }
 
-var _ controller.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Open connects to the database dsn names (a postgres:// URL or
 // key=value pairs, as pgx reads them) and brings its schema up to date.
@@ -103,7 +104,7 @@ func (s *Store) Close() { s.pool.Close() }
 func (s *Store) Schema() Schema { return s.schema }
 
 // Create records the genesis in one transaction: everything, or nothing.
-func (s *Store) Create(ctx context.Context, st controller.State) error {
+func (s *Store) Create(ctx context.Context, st store.State) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func (s *Store) Create(ctx context.Context, st controller.State) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("%w: the database holds its secrets; use apply to change an existing mesh", controller.ErrGenesisExists)
+			return fmt.Errorf("%w: the database holds its secrets; use apply to change an existing mesh", store.ErrGenesisExists)
 		}
 		if err := upsertSecrets(ctx, tx, st.Secrets); err != nil {
 			return err
@@ -140,7 +141,7 @@ func (s *Store) Create(ctx context.Context, st controller.State) error {
 }
 
 // check refuses a state with a part missing.
-func check(st controller.State) error {
+func check(st store.State) error {
 	if st.Authority == nil || len(st.Authority.CertPEM) == 0 || len(st.Authority.KeyPEM) == 0 {
 		return errors.New("genesis: no authority")
 	}
@@ -207,7 +208,7 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // fn's own error is returned as it is. A commit interrupted by the
 // connection failing is unavailable, but may have committed: PostgreSQL
 // alone knows, and the caller's redelivery finds out by reading.
-func (s *Store) Update(ctx context.Context, fn func(controller.Tx) error) error {
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -238,7 +239,7 @@ type querier interface {
 // view reads the state through q.
 type view struct{ q querier }
 
-func (v view) Secrets(ctx context.Context) (controller.Secrets, error) {
+func (v view) Secrets(ctx context.Context) (store.Secrets, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -251,13 +252,13 @@ func (v view) Secrets(ctx context.Context) (controller.Secrets, error) {
 	var (
 		found    bool
 		u, p, h  *string
-		out      = controller.Secrets{}
+		out      = store.Secrets{}
 		scanInto = []any{&u, &p, &h}
 	)
 	_, err = pgx.ForEachRow(rows, scanInto, func() error {
 		found = true
 		if u != nil {
-			out[*u] = controller.Secret{Password: *p, Hash: *h}
+			out[*u] = store.Secret{Password: *p, Hash: *h}
 		}
 		return nil
 	})
@@ -265,7 +266,7 @@ func (v view) Secrets(ctx context.Context) (controller.Secrets, error) {
 		return nil, storeErr(ctx, "read secrets", err)
 	}
 	if !found {
-		return nil, fmt.Errorf("%w: the database holds none (run genesis first)", controller.ErrNoGenesis)
+		return nil, fmt.Errorf("%w: the database holds none (run genesis first)", store.ErrNoGenesis)
 	}
 	return out, nil
 }
@@ -277,7 +278,7 @@ func (v view) Authority(ctx context.Context) (*pki.CA, error) {
 	var cert, key []byte
 	err := v.q.QueryRow(ctx, `SELECT authority_cert, authority_key FROM genesis`).Scan(&cert, &key)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: the database holds no authority (run genesis first)", controller.ErrNoGenesis)
+		return nil, fmt.Errorf("%w: the database holds no authority (run genesis first)", store.ErrNoGenesis)
 	}
 	if err != nil {
 		return nil, storeErr(ctx, "read authority", err)
@@ -296,7 +297,7 @@ func (v view) DeclarationKey(ctx context.Context) (ed25519.PrivateKey, error) {
 	var raw []byte
 	err := v.q.QueryRow(ctx, `SELECT key FROM declaration_key`).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: no declaration key", controller.ErrNotFound)
+		return nil, fmt.Errorf("%w: no declaration key", store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, storeErr(ctx, "read declaration key", err)
@@ -324,7 +325,7 @@ func (v view) Credential(ctx context.Context, user string) ([]byte, error) {
 	var doc []byte
 	err := v.q.QueryRow(ctx, `SELECT document FROM credentials WHERE username = $1`, user).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: no credential of %s", controller.ErrNotFound, user)
+		return nil, fmt.Errorf("%w: no credential of %s", store.ErrNotFound, user)
 	}
 	if err != nil {
 		return nil, storeErr(ctx, "read credential of "+user, err)
@@ -353,21 +354,21 @@ func (v view) Credentials(ctx context.Context) ([]string, error) {
 	return users, nil
 }
 
-func (v view) Status(ctx context.Context) (controller.Status, error) {
+func (v view) Status(ctx context.Context) (store.Status, error) {
 	if err := ctx.Err(); err != nil {
-		return controller.Status{}, err
+		return store.Status{}, err
 	}
 	var doc []byte
 	err := v.q.QueryRow(ctx, `SELECT document FROM status`).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return controller.Status{Failing: []controller.FailingProvision{}}, nil
+		return store.Status{Failing: []store.FailingProvision{}}, nil
 	}
 	if err != nil {
-		return controller.Status{}, storeErr(ctx, "read status", err)
+		return store.Status{}, storeErr(ctx, "read status", err)
 	}
-	var s controller.Status
+	var s store.Status
 	if err := json.Unmarshal(doc, &s); err != nil {
-		return controller.Status{}, fmt.Errorf("read status from the database: %w", err)
+		return store.Status{}, fmt.Errorf("read status from the database: %w", err)
 	}
 	return s.Normalised(), nil
 }
@@ -382,7 +383,7 @@ type pgTx struct {
 	genesis bool // the genesis row was seen in this transaction
 }
 
-var _ controller.SubTx = (*pgTx)(nil)
+var _ store.SubTx = (*pgTx)(nil)
 
 // errTxEnded refuses a Tx used after its Update's fn returned.
 var errTxEnded = errors.New("pgstore: the transaction was used after its Update's fn returned")
@@ -404,8 +405,8 @@ func locked[T any](t *pgTx, f func() (T, error)) (T, error) {
 	return f()
 }
 
-func (t *pgTx) Secrets(ctx context.Context) (controller.Secrets, error) {
-	return locked(t, func() (controller.Secrets, error) { return t.view.Secrets(ctx) })
+func (t *pgTx) Secrets(ctx context.Context) (store.Secrets, error) {
+	return locked(t, func() (store.Secrets, error) { return t.view.Secrets(ctx) })
 }
 
 func (t *pgTx) Authority(ctx context.Context) (*pki.CA, error) {
@@ -424,8 +425,8 @@ func (t *pgTx) Credentials(ctx context.Context) ([]string, error) {
 	return locked(t, func() ([]string, error) { return t.view.Credentials(ctx) })
 }
 
-func (t *pgTx) Status(ctx context.Context) (controller.Status, error) {
-	return locked(t, func() (controller.Status, error) { return t.view.Status(ctx) })
+func (t *pgTx) Status(ctx context.Context) (store.Status, error) {
+	return locked(t, func() (store.Status, error) { return t.view.Status(ctx) })
 }
 
 // write runs one statement of the Update, once the database is seen to
@@ -455,13 +456,13 @@ func (t *pgTx) needGenesis(ctx context.Context) error {
 		return storeErr(ctx, "look for the genesis", err)
 	}
 	if !ok {
-		return fmt.Errorf("%w: the database holds none (run genesis first)", controller.ErrNoGenesis)
+		return fmt.Errorf("%w: the database holds none (run genesis first)", store.ErrNoGenesis)
 	}
 	t.genesis = true
 	return nil
 }
 
-func (t *pgTx) PutSecrets(ctx context.Context, s controller.Secrets) error {
+func (t *pgTx) PutSecrets(ctx context.Context, s store.Secrets) error {
 	for u := range s {
 		if err := checkUser(u); err != nil {
 			return fmt.Errorf("put secrets: %w", err)
@@ -480,7 +481,7 @@ func (t *pgTx) PutSecrets(ctx context.Context, s controller.Secrets) error {
 			gone = append(gone, u)
 		}
 	}
-	changed := controller.Secrets{}
+	changed := store.Secrets{}
 	for u, sec := range s {
 		if was, ok := held[u]; !ok || was != sec {
 			changed[u] = sec
@@ -502,7 +503,7 @@ func (t *pgTx) PutSecrets(ctx context.Context, s controller.Secrets) error {
 
 // upsertSecrets writes s in one statement, replacing what is held of its
 // users.
-func upsertSecrets(ctx context.Context, q querier, s controller.Secrets) error {
+func upsertSecrets(ctx context.Context, q querier, s store.Secrets) error {
 	users, pws, hashes := make([]string, 0, len(s)), make([]string, 0, len(s)), make([]string, 0, len(s))
 	for u, sec := range s {
 		users, pws, hashes = append(users, u), append(pws, sec.Password), append(hashes, sec.Hash)
@@ -581,7 +582,7 @@ func (t *pgTx) DeleteCredential(ctx context.Context, user string) error {
 	return t.write(ctx, "revoke "+user, `DELETE FROM credentials WHERE username = $1`, user)
 }
 
-func (t *pgTx) PutStatus(ctx context.Context, s controller.Status) error {
+func (t *pgTx) PutStatus(ctx context.Context, s store.Status) error {
 	doc, err := json.Marshal(s.Normalised())
 	if err != nil {
 		return fmt.Errorf("put status: %w", err)
@@ -590,7 +591,7 @@ func (t *pgTx) PutStatus(ctx context.Context, s controller.Status) error {
 		`INSERT INTO status (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
 }
 
-func (v view) Tokens(ctx context.Context) ([]controller.Token, error) {
+func (v view) Tokens(ctx context.Context) ([]store.Token, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -598,8 +599,8 @@ func (v view) Tokens(ctx context.Context) ([]controller.Token, error) {
 	if err != nil {
 		return nil, storeErr(ctx, "read tokens", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (controller.Token, error) {
-		var t controller.Token
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Token, error) {
+		var t store.Token
 		var spent *time.Time
 		if err := r.Scan(&t.ID, &t.Node, &t.Issued, &t.Expires, &spent); err != nil {
 			return t, err
@@ -612,11 +613,11 @@ func (v view) Tokens(ctx context.Context) ([]controller.Token, error) {
 	if err != nil {
 		return nil, storeErr(ctx, "read tokens", err)
 	}
-	slices.SortFunc(out, func(a, b controller.Token) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b store.Token) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
-func (v view) Nodes(ctx context.Context) ([]controller.Node, error) {
+func (v view) Nodes(ctx context.Context) ([]store.Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -624,44 +625,44 @@ func (v view) Nodes(ctx context.Context) ([]controller.Node, error) {
 	if err != nil {
 		return nil, storeErr(ctx, "read nodes", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (controller.Node, error) {
-		var n controller.Node
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Node, error) {
+		var n store.Node
 		return n, r.Scan(&n.Name, &n.SealingKey, &n.Enrolled, &n.Token)
 	})
 	if err != nil {
 		return nil, storeErr(ctx, "read nodes", err)
 	}
-	slices.SortFunc(out, func(a, b controller.Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b store.Node) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
-func (v view) Applied(ctx context.Context, key string) (controller.Applied, error) {
+func (v view) Applied(ctx context.Context, key string) (store.Applied, error) {
 	if err := ctx.Err(); err != nil {
-		return controller.Applied{}, err
+		return store.Applied{}, err
 	}
-	a := controller.Applied{Key: key}
+	a := store.Applied{Key: key}
 	var seq int64
 	err := v.q.QueryRow(ctx, `SELECT at, seq, outcome FROM ledger WHERE key = $1`, key).Scan(&a.At, &seq, &a.Outcome)
 	a.Seq = uint64(seq)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return controller.Applied{}, fmt.Errorf("%w: no message %s in the ledger", controller.ErrNotFound, key)
+		return store.Applied{}, fmt.Errorf("%w: no message %s in the ledger", store.ErrNotFound, key)
 	}
 	if err != nil {
-		return controller.Applied{}, storeErr(ctx, "read the ledger", err)
+		return store.Applied{}, storeErr(ctx, "read the ledger", err)
 	}
 	return a, nil
 }
 
-func (t *pgTx) Tokens(ctx context.Context) ([]controller.Token, error) {
-	return locked(t, func() ([]controller.Token, error) { return t.view.Tokens(ctx) })
+func (t *pgTx) Tokens(ctx context.Context) ([]store.Token, error) {
+	return locked(t, func() ([]store.Token, error) { return t.view.Tokens(ctx) })
 }
 
-func (t *pgTx) Nodes(ctx context.Context) ([]controller.Node, error) {
-	return locked(t, func() ([]controller.Node, error) { return t.view.Nodes(ctx) })
+func (t *pgTx) Nodes(ctx context.Context) ([]store.Node, error) {
+	return locked(t, func() ([]store.Node, error) { return t.view.Nodes(ctx) })
 }
 
-func (t *pgTx) Applied(ctx context.Context, key string) (controller.Applied, error) {
-	return locked(t, func() (controller.Applied, error) { return t.view.Applied(ctx, key) })
+func (t *pgTx) Applied(ctx context.Context, key string) (store.Applied, error) {
+	return locked(t, func() (store.Applied, error) { return t.view.Applied(ctx, key) })
 }
 
 func (v view) LedgerLen(ctx context.Context) (int, error) {
@@ -700,8 +701,8 @@ func (t *pgTx) PruneLedger(ctx context.Context, below uint64, before time.Time) 
 	})
 }
 
-func (t *pgTx) PutToken(ctx context.Context, tok controller.Token) error {
-	if err := controller.CheckToken(tok); err != nil {
+func (t *pgTx) PutToken(ctx context.Context, tok store.Token) error {
+	if err := store.CheckToken(tok); err != nil {
 		return err
 	}
 	var spent *time.Time
@@ -714,8 +715,8 @@ func (t *pgTx) PutToken(ctx context.Context, tok controller.Token) error {
 		tok.ID, tok.Node, tok.Issued, tok.Expires, spent)
 }
 
-func (t *pgTx) PutNode(ctx context.Context, n controller.Node) error {
-	if err := controller.CheckNode(n); err != nil {
+func (t *pgTx) PutNode(ctx context.Context, n store.Node) error {
+	if err := store.CheckNode(n); err != nil {
 		return err
 	}
 	return t.write(ctx, "put node "+n.Name,
@@ -724,7 +725,7 @@ func (t *pgTx) PutNode(ctx context.Context, n controller.Node) error {
 		n.Name, n.SealingKey, n.Enrolled, n.Token)
 }
 
-func (t *pgTx) PutApplied(ctx context.Context, a controller.Applied) error {
+func (t *pgTx) PutApplied(ctx context.Context, a store.Applied) error {
 	if a.Key == "" {
 		return errors.New("put applied: no key")
 	}
@@ -761,8 +762,8 @@ func (v view) Declared(ctx context.Context) ([]wire.Declaration, error) {
 	return documents[wire.Declaration](ctx, v.q, "read declarations", `SELECT document FROM declarations ORDER BY node COLLATE "C"`)
 }
 
-func (v view) Reports(ctx context.Context) ([]controller.Reported, error) {
-	return documents[controller.Reported](ctx, v.q, "read reports", `SELECT document FROM reports ORDER BY node COLLATE "C"`)
+func (v view) Reports(ctx context.Context) ([]store.Reported, error) {
+	return documents[store.Reported](ctx, v.q, "read reports", `SELECT document FROM reports ORDER BY node COLLATE "C"`)
 }
 
 func (v view) Description(ctx context.Context) ([]byte, error) {
@@ -772,7 +773,7 @@ func (v view) Description(ctx context.Context) ([]byte, error) {
 	var yaml []byte
 	err := v.q.QueryRow(ctx, `SELECT yaml FROM description`).Scan(&yaml)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: nothing was pushed", controller.ErrNotFound)
+		return nil, fmt.Errorf("%w: nothing was pushed", store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, storeErr(ctx, "read description", err)
@@ -784,8 +785,8 @@ func (t *pgTx) Declared(ctx context.Context) ([]wire.Declaration, error) {
 	return locked(t, func() ([]wire.Declaration, error) { return t.view.Declared(ctx) })
 }
 
-func (t *pgTx) Reports(ctx context.Context) ([]controller.Reported, error) {
-	return locked(t, func() ([]controller.Reported, error) { return t.view.Reports(ctx) })
+func (t *pgTx) Reports(ctx context.Context) ([]store.Reported, error) {
+	return locked(t, func() ([]store.Reported, error) { return t.view.Reports(ctx) })
 }
 
 func (t *pgTx) Description(ctx context.Context) ([]byte, error) {
@@ -793,7 +794,7 @@ func (t *pgTx) Description(ctx context.Context) ([]byte, error) {
 }
 
 func (t *pgTx) PutDeclared(ctx context.Context, d wire.Declaration) error {
-	if err := controller.CheckDeclared(d); err != nil {
+	if err := store.CheckDeclared(d); err != nil {
 		return err
 	}
 	doc, err := json.Marshal(d)
@@ -818,8 +819,8 @@ func (t *pgTx) PutDescription(ctx context.Context, yaml []byte) error {
 		`INSERT INTO description (yaml) VALUES ($1) ON CONFLICT (one) DO UPDATE SET yaml = excluded.yaml`, yaml)
 }
 
-func (t *pgTx) PutReport(ctx context.Context, r controller.Reported) error {
-	if err := controller.CheckReported(r); err != nil {
+func (t *pgTx) PutReport(ctx context.Context, r store.Reported) error {
+	if err := store.CheckReported(r); err != nil {
 		return err
 	}
 	doc, err := json.Marshal(r)
@@ -831,19 +832,19 @@ func (t *pgTx) PutReport(ctx context.Context, r controller.Reported) error {
 		r.Report.Node, string(doc))
 }
 
-func (v view) Liveness(ctx context.Context) (controller.Liveness, error) {
-	l, err := documents[controller.Liveness](ctx, v.q, "read liveness", `SELECT document FROM liveness`)
+func (v view) Liveness(ctx context.Context) (store.Liveness, error) {
+	l, err := documents[store.Liveness](ctx, v.q, "read liveness", `SELECT document FROM liveness`)
 	if err != nil || len(l) == 0 {
-		return controller.Liveness{}, err
+		return store.Liveness{}, err
 	}
 	return l[0], nil
 }
 
-func (t *pgTx) Liveness(ctx context.Context) (controller.Liveness, error) {
-	return locked(t, func() (controller.Liveness, error) { return t.view.Liveness(ctx) })
+func (t *pgTx) Liveness(ctx context.Context) (store.Liveness, error) {
+	return locked(t, func() (store.Liveness, error) { return t.view.Liveness(ctx) })
 }
 
-func (t *pgTx) PutLiveness(ctx context.Context, l controller.Liveness) error {
+func (t *pgTx) PutLiveness(ctx context.Context, l store.Liveness) error {
 	doc, err := json.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("put liveness: %w", err)
@@ -852,16 +853,16 @@ func (t *pgTx) PutLiveness(ctx context.Context, l controller.Liveness) error {
 		`INSERT INTO liveness (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
 }
 
-func (v view) Builds(ctx context.Context) ([]controller.Build, error) {
-	return documents[controller.Build](ctx, v.q, "read builds", `SELECT document FROM builds ORDER BY id COLLATE "C"`)
+func (v view) Builds(ctx context.Context) ([]store.Build, error) {
+	return documents[store.Build](ctx, v.q, "read builds", `SELECT document FROM builds ORDER BY id COLLATE "C"`)
 }
 
-func (t *pgTx) Builds(ctx context.Context) ([]controller.Build, error) {
-	return locked(t, func() ([]controller.Build, error) { return t.view.Builds(ctx) })
+func (t *pgTx) Builds(ctx context.Context) ([]store.Build, error) {
+	return locked(t, func() ([]store.Build, error) { return t.view.Builds(ctx) })
 }
 
-func (t *pgTx) PutBuild(ctx context.Context, b controller.Build) error {
-	if err := controller.CheckBuild(b); err != nil {
+func (t *pgTx) PutBuild(ctx context.Context, b store.Build) error {
+	if err := store.CheckBuild(b); err != nil {
 		return err
 	}
 	doc, err := json.Marshal(b)
@@ -873,16 +874,16 @@ func (t *pgTx) PutBuild(ctx context.Context, b controller.Build) error {
 		b.ID, string(doc))
 }
 
-func (v view) Persons(ctx context.Context) ([]controller.Person, error) {
-	return documents[controller.Person](ctx, v.q, "read persons", `SELECT document FROM persons ORDER BY name`)
+func (v view) Persons(ctx context.Context) ([]store.Person, error) {
+	return documents[store.Person](ctx, v.q, "read persons", `SELECT document FROM persons ORDER BY name`)
 }
 
-func (t *pgTx) Persons(ctx context.Context) ([]controller.Person, error) {
-	return locked(t, func() ([]controller.Person, error) { return t.view.Persons(ctx) })
+func (t *pgTx) Persons(ctx context.Context) ([]store.Person, error) {
+	return locked(t, func() ([]store.Person, error) { return t.view.Persons(ctx) })
 }
 
-func (t *pgTx) PutPerson(ctx context.Context, p controller.Person) error {
-	if err := controller.CheckPerson(p); err != nil {
+func (t *pgTx) PutPerson(ctx context.Context, p store.Person) error {
+	if err := store.CheckPerson(p); err != nil {
 		return err
 	}
 	doc, err := json.Marshal(p)
@@ -898,16 +899,16 @@ func (t *pgTx) DeletePerson(ctx context.Context, name string) error {
 	return t.write(ctx, "forget person "+name, `DELETE FROM persons WHERE name = $1`, name)
 }
 
-func (v view) DeadLetters(ctx context.Context) ([]controller.DeadLetter, error) {
-	return documents[controller.DeadLetter](ctx, v.q, "read dead letters", `SELECT document FROM dead_letters ORDER BY dead_seq`)
+func (v view) DeadLetters(ctx context.Context) ([]store.DeadLetter, error) {
+	return documents[store.DeadLetter](ctx, v.q, "read dead letters", `SELECT document FROM dead_letters ORDER BY dead_seq`)
 }
 
-func (t *pgTx) DeadLetters(ctx context.Context) ([]controller.DeadLetter, error) {
-	return locked(t, func() ([]controller.DeadLetter, error) { return t.view.DeadLetters(ctx) })
+func (t *pgTx) DeadLetters(ctx context.Context) ([]store.DeadLetter, error) {
+	return locked(t, func() ([]store.DeadLetter, error) { return t.view.DeadLetters(ctx) })
 }
 
-func (t *pgTx) PutDeadLetter(ctx context.Context, d controller.DeadLetter) error {
-	if err := controller.CheckDeadLetter(d); err != nil {
+func (t *pgTx) PutDeadLetter(ctx context.Context, d store.DeadLetter) error {
+	if err := store.CheckDeadLetter(d); err != nil {
 		return err
 	}
 	doc, err := json.Marshal(d)
@@ -919,20 +920,20 @@ func (t *pgTx) PutDeadLetter(ctx context.Context, d controller.DeadLetter) error
 		int64(d.DeadSeq), string(doc))
 }
 
-func (v view) Refusals(ctx context.Context) (controller.Refusals, error) {
-	r, err := documents[controller.Refusals](ctx, v.q, "read refusals", `SELECT document FROM refusals`)
+func (v view) Refusals(ctx context.Context) (store.Refusals, error) {
+	r, err := documents[store.Refusals](ctx, v.q, "read refusals", `SELECT document FROM refusals`)
 	if err != nil || len(r) == 0 {
-		return controller.Refusals{}.Normalised(), err
+		return store.Refusals{}.Normalised(), err
 	}
 	return r[0].Normalised(), nil
 }
 
-func (t *pgTx) Refusals(ctx context.Context) (controller.Refusals, error) {
-	return locked(t, func() (controller.Refusals, error) { return t.view.Refusals(ctx) })
+func (t *pgTx) Refusals(ctx context.Context) (store.Refusals, error) {
+	return locked(t, func() (store.Refusals, error) { return t.view.Refusals(ctx) })
 }
 
-func (t *pgTx) PutRefusals(ctx context.Context, r controller.Refusals) error {
-	if err := controller.CheckRefusals(r); err != nil {
+func (t *pgTx) PutRefusals(ctx context.Context, r store.Refusals) error {
+	if err := store.CheckRefusals(r); err != nil {
 		return err
 	}
 	doc, err := json.Marshal(r.Normalised())

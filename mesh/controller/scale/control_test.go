@@ -8,6 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller"
+
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,7 +22,6 @@ import (
 	"github.com/meshbus/mesh/internal/natstest"
 	"github.com/meshbus/mesh/internal/pgtest"
 	"github.com/meshbus/mesh/mesh/compose"
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -40,12 +45,12 @@ import (
 var stores = []string{"file", "postgres"}
 
 // openStore opens a new, empty store of kind under root.
-func openStore(b *testing.B, ctx context.Context, kind, root string) (st controller.Store, size func() (entries, bytes int64)) {
+func openStore(b *testing.B, ctx context.Context, kind, root string) (st store.Store, size func() (entries, bytes int64)) {
 	b.Helper()
 	dir := filepath.Join(root, "state")
 	switch kind {
 	case "file":
-		st := controller.FileStore(dir)
+		st := store.FileStore(dir)
 		return st, func() (int64, int64) {
 			n, err := st.LedgerLen(ctx)
 			if err != nil {
@@ -98,7 +103,7 @@ func pgLedgerSize(b *testing.B, dsn string) (entries, bytes int64) {
 // raise makes a genesis of m on a new store of kind, serves its
 // configuration in-process and runs the controller on it until the
 // benchmark ends.
-func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st controller.Store, dir string, o controller.Options, size func() (int64, int64), stopped <-chan error) {
+func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st store.Store, dir string, o rollout.Options, size func() (int64, int64), stopped <-chan error) {
 	b.Helper()
 	root := b.TempDir()
 	dir = filepath.Join(root, "state")
@@ -106,11 +111,11 @@ func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st controller.Store, di
 	b.Cleanup(cancel)
 	st, size = openStore(b, ctx, kind, root)
 	o = genesisOptions(m, root, dir)
-	if _, err := controller.Genesis(ctx, m, st, dir, o); err != nil {
+	if _, err := rollout.Genesis(ctx, m, st, dir, o); err != nil {
 		b.Fatal(err)
 	}
-	srv := natstest.ServeFile(b, controller.Layout{Dir: dir}.NATSConfig())
-	stopWatch := watch(b, srv, controller.Layout{Dir: dir}.NATSConfig())
+	srv := natstest.ServeFile(b, statedir.Layout{Dir: dir}.NATSConfig())
+	stopWatch := watch(b, srv, statedir.Layout{Dir: dir}.NATSConfig())
 	runCtx, stopRun := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	// A controller that stops ends the run at once, with its reason.
@@ -144,7 +149,7 @@ func BenchmarkControl(b *testing.B) {
 			st, dir, o, size, stopped := raise(b, kind, m)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
-			tok, doc, err := controller.IssueToken(ctx, m, st, dir, m.Nodes[0].Name, time.Hour, o)
+			tok, doc, err := rollout.IssueToken(ctx, m, st, dir, m.Nodes[0].Name, time.Hour, o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -167,7 +172,7 @@ func BenchmarkControl(b *testing.B) {
 				if err != nil {
 					return -1
 				}
-				return r.Counts[controller.RefusedEnrolment]
+				return r.Counts[store.RefusedEnrolment]
 			}
 			base := refused()
 			b.ResetTimer()
@@ -208,14 +213,14 @@ func BenchmarkLedger(b *testing.B) {
 			dir := filepath.Join(root, "state")
 			st, size := openStore(b, ctx, kind, root)
 			now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-			o := controller.Options{BcryptCost: bcrypt.MinCost, Now: func() time.Time { return now },
-				Server: compose.Inputs{ConfigDir: filepath.Join(dir, controller.NATSDir), StoreDir: filepath.Join(root, "js"), Listen: "127.0.0.1:4222", Monitor: "127.0.0.1:0"}}
-			if _, err := controller.Genesis(ctx, m, st, dir, o); err != nil {
+			o := rollout.Options{BcryptCost: bcrypt.MinCost, Now: func() time.Time { return now },
+				Server: compose.Inputs{ConfigDir: filepath.Join(dir, statedir.NATSDir), StoreDir: filepath.Join(root, "js"), Listen: "127.0.0.1:4222", Monitor: "127.0.0.1:0"}}
+			if _, err := rollout.Genesis(ctx, m, st, dir, o); err != nil {
 				b.Fatal(err)
 			}
 			node := m.Nodes[0].Name
-			if err := st.Update(ctx, func(tx controller.Tx) error {
-				return tx.PutNode(ctx, controller.Node{Name: node, SealingKey: "k", Enrolled: now, Token: "tok-0"})
+			if err := st.Update(ctx, func(tx store.Tx) error {
+				return tx.PutNode(ctx, store.Node{Name: node, SealingKey: "k", Enrolled: now, Token: "tok-0"})
 			}); err != nil {
 				b.Fatal(err)
 			}
@@ -226,7 +231,7 @@ func BenchmarkLedger(b *testing.B) {
 				seq := uint64(i + 1)
 				id := fmt.Sprintf("r%d", seq)
 				rep := wire.Report{Kind: wire.KindReport, Node: node, ID: id, At: now, Applied: 1}
-				if err := take(ctx, st, controller.LedgerKey(subject, id, seq), seq, subject, rep.Marshal(), o); err != nil {
+				if err := take(ctx, st, store.LedgerKey(subject, id, seq), seq, subject, rep.Marshal(), o); err != nil {
 					b.Fatal(err)
 				}
 				now = now.Add(10 * time.Millisecond)

@@ -5,13 +5,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/store"
 )
 
 // take applies one report as the loop does: its ledger entry at its
 // CONTROL sequence.
-func take(ctx context.Context, st controller.Store, key string, seq uint64, subject string, data []byte, o controller.Options) error {
-	_, err := controller.TakeReport(ctx, controller.AtSequence(st, key, seq), key, seq, subject, data, o)
+func take(ctx context.Context, st store.Store, key string, seq uint64, subject string, data []byte, o rollout.Options) error {
+	_, err := control.TakeReport(ctx, control.AtSequence(st, key, seq), key, seq, subject, data, o)
 	return err
 }
 
@@ -19,11 +21,11 @@ func take(ctx context.Context, st controller.Store, key string, seq uint64, subj
 // of the benchmark's clock (a report every 10 ms: every 1 000 reports),
 // with every report taken so far gone from CONTROL (acknowledged) and
 // CONTROL's duplicate window of two minutes.
-func pruneLedger(b *testing.B, ctx context.Context, st controller.Store, seq uint64, now time.Time) {
+func pruneLedger(b *testing.B, ctx context.Context, st store.Store, seq uint64, now time.Time) {
 	if seq%1000 != 0 {
 		return
 	}
-	if _, err := controller.PruneLedger(ctx, st, seq+1, now.Add(-2*time.Minute)); err != nil {
+	if _, err := control.PruneLedger(ctx, st, seq+1, now.Add(-2*time.Minute)); err != nil {
 		b.Fatal(err)
 	}
 }

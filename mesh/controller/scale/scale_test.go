@@ -23,6 +23,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/controller"
+
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
@@ -31,7 +37,6 @@ import (
 	"github.com/meshbus/mesh/internal/pgtest"
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/compose"
-	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -105,12 +110,12 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	}
 	defer st.Close()
 	o := genesisOptions(m, root, dir)
-	if _, err := controller.Genesis(ctx, m, st, dir, o); err != nil {
+	if _, err := rollout.Genesis(ctx, m, st, dir, o); err != nil {
 		b.Fatal(err)
 	}
-	srv := natstest.ServeFile(b, controller.Layout{Dir: dir}.NATSConfig())
+	srv := natstest.ServeFile(b, statedir.Layout{Dir: dir}.NATSConfig())
 	defer srv.Shutdown()
-	stopWatch := watch(b, srv, controller.Layout{Dir: dir}.NATSConfig())
+	stopWatch := watch(b, srv, statedir.Layout{Dir: dir}.NATSConfig())
 	defer stopWatch()
 
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -136,7 +141,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	for i, node := range m.Nodes {
 		nodes[i] = node.Name
 	}
-	_, docs, err := controller.IssueTokens(ctx, m, st, dir, nodes, time.Hour, o)
+	_, docs, err := rollout.IssueTokens(ctx, m, st, dir, nodes, time.Hour, o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -196,7 +201,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		b.Fatal(err)
 	}
 	start = time.Now()
-	if _, err := controller.SendPush(ctx, st, data); err != nil {
+	if _, err := rollout.SendPush(ctx, st, data); err != nil {
 		b.Fatal(err)
 	}
 	waitFor(b, time.Minute+time.Duration(n)*100*time.Millisecond, failed, "every node reporting the push", func() bool { return reportedAt(ctx, st, n, 2) })
@@ -206,7 +211,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 }
 
 // reportedAt says whether n nodes' last reports are of revision rev.
-func reportedAt(ctx context.Context, st controller.Store, n int, rev uint64) bool {
+func reportedAt(ctx context.Context, st store.Store, n int, rev uint64) bool {
 	reps, err := st.Reports(ctx)
 	if err != nil {
 		return false
@@ -269,11 +274,11 @@ func waitFor(b *testing.B, d time.Duration, failed <-chan error, what string, co
 
 // genesisOptions are the controller's options for a genesis of m in dir
 // (under root), its bus on loopback at m's port, bcrypt at its cheapest.
-func genesisOptions(m *meshdesc.Mesh, root, dir string) controller.Options {
-	return controller.Options{
+func genesisOptions(m *meshdesc.Mesh, root, dir string) rollout.Options {
+	return rollout.Options{
 		BcryptCost: bcrypt.MinCost,
 		Server: compose.Inputs{
-			ConfigDir: filepath.Join(dir, controller.NATSDir),
+			ConfigDir: filepath.Join(dir, statedir.NATSDir),
 			StoreDir:  filepath.Join(root, "js"),
 			Listen:    net.JoinHostPort("127.0.0.1", strconv.Itoa(m.Bus.Port)),
 			Monitor:   "127.0.0.1:0",

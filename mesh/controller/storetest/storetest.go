@@ -20,7 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/store"
+
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -29,13 +30,13 @@ import (
 // directory, a database) and returns how to open it. Each call of open is
 // a new handle on the same backing, as a controller started again would
 // have: what one handle committed, the next reads.
-type Backing func(t *testing.T) (open func() controller.Store)
+type Backing func(t *testing.T) (open func() store.Store)
 
 // Run runs the contract as subtests of t, each on a backing of its own.
 func Run(t *testing.T, backing Backing) {
 	for _, c := range []struct {
 		name string
-		run  func(*testing.T, func() controller.Store)
+		run  func(*testing.T, func() store.Store)
 	}{
 		{"AnEmptyStoreHoldsNoGenesis", emptyStore},
 		{"WhatCreateRecordsIsReadBack", createReadBack},
@@ -66,17 +67,17 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // update runs fn in one Update of st, failing the test on an error.
-func update(t *testing.T, st controller.Store, fn func(ctx context.Context, tx controller.Tx) error) {
+func update(t *testing.T, st store.Store, fn func(ctx context.Context, tx store.Tx) error) {
 	t.Helper()
 	ctx := ctxT(t)
-	if err := st.Update(ctx, func(tx controller.Tx) error { return fn(ctx, tx) }); err != nil {
+	if err := st.Update(ctx, func(tx store.Tx) error { return fn(ctx, tx) }); err != nil {
 		t.Fatalf("update: %v", err)
 	}
 }
 
 // sample is a genesis as the controller makes one, with documents and
 // hashes that need no minting.
-func sample(t *testing.T) controller.State {
+func sample(t *testing.T) store.State {
 	t.Helper()
 	ca, err := pki.NewCA("storetest mesh authority", time.Now())
 	if err != nil {
@@ -86,16 +87,16 @@ func sample(t *testing.T) controller.State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := controller.State{Secrets: controller.Secrets{}, Authority: ca, DeclarationKey: key, Credentials: map[string][]byte{}}
+	st := store.State{Secrets: store.Secrets{}, Authority: ca, DeclarationKey: key, Credentials: map[string][]byte{}}
 	for _, u := range []string{wire.ControllerUser, wire.ControllerMeshUser, wire.HostUser("node-a"), wire.ModuleUser("node-a", "pg"), wire.EnrolUser("tok-1")} {
-		st.Secrets[u] = controller.Secret{Password: "pw-" + u, Hash: "$2a$04$hash-of-" + u}
+		st.Secrets[u] = store.Secret{Password: "pw-" + u, Hash: "$2a$04$hash-of-" + u}
 		st.Credentials[u] = []byte(fmt.Sprintf("{\n  \"url\": \"tls://%s:pw-%s@bus:4222\"\n}\n", u, u))
 	}
 	return st
 }
 
 // created is a backing holding the sample genesis.
-func created(t *testing.T, open func() controller.Store) controller.State {
+func created(t *testing.T, open func() store.Store) store.State {
 	t.Helper()
 	s := sample(t)
 	if err := open().Create(ctxT(t), s); err != nil {
@@ -106,7 +107,7 @@ func created(t *testing.T, open func() controller.Store) controller.State {
 
 // holds checks that st holds exactly want: secrets, authority, key and
 // credentials.
-func holds(t *testing.T, st controller.Store, want controller.State) {
+func holds(t *testing.T, st store.Store, want store.State) {
 	t.Helper()
 	ctx := ctxT(t)
 	sec, err := st.Secrets(ctx)
@@ -134,18 +135,18 @@ func holds(t *testing.T, st controller.Store, want controller.State) {
 	}
 }
 
-func emptyStore(t *testing.T, open func() controller.Store) {
+func emptyStore(t *testing.T, open func() store.Store) {
 	st, ctx := open(), ctxT(t)
-	if _, err := st.Secrets(ctx); !errors.Is(err, controller.ErrNoGenesis) {
+	if _, err := st.Secrets(ctx); !errors.Is(err, store.ErrNoGenesis) {
 		t.Errorf("secrets: expected ErrNoGenesis, got %v", err)
 	}
-	if _, err := st.Authority(ctx); !errors.Is(err, controller.ErrNoGenesis) {
+	if _, err := st.Authority(ctx); !errors.Is(err, store.ErrNoGenesis) {
 		t.Errorf("authority: expected ErrNoGenesis, got %v", err)
 	}
-	if _, err := st.DeclarationKey(ctx); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := st.DeclarationKey(ctx); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("declaration key: expected ErrNotFound, got %v", err)
 	}
-	if _, err := st.Credential(ctx, wire.ControllerUser); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := st.Credential(ctx, wire.ControllerUser); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("credential: expected ErrNotFound, got %v", err)
 	}
 	if users, err := st.Credentials(ctx); err != nil || len(users) != 0 {
@@ -155,58 +156,58 @@ func emptyStore(t *testing.T, open func() controller.Store) {
 	if err != nil || s.Through != 0 || !s.EventsCreated.IsZero() || s.Failing == nil || len(s.Failing) != 0 {
 		t.Errorf("status: expected the empty status with Failing empty, not nil; got %+v (%v)", s, err)
 	}
-	for _, e := range []error{controller.ErrNoGenesis, controller.ErrNotFound} {
-		if errors.Is(e, controller.ErrStoreUnavailable) {
+	for _, e := range []error{store.ErrNoGenesis, store.ErrNotFound} {
+		if errors.Is(e, store.ErrStoreUnavailable) {
 			t.Errorf("%v must not read as the store unavailable", e)
 		}
 	}
 }
 
-func createReadBack(t *testing.T, open func() controller.Store) {
+func createReadBack(t *testing.T, open func() store.Store) {
 	want := created(t, open)
 	holds(t, open(), want)
-	if _, err := open().Credential(ctxT(t), wire.PersonUser("nobody")); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := open().Credential(ctxT(t), wire.PersonUser("nobody")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a credential never issued: expected ErrNotFound, got %v", err)
 	}
 }
 
-func secondCreate(t *testing.T, open func() controller.Store) {
+func secondCreate(t *testing.T, open func() store.Store) {
 	want := created(t, open)
 	again := sample(t)
-	if err := open().Create(ctxT(t), again); !errors.Is(err, controller.ErrGenesisExists) {
+	if err := open().Create(ctxT(t), again); !errors.Is(err, store.ErrGenesisExists) {
 		t.Fatalf("a second create: expected ErrGenesisExists, got %v", err)
 	}
 	holds(t, open(), want)
 }
 
-func writesNeedAGenesis(t *testing.T, open func() controller.Store) {
+func writesNeedAGenesis(t *testing.T, open func() store.Store) {
 	st := open()
-	for name, put := range map[string]func(ctx context.Context, tx controller.Tx) error{
-		"status": func(ctx context.Context, tx controller.Tx) error {
-			return tx.PutStatus(ctx, controller.Status{Through: 1})
+	for name, put := range map[string]func(ctx context.Context, tx store.Tx) error{
+		"status": func(ctx context.Context, tx store.Tx) error {
+			return tx.PutStatus(ctx, store.Status{Through: 1})
 		},
-		"secrets": func(ctx context.Context, tx controller.Tx) error { return tx.PutSecrets(ctx, controller.Secrets{}) },
-		"credential": func(ctx context.Context, tx controller.Tx) error {
+		"secrets": func(ctx context.Context, tx store.Tx) error { return tx.PutSecrets(ctx, store.Secrets{}) },
+		"credential": func(ctx context.Context, tx store.Tx) error {
 			return tx.PutCredential(ctx, "controller", []byte("{}"))
 		},
-		"declaration key": func(ctx context.Context, tx controller.Tx) error {
+		"declaration key": func(ctx context.Context, tx store.Tx) error {
 			return tx.PutDeclarationKey(ctx, sample(t).DeclarationKey)
 		},
-		"token": func(ctx context.Context, tx controller.Tx) error {
-			return tx.PutToken(ctx, controller.Token{ID: "t", Node: "n", Expires: time.Now().Add(time.Hour)})
+		"token": func(ctx context.Context, tx store.Tx) error {
+			return tx.PutToken(ctx, store.Token{ID: "t", Node: "n", Expires: time.Now().Add(time.Hour)})
 		},
-		"node": func(ctx context.Context, tx controller.Tx) error {
-			return tx.PutNode(ctx, controller.Node{Name: "n", SealingKey: "k"})
+		"node": func(ctx context.Context, tx store.Tx) error {
+			return tx.PutNode(ctx, store.Node{Name: "n", SealingKey: "k"})
 		},
-		"ledger entry": func(ctx context.Context, tx controller.Tx) error {
-			return tx.PutApplied(ctx, controller.Applied{Key: "seq:1"})
+		"ledger entry": func(ctx context.Context, tx store.Tx) error {
+			return tx.PutApplied(ctx, store.Applied{Key: "seq:1"})
 		},
-		"person": func(ctx context.Context, tx controller.Tx) error {
-			return tx.PutPerson(ctx, controller.Person{Name: "alice", Tools: controller.Admin, SealingKey: "k", Issued: time.Now()})
+		"person": func(ctx context.Context, tx store.Tx) error {
+			return tx.PutPerson(ctx, store.Person{Name: "alice", Tools: store.Admin, SealingKey: "k", Issued: time.Now()})
 		},
 	} {
 		ctx := ctxT(t)
-		if err := st.Update(ctx, func(tx controller.Tx) error { return put(ctx, tx) }); !errors.Is(err, controller.ErrNoGenesis) {
+		if err := st.Update(ctx, func(tx store.Tx) error { return put(ctx, tx) }); !errors.Is(err, store.ErrNoGenesis) {
 			t.Errorf("put %s without a genesis: expected ErrNoGenesis, got %v", name, err)
 		}
 	}
@@ -215,20 +216,20 @@ func writesNeedAGenesis(t *testing.T, open func() controller.Store) {
 	}
 }
 
-func updateCommits(t *testing.T, open func() controller.Store) {
+func updateCommits(t *testing.T, open func() store.Store) {
 	want := created(t, open)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	carol, tok := wire.PersonUser("carol"), wire.EnrolUser("tok-1")
 	want.Secrets = maps.Clone(want.Secrets)
 	delete(want.Secrets, tok)
-	want.Secrets[carol] = controller.Secret{Password: "pw-carol", Hash: "$2a$04$hash-of-carol"}
+	want.Secrets[carol] = store.Secret{Password: "pw-carol", Hash: "$2a$04$hash-of-carol"}
 	want.Credentials = maps.Clone(want.Credentials)
 	delete(want.Credentials, tok)
 	want.Credentials[carol] = []byte("{\"url\": \"tls://person.carol:pw-carol@bus:4222\"}\n")
 	want.Credentials[wire.ControllerUser] = []byte("{\"url\": \"tls://controller:pw-c@bus2:4222\"}\n")
 	want.DeclarationKey = key
-	status := controller.Status{Through: 12, Failing: []controller.FailingProvision{}}
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	status := store.Status{Through: 12, Failing: []store.FailingProvision{}}
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		return errors.Join(
 			tx.PutSecrets(ctx, want.Secrets),
 			tx.PutCredential(ctx, carol, want.Credentials[carol]),
@@ -240,7 +241,7 @@ func updateCommits(t *testing.T, open func() controller.Store) {
 		)
 	})
 	holds(t, open(), want)
-	if _, err := open().Credential(ctxT(t), tok); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := open().Credential(ctxT(t), tok); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a deleted credential: expected ErrNotFound, got %v", err)
 	}
 
@@ -252,7 +253,7 @@ func updateCommits(t *testing.T, open func() controller.Store) {
 		dave:                []byte("{\"url\": \"tls://person.dave:pw-d@bus:4222\"}\n"),
 	}
 	var changed []string
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		var err error
 		changed, err = tx.PutCredentials(ctx, set)
 		return err
@@ -267,7 +268,7 @@ func updateCommits(t *testing.T, open func() controller.Store) {
 	}
 	want.Credentials[wire.ControllerUser], want.Credentials[dave] = set[wire.ControllerUser], set[dave]
 	holds(t, open(), want)
-	if err := open().Update(ctxT(t), func(tx controller.Tx) error {
+	if err := open().Update(ctxT(t), func(tx store.Tx) error {
 		_, err := tx.PutCredentials(ctxT(t), map[string][]byte{dave: nil})
 		return err
 	}); err == nil {
@@ -278,16 +279,16 @@ func updateCommits(t *testing.T, open func() controller.Store) {
 	}
 }
 
-func failedUpdate(t *testing.T, open func() controller.Store) {
+func failedUpdate(t *testing.T, open func() store.Store) {
 	want := created(t, open)
 	refused := errors.New("the handler refuses")
 	ctx := ctxT(t)
-	err := open().Update(ctx, func(tx controller.Tx) error {
+	err := open().Update(ctx, func(tx store.Tx) error {
 		if err := errors.Join(
-			tx.PutSecrets(ctx, controller.Secrets{}),
+			tx.PutSecrets(ctx, store.Secrets{}),
 			tx.DeleteCredential(ctx, wire.ControllerUser),
 			tx.PutCredential(ctx, wire.PersonUser("carol"), []byte("{}\n")),
-			tx.PutStatus(ctx, controller.Status{Through: 99}),
+			tx.PutStatus(ctx, store.Status{Through: 99}),
 		); err != nil {
 			return err
 		}
@@ -302,12 +303,12 @@ func failedUpdate(t *testing.T, open func() controller.Store) {
 	}
 }
 
-func readsOwnWrites(t *testing.T, open func() controller.Store) {
+func readsOwnWrites(t *testing.T, open func() store.Store) {
 	created(t, open)
 	st, other := open(), open()
 	carol := wire.PersonUser("carol")
-	update(t, st, func(ctx context.Context, tx controller.Tx) error {
-		if err := tx.PutStatus(ctx, controller.Status{Through: 5}); err != nil {
+	update(t, st, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.PutStatus(ctx, store.Status{Through: 5}); err != nil {
 			return err
 		}
 		if err := tx.PutCredential(ctx, carol, []byte("{}\n")); err != nil {
@@ -322,7 +323,7 @@ func readsOwnWrites(t *testing.T, open func() controller.Store) {
 		if doc, err := tx.Credential(ctx, carol); err != nil || string(doc) != "{}\n" {
 			return fmt.Errorf("the update's credential of carol: got %q (%v)", doc, err)
 		}
-		if _, err := tx.Credential(ctx, wire.ControllerUser); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := tx.Credential(ctx, wire.ControllerUser); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("the update's deleted credential: expected ErrNotFound, got %v", err)
 		}
 		users, err := tx.Credentials(ctx)
@@ -343,10 +344,10 @@ func readsOwnWrites(t *testing.T, open func() controller.Store) {
 // updatesSerialised: concurrent read-modify-write updates, through one
 // handle and through two, lose none of each other's writes (the status
 // fold and the CONTROL loop update the same store at once).
-func updatesSerialised(t *testing.T, open func() controller.Store) {
+func updatesSerialised(t *testing.T, open func() store.Store) {
 	created(t, open)
 	const each = 10
-	handles := []controller.Store{open(), open()}
+	handles := []store.Store{open(), open()}
 	handles = append(handles, handles[0])
 	var wg sync.WaitGroup
 	errs := make(chan error, len(handles)*each)
@@ -354,7 +355,7 @@ func updatesSerialised(t *testing.T, open func() controller.Store) {
 		wg.Go(func() {
 			for range each {
 				ctx := ctxT(t)
-				errs <- st.Update(ctx, func(tx controller.Tx) error {
+				errs <- st.Update(ctx, func(tx store.Tx) error {
 					s, err := tx.Status(ctx)
 					if err != nil {
 						return err
@@ -377,11 +378,11 @@ func updatesSerialised(t *testing.T, open func() controller.Store) {
 	}
 }
 
-func endedContext(t *testing.T, open func() controller.Store) {
+func endedContext(t *testing.T, open func() store.Store) {
 	created(t, open)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := open().Update(ctx, func(tx controller.Tx) error { return tx.PutStatus(ctx, controller.Status{Through: 3}) })
+	err := open().Update(ctx, func(tx store.Tx) error { return tx.PutStatus(ctx, store.Status{Through: 3}) })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("an update under an ended context: expected context.Canceled, got %v", err)
 	}
@@ -393,23 +394,23 @@ func endedContext(t *testing.T, open func() controller.Store) {
 // statusExact: the status comes back as put, to the nanosecond (Rebase
 // compares EVENTS's creation time with Equal, and a time rounded would
 // read as another stream), its failing list sorted, never nil.
-func statusExact(t *testing.T, open func() controller.Store) {
+func statusExact(t *testing.T, open func() store.Store) {
 	created(t, open)
 	at := time.Date(2026, 11, 1, 10, 0, 0, 123456789, time.UTC)
-	f := func(provider, node, consumer string) controller.FailingProvision {
-		return controller.FailingProvision{
+	f := func(provider, node, consumer string) store.FailingProvision {
+		return store.FailingProvision{
 			Provider: provider, Consumer: consumer, Node: node, Class: wire.ClassUnreachable,
 			Since: at, Said: at.Add(time.Millisecond), ReportedBy: node, EventID: "evt-" + provider + "-" + consumer,
 		}
 	}
-	want := controller.Status{
-		Failing:       []controller.FailingProvision{f("pg", "node-a", "billing"), f("pg", "node-b", "audit"), f("smtp", "node-a", "billing")},
+	want := store.Status{
+		Failing:       []store.FailingProvision{f("pg", "node-a", "billing"), f("pg", "node-b", "audit"), f("smtp", "node-a", "billing")},
 		Through:       1<<53 + 1, // beyond what a float64 carries exactly
 		EventsCreated: at.Add(-time.Hour),
 	}
 	put := want
-	put.Failing = []controller.FailingProvision{want.Failing[2], want.Failing[0], want.Failing[1]}
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error { return tx.PutStatus(ctx, put) })
+	put.Failing = []store.FailingProvision{want.Failing[2], want.Failing[0], want.Failing[1]}
+	update(t, open(), func(ctx context.Context, tx store.Tx) error { return tx.PutStatus(ctx, put) })
 	got, err := open().Status(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -417,8 +418,8 @@ func statusExact(t *testing.T, open func() controller.Store) {
 	if !sameStatus(got, want) {
 		t.Fatalf("status round trip:\n got %+v\nwant %+v", got, want)
 	}
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
-		return tx.PutStatus(ctx, controller.Status{Through: 1})
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
+		return tx.PutStatus(ctx, store.Status{Through: 1})
 	})
 	if got, err := open().Status(ctxT(t)); err != nil || got.Failing == nil || len(got.Failing) != 0 || got.Through != 1 {
 		t.Fatalf("a status put with Failing nil: expected it empty, not nil; got %+v (%v)", got, err)
@@ -427,7 +428,7 @@ func statusExact(t *testing.T, open func() controller.Store) {
 
 // sameStatus compares times by instant, as a store may give them back in
 // another location.
-func sameStatus(a, b controller.Status) bool {
+func sameStatus(a, b store.Status) bool {
 	if a.Through != b.Through || !a.EventsCreated.Equal(b.EventsCreated) || len(a.Failing) != len(b.Failing) {
 		return false
 	}
@@ -446,22 +447,22 @@ func sameStatus(a, b controller.Status) bool {
 
 // registryCommits: tokens, nodes and ledger entries are read back as they
 // were put, within the update and after it, one per id, name and key.
-func registryCommits(t *testing.T, open func() controller.Store) {
+func registryCommits(t *testing.T, open func() store.Store) {
 	created(t, open)
 	issued := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	tok := controller.Token{ID: "t1", Node: "node-a", Issued: issued, Expires: issued.Add(time.Hour)}
+	tok := store.Token{ID: "t1", Node: "node-a", Issued: issued, Expires: issued.Add(time.Hour)}
 	spent := tok
 	spent.Spent = issued.Add(time.Minute)
-	node := controller.Node{Name: "node-a", SealingKey: "key-a", Enrolled: spent.Spent, Token: "t1"}
-	entry := controller.Applied{Key: controller.LedgerKey(wire.SubjectEnrol, "msg-1", 7), At: spent.Spent, Outcome: []byte(`{"node":"node-a"}`)}
+	node := store.Node{Name: "node-a", SealingKey: "key-a", Enrolled: spent.Spent, Token: "t1"}
+	entry := store.Applied{Key: store.LedgerKey(wire.SubjectEnrol, "msg-1", 7), At: spent.Spent, Outcome: []byte(`{"node":"node-a"}`)}
 	ctx := ctxT(t)
-	if _, err := open().Applied(ctx, entry.Key); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := open().Applied(ctx, entry.Key); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an empty ledger: expected ErrNotFound, got %v", err)
 	}
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
-		return errors.Join(tx.PutToken(ctx, tok), tx.PutToken(ctx, controller.Token{ID: "t2", Node: "node-b", Issued: issued, Expires: issued.Add(time.Hour)}))
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
+		return errors.Join(tx.PutToken(ctx, tok), tx.PutToken(ctx, store.Token{ID: "t2", Node: "node-b", Issued: issued, Expires: issued.Add(time.Hour)}))
 	})
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		if err := errors.Join(tx.PutToken(ctx, spent), tx.PutNode(ctx, node), tx.PutApplied(ctx, entry)); err != nil {
 			return err
 		}
@@ -487,17 +488,17 @@ func registryCommits(t *testing.T, open func() controller.Store) {
 
 // registryFailed: a failed update keeps neither the effect nor its ledger
 // entry, so the message it handled is applied when it comes again.
-func registryFailed(t *testing.T, open func() controller.Store) {
+func registryFailed(t *testing.T, open func() store.Store) {
 	created(t, open)
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	key := controller.LedgerKey(wire.SubjectEnrol, "", 9)
+	key := store.LedgerKey(wire.SubjectEnrol, "", 9)
 	refused := errors.New("the answer could not be composed")
 	ctx := ctxT(t)
-	err := open().Update(ctx, func(tx controller.Tx) error {
+	err := open().Update(ctx, func(tx store.Tx) error {
 		if err := errors.Join(
-			tx.PutToken(ctx, controller.Token{ID: "t1", Node: "node-a", Issued: now, Expires: now.Add(time.Hour), Spent: now}),
-			tx.PutNode(ctx, controller.Node{Name: "node-a", SealingKey: "k", Enrolled: now}),
-			tx.PutApplied(ctx, controller.Applied{Key: key, At: now}),
+			tx.PutToken(ctx, store.Token{ID: "t1", Node: "node-a", Issued: now, Expires: now.Add(time.Hour), Spent: now}),
+			tx.PutNode(ctx, store.Node{Name: "node-a", SealingKey: "k", Enrolled: now}),
+			tx.PutApplied(ctx, store.Applied{Key: key, At: now}),
 			tx.PutDeclared(ctx, wire.Declaration{Node: "node-a", Revision: 1, Modules: []string{"pg"}}),
 			tx.PutDescription(ctx, []byte("name: m\n")),
 		); err != nil {
@@ -509,7 +510,7 @@ func registryFailed(t *testing.T, open func() controller.Store) {
 		t.Fatalf("expected the update to return fn's error, got %v", err)
 	}
 	st := open()
-	if _, err := st.Applied(ctx, key); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := st.Applied(ctx, key); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a failed update's ledger entry: expected ErrNotFound, got %v", err)
 	}
 	if toks, err := st.Tokens(ctx); err != nil || len(toks) != 0 {
@@ -521,17 +522,17 @@ func registryFailed(t *testing.T, open func() controller.Store) {
 	if d, err := st.Declared(ctx); err != nil || len(d) != 0 {
 		t.Errorf("a failed update's declaration: %+v (%v)", d, err)
 	}
-	if _, err := st.Description(ctx); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := st.Description(ctx); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a failed update's description: expected ErrNotFound, got %v", err)
 	}
 }
 
 // declaredAndReported: one declaration and one report per node, the
 // newest; a declaration forgotten; the description as pushed.
-func declaredAndReported(t *testing.T, open func() controller.Store) {
+func declaredAndReported(t *testing.T, open func() store.Store) {
 	created(t, open)
 	ctx := ctxT(t)
-	if _, err := open().Description(ctx); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := open().Description(ctx); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the description before a push: expected ErrNotFound, got %v", err)
 	}
 	at := time.Date(2026, 12, 1, 9, 0, 0, 123456789, time.UTC)
@@ -539,13 +540,13 @@ func declaredAndReported(t *testing.T, open func() controller.Store) {
 	a2 := wire.Declaration{Node: "node-a", Revision: 2, Modules: []string{"pg"}, Versions: map[string]string{"pg": "2.0"}}
 	b1 := wire.Declaration{Node: "node-b", Revision: 1, Modules: []string{}}
 	c1 := wire.Declaration{Node: "node-c", Revision: 3, Modules: []string{"x"}}
-	rep := controller.Reported{Report: wire.Report{Kind: wire.KindReport, Node: "node-a", ID: "r1", At: at, Applied: 1}, Seq: 4, Received: at}
+	rep := store.Reported{Report: wire.Report{Kind: wire.KindReport, Node: "node-a", ID: "r1", At: at, Applied: 1}, Seq: 4, Received: at}
 	rep2 := rep
 	rep2.Report.ID, rep2.Report.Applied, rep2.Report.Running, rep2.Seq = "r2", 2, map[string]string{"pg": "2.0"}, 9
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		return errors.Join(tx.PutDeclared(ctx, a1), tx.PutDeclared(ctx, b1), tx.PutDeclared(ctx, c1), tx.PutReport(ctx, rep), tx.PutDescription(ctx, []byte("name: one\n")))
 	})
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		return errors.Join(tx.PutDeclared(ctx, a2), tx.DeleteDeclared(ctx, "node-c"), tx.DeleteDeclared(ctx, "never"), tx.PutReport(ctx, rep2), tx.PutDescription(ctx, []byte("name: two\n")))
 	})
 	st := open()
@@ -563,15 +564,15 @@ func declaredAndReported(t *testing.T, open func() controller.Store) {
 	if l, err := st.Liveness(ctx); err != nil || !l.At.IsZero() {
 		t.Fatalf("liveness before any: %+v (%v)", l, err)
 	}
-	live := controller.Liveness{At: at, Connected: true, ConnectedSince: at.Add(-time.Minute), Heard: map[string]time.Time{"node-a": at.Add(-time.Second)}}
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error { return tx.PutLiveness(ctx, live) })
+	live := store.Liveness{At: at, Connected: true, ConnectedSince: at.Add(-time.Minute), Heard: map[string]time.Time{"node-a": at.Add(-time.Second)}}
+	update(t, open(), func(ctx context.Context, tx store.Tx) error { return tx.PutLiveness(ctx, live) })
 	if l, err := open().Liveness(ctx); err != nil || !l.At.Equal(at) || !l.Connected || !l.ConnectedSince.Equal(live.ConnectedSince) || !l.Heard["node-a"].Equal(live.Heard["node-a"]) {
 		t.Fatalf("liveness: expected %+v, got %+v (%v)", live, l, err)
 	}
-	d1 := controller.DeadLetter{DeadSeq: 7, Consumer: "node-b_logger", Node: "node-b", Module: "logger", StreamSeq: 40, EventID: "e1", Deliveries: 5, At: at}
+	d1 := store.DeadLetter{DeadSeq: 7, Consumer: "node-b_logger", Node: "node-b", Module: "logger", StreamSeq: 40, EventID: "e1", Deliveries: 5, At: at}
 	d2 := d1
 	d2.DeadSeq, d2.EventID = 3, "e0"
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		return errors.Join(tx.PutDeadLetter(ctx, d1), tx.PutDeadLetter(ctx, d2), tx.PutDeadLetter(ctx, d1))
 	})
 	if dead, err := open().DeadLetters(ctx); err != nil || len(dead) != 2 || dead[0].DeadSeq != 3 || dead[1].EventID != "e1" || !dead[1].At.Equal(at) {
@@ -580,35 +581,35 @@ func declaredAndReported(t *testing.T, open func() controller.Store) {
 	if r, err := open().Refusals(ctx); err != nil || r.Total() != 0 || r.Counts == nil || r.Last == nil {
 		t.Fatalf("refusals before any: expected none, with a map and a list, got %+v (%v)", r, err)
 	}
-	refused := controller.Refusals{Counts: map[string]int{controller.RefusedEnrolment: 3, controller.RefusedPush: 1},
-		Last: []controller.Refusal{{Kind: controller.RefusedPush, Key: "seq:4", At: at, Reason: "modules[0]: no name"}}}
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error { return tx.PutRefusals(ctx, refused) })
+	refused := store.Refusals{Counts: map[string]int{store.RefusedEnrolment: 3, store.RefusedPush: 1},
+		Last: []store.Refusal{{Kind: store.RefusedPush, Key: "seq:4", At: at, Reason: "modules[0]: no name"}}}
+	update(t, open(), func(ctx context.Context, tx store.Tx) error { return tx.PutRefusals(ctx, refused) })
 	if r, err := open().Refusals(ctx); err != nil || r.Total() != 4 || len(r.Last) != 1 || r.Last[0].Key != "seq:4" || !r.Last[0].At.Equal(at) || r.Last[0].Reason != refused.Last[0].Reason {
 		t.Fatalf("refusals: expected %+v, got %+v (%v)", refused, r, err)
 	}
-	tooMany := controller.Refusals{Last: make([]controller.Refusal, controller.MaxRefusalsKept+1)}
+	tooMany := store.Refusals{Last: make([]store.Refusal, store.MaxRefusalsKept+1)}
 	for i := range tooMany.Last {
-		tooMany.Last[i] = controller.Refusal{Kind: controller.RefusedOther, Key: fmt.Sprintf("seq:%d", i+1)}
+		tooMany.Last[i] = store.Refusal{Kind: store.RefusedOther, Key: fmt.Sprintf("seq:%d", i+1)}
 	}
-	if err := open().Update(ctx, func(tx controller.Tx) error { return tx.PutRefusals(ctx, tooMany) }); err == nil {
+	if err := open().Update(ctx, func(tx store.Tx) error { return tx.PutRefusals(ctx, tooMany) }); err == nil {
 		t.Fatal("expected more refusals than are kept refused")
 	}
 }
 
-func sameToken(a, b controller.Token) bool {
+func sameToken(a, b store.Token) bool {
 	return a.ID == b.ID && a.Node == b.Node && a.Issued.Equal(b.Issued) && a.Expires.Equal(b.Expires) && a.Spent.Equal(b.Spent)
 }
 
 // personsKept: a person put is read back whole, in name order; put again
 // it is replaced; deleted it is gone, and deleting one not there is no
 // error; one without its grant or key is refused.
-func personsKept(t *testing.T, open func() controller.Store) {
+func personsKept(t *testing.T, open func() store.Store) {
 	st := open()
-	created(t, func() controller.Store { return st })
+	created(t, func() store.Store { return st })
 	issued := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	carol := controller.Person{Name: "carol", Tools: []string{"sensor.calibrate"}, SealingKey: "key-c", Issued: issued}
-	alice := controller.Person{Name: "alice", Tools: controller.Admin, SealingKey: "key-a", Issued: issued}
-	update(t, st, func(ctx context.Context, tx controller.Tx) error {
+	carol := store.Person{Name: "carol", Tools: []string{"sensor.calibrate"}, SealingKey: "key-c", Issued: issued}
+	alice := store.Person{Name: "alice", Tools: store.Admin, SealingKey: "key-a", Issued: issued}
+	update(t, st, func(ctx context.Context, tx store.Tx) error {
 		return errors.Join(tx.PutPerson(ctx, carol), tx.PutPerson(ctx, alice))
 	})
 	got, err := open().Persons(ctxT(t))
@@ -617,15 +618,15 @@ func personsKept(t *testing.T, open func() controller.Store) {
 		t.Fatalf("persons read back: %+v, %v", got, err)
 	}
 	carol.Tools = []string{"sensor.*"}
-	update(t, st, func(ctx context.Context, tx controller.Tx) error {
+	update(t, st, func(ctx context.Context, tx store.Tx) error {
 		return errors.Join(tx.PutPerson(ctx, carol), tx.DeletePerson(ctx, "alice"), tx.DeletePerson(ctx, "nobody"))
 	})
 	if got, err := open().Persons(ctxT(t)); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0].Tools, []string{"sensor.*"}) {
 		t.Fatalf("after replacing carol and deleting alice: %+v, %v", got, err)
 	}
-	for _, bad := range []controller.Person{{Name: "dave", SealingKey: "k", Issued: issued}, {Name: "dave", Tools: controller.Admin, Issued: issued}, {Name: "Dave!", Tools: controller.Admin, SealingKey: "k", Issued: issued}} {
+	for _, bad := range []store.Person{{Name: "dave", SealingKey: "k", Issued: issued}, {Name: "dave", Tools: store.Admin, Issued: issued}, {Name: "Dave!", Tools: store.Admin, SealingKey: "k", Issued: issued}} {
 		ctx := ctxT(t)
-		if err := st.Update(ctx, func(tx controller.Tx) error { return tx.PutPerson(ctx, bad) }); err == nil {
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutPerson(ctx, bad) }); err == nil {
 			t.Errorf("a person %+v was kept", bad)
 		}
 	}
@@ -633,10 +634,10 @@ func personsKept(t *testing.T, open func() controller.Store) {
 
 // putLedgerEntries enters ledgerEntries(t0) in the ledger in one update
 // and returns them.
-func putLedgerEntries(t *testing.T, open func() controller.Store, t0 time.Time) []controller.Applied {
+func putLedgerEntries(t *testing.T, open func() store.Store, t0 time.Time) []store.Applied {
 	t.Helper()
 	entries := ledgerEntries(t0)
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		for _, a := range entries {
 			if err := tx.PutApplied(ctx, a); err != nil {
 				return err
@@ -650,15 +651,15 @@ func putLedgerEntries(t *testing.T, open func() controller.Store, t0 time.Time) 
 // ledgerEntries are six entries of messages at CONTROL sequences 1 to 6,
 // one a second from t0, and one that is no message's (Seq 0, the answer
 // a token was spent with) older than all of them.
-func ledgerEntries(t0 time.Time) []controller.Applied {
-	out := []controller.Applied{{Key: "enrolled:tok-1", At: t0.Add(-time.Hour), Outcome: []byte(`{"node":"node-a"}`)}}
+func ledgerEntries(t0 time.Time) []store.Applied {
+	out := []store.Applied{{Key: "enrolled:tok-1", At: t0.Add(-time.Hour), Outcome: []byte(`{"node":"node-a"}`)}}
 	for i := range 6 {
 		seq := uint64(i + 1)
-		key := controller.LedgerKey(wire.NodeReport("node-a"), fmt.Sprintf("r%d", seq), seq)
+		key := store.LedgerKey(wire.NodeReport("node-a"), fmt.Sprintf("r%d", seq), seq)
 		if i%2 == 1 {
-			key = controller.LedgerKey(wire.SubjectEnrol, "", seq)
+			key = store.LedgerKey(wire.SubjectEnrol, "", seq)
 		}
-		out = append(out, controller.Applied{Key: key, At: t0.Add(time.Duration(i) * time.Second), Seq: seq})
+		out = append(out, store.Applied{Key: key, At: t0.Add(time.Duration(i) * time.Second), Seq: seq})
 	}
 	return out
 }
@@ -668,7 +669,7 @@ func ledgerEntries(t0 time.Time) []controller.Applied {
 // or within the duplicate window, keeps its entry), never one without a
 // sequence; its sequence comes back as it was put; another handle reads
 // the same, and a prune again forgets nothing more.
-func ledgerPruned(t *testing.T, open func() controller.Store) {
+func ledgerPruned(t *testing.T, open func() store.Store) {
 	created(t, open)
 	ctx := ctxT(t)
 	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
@@ -685,7 +686,7 @@ func ledgerPruned(t *testing.T, open func() controller.Store) {
 	// Below 5 (5 and 6 still in the stream) and before t0+3s (the entry
 	// of 4, at t0+3s, is within the window): 1, 2 and 3 go.
 	var pruned int
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		var err error
 		if pruned, err = tx.PruneLedger(ctx, 5, t0.Add(3*time.Second)); err != nil {
 			return err
@@ -693,7 +694,7 @@ func ledgerPruned(t *testing.T, open func() controller.Store) {
 		if n, err := tx.LedgerLen(ctx); err != nil || n != len(entries)-3 {
 			return fmt.Errorf("the update's ledger length after its prune: %d (%v)", n, err)
 		}
-		if _, err := tx.Applied(ctx, entries[1].Key); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := tx.Applied(ctx, entries[1].Key); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("the update still reads a pruned entry: %v", err)
 		}
 		return nil
@@ -705,7 +706,7 @@ func ledgerPruned(t *testing.T, open func() controller.Store) {
 	for i, a := range entries {
 		_, err := st.Applied(ctx, a.Key)
 		gone := i >= 1 && i <= 3
-		if gone && !errors.Is(err, controller.ErrNotFound) {
+		if gone && !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("entry %s (seq %d) should be pruned: %v", a.Key, a.Seq, err)
 		}
 		if !gone && err != nil {
@@ -717,7 +718,7 @@ func ledgerPruned(t *testing.T, open func() controller.Store) {
 	}
 	// Everything gone from the stream, long after: all but the answer.
 	var again int
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		var err error
 		again, err = tx.PruneLedger(ctx, 1<<40, t0.Add(time.Hour))
 		return err
@@ -735,13 +736,13 @@ func ledgerPruned(t *testing.T, open func() controller.Store) {
 
 // ledgerPruneFailed: a prune is part of its update: the update failing,
 // every entry stays.
-func ledgerPruneFailed(t *testing.T, open func() controller.Store) {
+func ledgerPruneFailed(t *testing.T, open func() store.Store) {
 	created(t, open)
 	ctx := ctxT(t)
 	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
 	entries := putLedgerEntries(t, open, t0)
 	failed := errors.New("fn failed")
-	err := open().Update(ctx, func(tx controller.Tx) error {
+	err := open().Update(ctx, func(tx store.Tx) error {
 		if n, err := tx.PruneLedger(ctx, 1<<40, t0.Add(time.Hour)); err != nil || n != len(entries)-1 {
 			return fmt.Errorf("prune: %d, %v", n, err)
 		}
@@ -758,16 +759,16 @@ func ledgerPruneFailed(t *testing.T, open func() controller.Store) {
 // subUndone: a part of an update (SubTx.Sub) that fails keeps nothing of
 // its own, in the update and after it; the update's other writes, before
 // and after that part, and a part that succeeds, are committed.
-func subUndone(t *testing.T, open func() controller.Store) {
+func subUndone(t *testing.T, open func() store.Store) {
 	created(t, open)
 	ctx := ctxT(t)
 	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	tok := func(id string) controller.Token {
-		return controller.Token{ID: id, Node: "node-a", Issued: now, Expires: now.Add(time.Hour)}
+	tok := func(id string) store.Token {
+		return store.Token{ID: id, Node: "node-a", Issued: now, Expires: now.Add(time.Hour)}
 	}
 	failed := errors.New("this message's handler failed")
-	update(t, open(), func(ctx context.Context, tx controller.Tx) error {
-		sub, ok := tx.(controller.SubTx)
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
+		sub, ok := tx.(store.SubTx)
 		if !ok {
 			return fmt.Errorf("%T is no SubTx", tx)
 		}
@@ -775,15 +776,15 @@ func subUndone(t *testing.T, open func() controller.Store) {
 			return err
 		}
 		if err := sub.Sub(ctx, func() error {
-			return errors.Join(tx.PutToken(ctx, tok("t2")), tx.PutApplied(ctx, controller.Applied{Key: "seq:2", At: now, Seq: 2}), failed)
+			return errors.Join(tx.PutToken(ctx, tok("t2")), tx.PutApplied(ctx, store.Applied{Key: "seq:2", At: now, Seq: 2}), failed)
 		}); !errors.Is(err, failed) {
 			return fmt.Errorf("the failed part: expected its error, got %v", err)
 		}
-		if _, err := tx.Applied(ctx, "seq:2"); !errors.Is(err, controller.ErrNotFound) {
+		if _, err := tx.Applied(ctx, "seq:2"); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("the failed part's entry is still read: %v", err)
 		}
 		if err := sub.Sub(ctx, func() error {
-			return tx.PutApplied(ctx, controller.Applied{Key: "seq:3", At: now, Seq: 3})
+			return tx.PutApplied(ctx, store.Applied{Key: "seq:3", At: now, Seq: 3})
 		}); err != nil {
 			return err
 		}
@@ -794,7 +795,7 @@ func subUndone(t *testing.T, open func() controller.Store) {
 	if err != nil || len(toks) != 2 || toks[0].ID != "t1" || toks[1].ID != "t4" {
 		t.Fatalf("tokens: expected t1 and t4, got %+v (%v)", toks, err)
 	}
-	if _, err := st.Applied(ctx, "seq:2"); !errors.Is(err, controller.ErrNotFound) {
+	if _, err := st.Applied(ctx, "seq:2"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the failed part's entry: %v", err)
 	}
 	if a, err := st.Applied(ctx, "seq:3"); err != nil || a.Seq != 3 {
