@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/statedir"
-
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -21,6 +19,7 @@ import (
 	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/amqpdefs"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )

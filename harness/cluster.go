@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/statedir"
-
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -21,6 +19,7 @@ import (
 	"github.com/meshbus/mesh/harness/owner"
 	"github.com/meshbus/mesh/harness/postgres"
 	"github.com/meshbus/mesh/harness/topology"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
 )
 
 // Networks of a cluster, as Probe and NetworkName name them

@@ -11,15 +11,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/control"
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/mesh/artifact"
 	"github.com/meshbus/mesh/mesh/build"
+	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
 )

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/cucumber/godog"
 
 	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"

@@ -10,10 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/control"
-	"github.com/meshbus/mesh/mesh/controller/status"
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +18,9 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/harness/controllerctr"
+	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/status"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/cucumber/godog"
+
+	"github.com/meshbus/mesh/mesh/controller/store"
 )
 
 // statusWithin bounds the wait for the controller's status to say what a

@@ -13,15 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller"
+	"golang.org/x/crypto/bcrypt"
 
+	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/control"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
-
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/printable"
 	"github.com/meshbus/mesh/mesh/wire"

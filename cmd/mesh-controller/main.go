@@ -73,10 +73,8 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller"
-
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/printable"
 )
 

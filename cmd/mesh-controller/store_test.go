@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshbus/mesh/mesh/controller/statedir"
-
 	"github.com/meshbus/mesh/internal/pgtest"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"

@@ -14,12 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
-
-	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"

@@ -11,14 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/controller/control"
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 

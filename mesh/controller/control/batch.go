@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
 	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/meshbus/mesh/mesh/meshdesc"
 )
 

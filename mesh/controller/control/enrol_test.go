@@ -13,15 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
-	"github.com/meshbus/mesh/mesh/controller/rollout"
-	"github.com/meshbus/mesh/mesh/controller/status"
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/status"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -56,7 +54,7 @@ func newLivingOf(t *testing.T, m *meshdesc.Mesh, guarded bool) *living {
 	b.Start()
 	b.Watch()
 	ctx, cancel := context.WithCancel(context.Background())
-	conns, err := b.StartBus(ctx)
+	conns, err := b.StartBus(ctx, natsplane.ControllerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +394,7 @@ func TestAHeldEnrolmentStillReachesTheNode(t *testing.T) {
 	b.Watch()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conns, err := b.StartBus(ctx)
+	conns, err := b.StartBus(ctx, natsplane.ControllerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +528,7 @@ func TestASealedAnswerThatDoesNotOpenIsRefused(t *testing.T) {
 	b.Start()
 	b.Watch()
 	ctx := controllertest.Ctx(t)
-	conns, err := b.StartBus(ctx)
+	conns, err := b.StartBus(ctx, natsplane.ControllerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
-	"github.com/meshbus/mesh/mesh/controller/rollout"
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -40,7 +38,7 @@ func newClockBed(t *testing.T, opts func(*rollout.Options)) *clockBed {
 	c.Start()
 	c.Watch()
 	ctx, cancel := context.WithCancel(context.Background())
-	conns, err := c.StartBus(ctx)
+	conns, err := c.StartBus(ctx, natsplane.ControllerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,17 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
-	"github.com/meshbus/mesh/mesh/controller/rollout"
-	"github.com/meshbus/mesh/mesh/controller/status"
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/meshbus/mesh/internal/testutil"
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/status"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"

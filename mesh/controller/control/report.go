@@ -8,7 +8,6 @@ import (
 
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/meshbus/mesh/mesh/wire"
 )
 

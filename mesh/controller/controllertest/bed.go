@@ -20,12 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/rollout"
-	"github.com/meshbus/mesh/mesh/controller/statedir"
-	"github.com/meshbus/mesh/mesh/controller/store"
-	"github.com/meshbus/mesh/mesh/host"
-	"github.com/meshbus/mesh/mesh/seal"
-
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,9 +28,14 @@ import (
 
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
+	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -438,9 +437,10 @@ func DialEventually(t *testing.T, cred wire.Credential) *nats.Conn {
 
 // StartBus connects as the controller to the bed's started server and
 // asserts what the description needs there: what controller.Start does once the bus
-// is up, for a test that wires the controller's parts itself.
-func (b *Bed) StartBus(ctx context.Context) (*natsplane.Controller, error) {
-	c, err := natsplane.DialController(ctx, b.Credential(wire.ControllerUser), b.Credential(wire.ControllerMeshUser), natsplane.ControllerOptions{})
+// is up, for a test that wires the controller's parts itself. o tunes the
+// connection and the policy asserted.
+func (b *Bed) StartBus(ctx context.Context, o natsplane.ControllerOptions) (*natsplane.Controller, error) {
+	c, err := natsplane.DialController(ctx, b.Credential(wire.ControllerUser), b.Credential(wire.ControllerMeshUser), o)
 	if err != nil {
 		return nil, err
 	}

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/meshbus/mesh/mesh/controller/store"
 )
 
 // unavailableCodes are the SQLSTATEs, beyond classes 08 (connection

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/meshbus/mesh/mesh/controller/store"
 )
 
 // connectErr is what pgx gives when a connection cannot be made: a

@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/meshbus/mesh/internal/pgtest"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/controller/storetest"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"

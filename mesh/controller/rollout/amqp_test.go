@@ -11,13 +11,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
-
-	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"

@@ -12,14 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"go.yaml.in/yaml/v3"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
-
-	"go.yaml.in/yaml/v3"
-
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )

@@ -8,14 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
-	"github.com/meshbus/mesh/mesh/controller/rollout"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 )

@@ -6,13 +6,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
-	"github.com/meshbus/mesh/mesh/controller/store"
+	"golang.org/x/crypto/bcrypt"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
-
-	"golang.org/x/crypto/bcrypt"
+	"github.com/meshbus/mesh/mesh/controller/store"
 )
 
 // syncLog records the directories fsynced, and what was in each when it

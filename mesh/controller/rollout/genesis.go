@@ -7,10 +7,9 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
-
-	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/pki"
 )

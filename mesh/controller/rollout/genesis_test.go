@@ -10,16 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
-
-	"github.com/meshbus/mesh/mesh/controller/rollout"
-	"github.com/meshbus/mesh/mesh/controller/statedir"
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/nats-io/nats-server/v2/server"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"

@@ -8,12 +8,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/statedir"
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"

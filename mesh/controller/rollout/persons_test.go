@@ -8,14 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/nats-io/nats.go"
 
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
-
-	"github.com/nats-io/nats.go"
-
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/seal"

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/buses"
 	"github.com/meshbus/mesh/mesh/meshdesc"

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/meshbus/mesh/mesh/link/plane"
 )
 

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/meshbus/mesh/internal/testutil"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 

@@ -1,14 +1,14 @@
 package status
 
-// The provisioner events the follower is handed, as the store's own
-// tests of Status.Apply spell them.
-
 import (
 	"encoding/json"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/wire"
 )
+
+// The provisioner events the follower is handed, as the store's own
+// tests of Status.Apply spell them.
 
 var (
 	since0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/statedir"
-
 	"github.com/meshbus/mesh/mesh/wire"
 )
 

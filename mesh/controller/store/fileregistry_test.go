@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/statedir"
-
 	"github.com/meshbus/mesh/mesh/wire"
 )
 

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/statedir"
-
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
 )

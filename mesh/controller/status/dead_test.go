@@ -1,4 +1,4 @@
-package controller
+package status
 
 import (
 	"context"
@@ -6,16 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/controllertest"
-	"github.com/meshbus/mesh/mesh/meshdesc"
-
-	"github.com/meshbus/mesh/mesh/controller/status"
-	"github.com/meshbus/mesh/mesh/controller/store"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/meshbus/mesh/mesh/link/buses"
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -31,12 +26,12 @@ func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
 	defer cancel()
 	p := natsplane.DefaultPolicy()
 	p.EventsAckWait = 200 * time.Millisecond
-	conns, _, err := startNATS(ctx, b.M, b.St, RunOptions{StartTimeout: 20 * time.Second, Bus: buses.ControllerOptions{Policy: p}})
+	conns, err := b.StartBus(ctx, natsplane.ControllerOptions{Policy: p})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conns.Close()
-	stop, err := status.FollowDead(ctx, conns, b.St, slog.New(slog.DiscardHandler))
+	stop, err := FollowDead(ctx, conns, b.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +88,7 @@ func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
 	}
 	// Started again, it folds nothing twice.
 	stop()
-	stop, err = status.FollowDead(ctx, conns, b.St, slog.New(slog.DiscardHandler))
+	stop, err = FollowDead(ctx, conns, b.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +96,4 @@ func TestADeadLetterIsFoldedWithItsEvent(t *testing.T) {
 	if again, _ := b.St.DeadLetters(controllertest.Ctx(t)); len(again) != 1 {
 		t.Fatalf("after a restart: %+v", again)
 	}
-}
-
-// startNATS is Start on the bed's NATS, with the controller's connections
-// at hand for a test that looks at the bus beside it.
-func startNATS(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) (*natsplane.Controller, Report, error) {
-	bus, rep, err := Start(ctx, m, st, o)
-	if err != nil {
-		return nil, rep, err
-	}
-	return bus.(*natsplane.Controller), rep, nil
 }
