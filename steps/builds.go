@@ -17,7 +17,7 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/mesh/artifact"
 	"github.com/meshbus/mesh/mesh/build"
-	"github.com/meshbus/mesh/mesh/controller/control"
+	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
@@ -213,10 +213,10 @@ func (s *scenario) aPushInstalls(ctx context.Context, module, node string) error
 	return s.pushMesh(ctx, &m, "pushed-install.yaml")
 }
 
-func (s *scenario) installationOn(st fullStatus, node, module string) (control.Installation, bool) {
-	i := slices.IndexFunc(st.Installations, func(in control.Installation) bool { return in.Node == node && in.Module == module })
+func (s *scenario) installationOn(st fullStatus, node, module string) (status.Installation, bool) {
+	i := slices.IndexFunc(st.Installations, func(in status.Installation) bool { return in.Node == node && in.Module == module })
 	if i < 0 {
-		return control.Installation{}, false
+		return status.Installation{}, false
 	}
 	return st.Installations[i], true
 }
@@ -229,7 +229,7 @@ func (s *scenario) statusShowsInstalled(ctx context.Context, secs int, node, mod
 		}
 		in, ok := s.installationOn(st, node, module)
 		n, _ := nodeStatus(st, node)
-		if _, running := n.Running[module]; !ok || in.Outcome != control.Installed || in.Artifact != s.bd.build.Digest || !running || !n.RolledOut() {
+		if _, running := n.Running[module]; !ok || in.Outcome != status.Installed || in.Artifact != s.bd.build.Digest || !running || !n.RolledOut() {
 			return fmt.Errorf("expected %s to have installed %s and run it; status shows %+v, node %+v", node, s.bd.build.Digest, in, n)
 		}
 		return nil
@@ -304,7 +304,7 @@ func (s *scenario) statusShowsTheInstallRefused(ctx context.Context, secs int, n
 			return err
 		}
 		in, ok := s.installationOn(st, node, s.bd.build.Module)
-		if !ok || in.Outcome != control.InstallRefused || strings.Count(in.Reason, "sha256:") < 2 {
+		if !ok || in.Outcome != status.InstallRefused || strings.Count(in.Reason, "sha256:") < 2 {
 			return fmt.Errorf("expected %s to refuse %s, naming it and the digest it fetched; status shows %+v", node, s.bd.build.Digest, in)
 		}
 		return nil

@@ -18,7 +18,6 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/harness/controllerctr"
-	"github.com/meshbus/mesh/mesh/controller/control"
 	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
@@ -100,8 +99,8 @@ type fullStatus struct {
 	Refusals store.Refusals      `json:"refusals"`
 	// The build path: the builds asked and their outcomes, and what each
 	// node did with the artifacts declared to it.
-	Builds        []store.Build          `json:"builds"`
-	Installations []control.Installation `json:"installations"`
+	Builds        []store.Build         `json:"builds"`
+	Installations []status.Installation `json:"installations"`
 }
 
 func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/mesh/controller"
-	"github.com/meshbus/mesh/mesh/controller/control"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
@@ -327,7 +326,7 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 	if err != nil {
 		return err
 	}
-	installs, err := control.Installations(ctx, kept)
+	installs, err := status.Installations(ctx, kept)
 	if err != nil {
 		return err
 	}
@@ -336,15 +335,15 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 			builds = []store.Build{}
 		}
 		if installs == nil {
-			installs = []control.Installation{}
+			installs = []status.Installation{}
 		}
 		return printJSON(w, struct {
 			store.Status
-			Nodes         []status.NodeStatus    `json:"nodes"`
-			Dead          []store.DeadLetter     `json:"dead_letters"`
-			Refusals      store.Refusals         `json:"refusals"`
-			Builds        []store.Build          `json:"builds"`
-			Installations []control.Installation `json:"installations"`
+			Nodes         []status.NodeStatus   `json:"nodes"`
+			Dead          []store.DeadLetter    `json:"dead_letters"`
+			Refusals      store.Refusals        `json:"refusals"`
+			Builds        []store.Build         `json:"builds"`
+			Installations []status.Installation `json:"installations"`
 		}{st, nodes, dead, refused, builds, installs})
 	}
 	if len(st.Failing) == 0 {
