@@ -106,7 +106,7 @@ func (c *composer) locked(f func() error) error {
 // run composes whenever asked, now or at a time asked for, until ctx
 // ends; then it makes a composition still asked for now, so a stopped
 // controller leaves nothing of what it answered uncomposed (and the next
-// one composes at its start anyway: Run). A composition that fails is
+// one composes at its start anyway: controller.Run). A composition that fails is
 // tried again, waiting longer each time up to controlRetryMax; asks
 // meanwhile are the same one.
 func (c *composer) run(ctx context.Context) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/mesh/amqpdefs"
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -202,7 +203,7 @@ func WriteAMQP(ctx context.Context, m *meshdesc.Mesh, st store.Reader, dir, addr
 		}
 	}
 	for _, d := range []string{filepath.Dir(t.AMQPCredential("x")), t.AMQP()} {
-		if err := statedir.SyncDir(d); err != nil {
+		if err := atomicfile.SyncDir(d); err != nil {
 			return AMQPBroker{}, fmt.Errorf("write the AMQP bus: %w", err)
 		}
 	}
@@ -213,7 +214,7 @@ func WriteAMQP(ctx context.Context, m *meshdesc.Mesh, st store.Reader, dir, addr
 	if err := os.Rename(t.AMQP(), l.AMQP()); err != nil {
 		return AMQPBroker{}, fmt.Errorf("move the AMQP bus into place: %w", err)
 	}
-	if err := statedir.SyncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return AMQPBroker{}, fmt.Errorf("move the AMQP bus into place: %w", err)
 	}
 	return b, nil

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
@@ -247,7 +248,7 @@ func (a applied) finish(dir string, o Options) (ApplyResult, error) {
 	if a.minted {
 		o.Logger.Info("declaration key minted")
 	}
-	if res.ConfigChanged, err = statedir.WriteAtomicSync(l.NATSConfig(), a.conf, 0o644, o.syncDir); err != nil {
+	if res.ConfigChanged, err = atomicfile.Write(l.NATSConfig(), a.conf, 0o644, o.syncDir); err != nil {
 		return res, err
 	}
 	for _, u := range res.Added {

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
@@ -192,7 +193,7 @@ func TestAnInterruptedApplyIsFinishedByTheNext(t *testing.T) {
 	if err := os.WriteFile(l.Secrets(), secretsFile(t, secrets), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	torn := filepath.Join(l.Dir, statedir.CredentialsDir, "."+carol+statedir.CredentialExt+statedir.TempInfix+"123456")
+	torn := filepath.Join(l.Dir, statedir.CredentialsDir, "."+carol+statedir.CredentialExt+atomicfile.TempInfix+"123456")
 	if err := os.WriteFile(torn, []byte(`{"url":"tls://person.carol:`+secrets[carol].Password), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
@@ -35,7 +36,7 @@ func (s *syncLog) sync(dir string) error {
 		s.entries = map[string][][]string{}
 	}
 	s.entries[dir] = append(s.entries[dir], names)
-	return statedir.SyncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // TestGenesisMakesItsRenamesDurable: every directory genesis fills is

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/compose"
-	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -84,7 +84,7 @@ func (o Options) WithDefaults() Options {
 		o.TokenScanEvery = TokenScanEvery
 	}
 	if o.syncDir == nil {
-		o.syncDir = statedir.SyncDir
+		o.syncDir = atomicfile.SyncDir
 	}
 	return o
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/compose"
 )
 
@@ -117,18 +116,6 @@ const GenesisTemp = ".genesis-"
 
 // CredentialExt ends every credential file's name.
 const CredentialExt = ".json"
-
-// TempInfix marks WriteAtomicSync's temporary files.
-const TempInfix = atomicfile.TempInfix
-
-// WriteAtomicSync is atomicfile.Write; sync is what a test sees the
-// directory's fsync through.
-func WriteAtomicSync(path string, data []byte, perm fs.FileMode, sync func(dir string) error) (bool, error) {
-	return atomicfile.Write(path, data, perm, sync)
-}
-
-// SyncDir is atomicfile.SyncDir.
-func SyncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 // WriteSynced writes a new file and fsyncs it, so that the renames that
 // publish it never expose an empty file after a crash.

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -415,10 +416,10 @@ func (c *regCache) compact(sync func(dir string) error) error {
 		return nil
 	}
 	doc := c.st.document().marshal()
-	if _, err := statedir.WriteAtomicSync(c.l.Registry(), doc, 0o600, sync); err != nil {
+	if _, err := atomicfile.Write(c.l.Registry(), doc, 0o600, sync); err != nil {
 		return fmt.Errorf("compact registry: %w", fileErr(err))
 	}
-	if _, err := statedir.WriteAtomicSync(c.l.RegistryJournal(), []byte{}, 0o600, sync); err != nil {
+	if _, err := atomicfile.Write(c.l.RegistryJournal(), []byte{}, 0o600, sync); err != nil {
 		// registry.json holds everything; the journal replays over it
 		// to the same registry.
 		c.loaded = false

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -178,7 +178,7 @@ func TestTheJournalIsFoldedIntoTheRegistry(t *testing.T) {
 	// A fold killed between its two renames: registry.json holds the
 	// journal's lines, and the journal is still there.
 	if err := st.reg.view(nil, true, func(r regView) {
-		if _, err := statedir.WriteAtomicSync(st.l.Registry(), r.base.document().marshal(), 0o600, statedir.SyncDir); err != nil {
+		if _, err := atomicfile.Write(st.l.Registry(), r.base.document().marshal(), 0o600, atomicfile.SyncDir); err != nil {
 			t.Fatal(err)
 		}
 	}); err != nil {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -69,7 +70,7 @@ type fileStore struct {
 }
 
 func newFileStore(dir string) *fileStore {
-	s := &fileStore{sem: make(chan struct{}, 1), sync: statedir.SyncDir, read: os.ReadFile}
+	s := &fileStore{sem: make(chan struct{}, 1), sync: atomicfile.SyncDir, read: os.ReadFile}
 	s.reg = &regCache{l: statedir.Layout{Dir: dir}}
 	s.fileView = fileView{l: statedir.Layout{Dir: dir}, readFile: s.readDisk, users: s.credentialUsers,
 		reg: func(f func(regView)) error { return s.reg.view(nil, true, f) }}
@@ -605,7 +606,7 @@ func (tx *fileTx) commit() error {
 			removedIn[filepath.Dir(op.path)] = true
 			continue
 		}
-		if _, err := statedir.WriteAtomicSync(op.path, op.data, op.perm, s.sync); err != nil {
+		if _, err := atomicfile.Write(op.path, op.data, op.perm, s.sync); err != nil {
 			return fileErr(err)
 		}
 	}
@@ -621,7 +622,7 @@ func (tx *fileTx) commit() error {
 			return fmt.Errorf("list credentials: %w", fileErr(err))
 		}
 		for _, e := range entries {
-			if name := e.Name(); e.Type().IsRegular() && strings.HasPrefix(name, ".") && strings.Contains(name, statedir.TempInfix) {
+			if name := e.Name(); e.Type().IsRegular() && strings.HasPrefix(name, ".") && strings.Contains(name, atomicfile.TempInfix) {
 				if err := os.Remove(filepath.Join(dir, name)); err != nil && !absent(err) {
 					return fmt.Errorf("remove the leftover of an interrupted write: %w", fileErr(err))
 				}

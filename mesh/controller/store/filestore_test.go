@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -237,7 +238,7 @@ func TestAFailedCreateLeavesNoGenesis(t *testing.T) {
 		if filepath.Base(d) == statedir.CredentialsDir {
 			return &fs.PathError{Op: "sync", Path: d, Err: syscall.EIO}
 		}
-		return statedir.SyncDir(d)
+		return atomicfile.SyncDir(d)
 	}
 	ctx := ctxT(t)
 	if err := s.Create(ctx, state); !errors.Is(err, ErrStoreUnavailable) {
@@ -256,7 +257,7 @@ func TestAFailedCreateLeavesNoGenesis(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(killed, statedir.SecretsFile), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s.sync = statedir.SyncDir
+	s.sync = atomicfile.SyncDir
 	if err := s.Create(ctx, state); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package statedir
+package atomicfile
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ func TestWriteAtomicSyncsTheDirectoryAfterTheRename(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.json")
 	var at []string
-	changed, err := WriteAtomicSync(path, []byte("new"), 0o600, func(d string) error {
+	changed, err := Write(path, []byte("new"), 0o600, func(d string) error {
 		got, err := os.ReadFile(path)
 		if err != nil || string(got) != "new" {
 			t.Errorf("directory synced before the rename: %q, %v", got, err)
@@ -26,11 +26,11 @@ func TestWriteAtomicSyncsTheDirectoryAfterTheRename(t *testing.T) {
 		t.Fatalf("expected one sync of %s after the rename, got %v (changed %v, %v)", dir, at, changed, err)
 	}
 	failed := errors.New("disk says no")
-	if _, err := WriteAtomicSync(path, []byte("newer"), 0o600, func(string) error { return failed }); !errors.Is(err, failed) {
+	if _, err := Write(path, []byte("newer"), 0o600, func(string) error { return failed }); !errors.Is(err, failed) {
 		t.Fatalf("expected the failed directory sync to be reported, got %v", err)
 	}
 	// Unchanged content is neither rewritten nor synced.
-	if changed, err := WriteAtomicSync(path, []byte("newer"), 0o600, func(string) error { t.Error("synced with nothing written"); return nil }); changed || err != nil {
+	if changed, err := Write(path, []byte("newer"), 0o600, func(string) error { t.Error("synced with nothing written"); return nil }); changed || err != nil {
 		t.Fatalf("unchanged content: changed %v, %v", changed, err)
 	}
 }
