@@ -236,7 +236,7 @@ func dialVhost(b *Broker, user, vhost string) (*amqp.Connection, error) {
 }
 
 // ownKeys are the routing keys on mesh.control a principal may send
-// with; ownQueue the queue it may read, "" for none.
+// with; ownQueues the queues it may read.
 var (
 	ownKeys = map[string][]string{
 		hostA:    {wire.NodeReport("node-a"), wire.NodeAlive("node-a"), wire.NodeCredentials("node-a")},
@@ -246,10 +246,12 @@ var (
 		builder:  {wire.SubjectBuilt},
 		source:   {wire.SourceChanged("modules")},
 	}
-	ownQueue = map[string]string{
-		hostA: wire.NodeQueue("node-a"), hostB: wire.NodeQueue("node-b"),
-		tokC: wire.EnrolQueue("tok-node-c"), tokOther: wire.EnrolQueue("tok-other"),
-		builder: wire.QueueBuilds,
+	ownQueues = map[string][]string{
+		hostA:    {wire.NodeQueue("node-a"), wire.CredentialsQueue("node-a")},
+		hostB:    {wire.NodeQueue("node-b"), wire.CredentialsQueue("node-b")},
+		tokC:     {wire.EnrolQueue("tok-node-c")},
+		tokOther: {wire.EnrolQueue("tok-other")},
+		builder:  {wire.QueueBuilds},
 	}
 )
 
@@ -291,11 +293,14 @@ func TestAMQPIsolation(t *testing.T) {
 		want["control.push"]++
 		want[wire.NodeQueue("node-a")]++
 		want[wire.QueueBuilds]++
-		// The controller answers an enrolment by queue name.
-		if o := publish(t, ctl, wire.ExchangeDirect, wire.EnrolQueue("tok-node-c"), true, msg("answer")); o != taken {
-			t.Errorf("the controller answering tok-node-c: expected it taken, got %v", o)
+		// The controller answers an enrolment and a credential request by
+		// queue name.
+		for _, q := range []string{wire.EnrolQueue("tok-node-c"), wire.CredentialsQueue("node-a")} {
+			if o := publish(t, ctl, wire.ExchangeDirect, q, true, msg("answer")); o != taken {
+				t.Errorf("the controller answering in %s: expected it taken, got %v", q, o)
+			}
+			want[q]++
 		}
-		want[wire.EnrolQueue("tok-node-c")]++
 		settle(t, b, ctl, want)
 		b.purgeControl(t, ctl)
 		settle(t, b, ctl, zero(b))
@@ -380,7 +385,10 @@ func TestAMQPIsolation(t *testing.T) {
 		if got.ReplyTo != wire.NodeQueue("node-b") {
 			t.Fatalf("expected the reply_to delivered as sent, got %q", got.ReplyTo)
 		}
-		// The controller's check is what stops it ...
+		// The controller's rule is what stops it: it answers in the
+		// credentials queue of the node whose request queue it read, and
+		// a reply_to is not even looked at (the AMQP plane's check of a
+		// direct reply-to, were one used, refuses this one too) ...
 		if err := wire.CheckDirectReplyTo(got.ReplyTo); err == nil {
 			t.Fatalf("expected CheckDirectReplyTo to refuse %q", got.ReplyTo)
 		}
@@ -494,7 +502,7 @@ func TestAMQPIsolation(t *testing.T) {
 		settle(t, b, ctl, want)
 		for _, u := range controlPrincipals {
 			for _, q := range queues {
-				if q == ownQueue[u] {
+				if slices.Contains(ownQueues[u], q) {
 					continue
 				}
 				ops := map[string]func(ch *amqp.Channel) error{
@@ -524,8 +532,8 @@ func TestAMQPIsolation(t *testing.T) {
 					}
 				}
 			}
-			// Its own queue it reads, and binds to nothing.
-			if own := ownQueue[u]; own != "" {
+			// Its own queues it reads, and binds to nothing.
+			for _, own := range ownQueues[u] {
 				if code := try(t, conns[u], func(ch *amqp.Channel) error {
 					return ch.QueueBind(own, "#", wire.ExchangeControl, false, nil)
 				}); code != amqp.AccessRefused {
@@ -536,7 +544,7 @@ func TestAMQPIsolation(t *testing.T) {
 		settle(t, b, ctl, want)
 		// The rightful reader takes its own.
 		for _, u := range controlPrincipals {
-			if own := ownQueue[u]; own != "" {
+			for _, own := range ownQueues[u] {
 				getOne(t, conns[u], own)
 				want[own] = 0
 			}
@@ -546,8 +554,9 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("a direct reply-to token crosses virtual hosts", func(t *testing.T) {
-		// host-a asks for its credentials the way the design says: a
-		// direct reply-to on the channel it publishes the request on.
+		// Why the control plane answers in queues: were host-a to ask with
+		// a direct reply-to on the channel it publishes the request on
+		// (consuming amq.rabbitmq.reply-to needs no permission) ...
 		ch, err := conns[hostA].Channel()
 		if err != nil {
 			t.Fatal(err)
@@ -567,10 +576,11 @@ func TestAMQPIsolation(t *testing.T) {
 		if err := wire.CheckDirectReplyTo(token); err != nil {
 			t.Fatalf("expected a direct reply-to address, got %q: %v", token, err)
 		}
-		// Only the controller saw the token: no other principal may read
-		// the request queue (above), and modules cannot log in here. Were
-		// it leaked, a module in vhost mesh that serves a tool could
-		// answer it from there:
+		// ... only the controller would see the token (no other principal
+		// may read the request queue, above; modules cannot log in here),
+		// yet were it leaked, a module in vhost mesh that serves a tool
+		// could answer it from there, and a sealed answer does not say who
+		// sealed it:
 		if o := publish(t, conns[sensor], wire.ExchangeDirect, token, false, msg("forged from vhost mesh")); !o.Acked {
 			t.Fatalf("expected the module's publish to the token acked, got %v", o)
 		}
