@@ -275,6 +275,7 @@ func TestAMQPIsolation(t *testing.T) {
 	keys = append(keys, "#", "mesh.control.*.report", "mesh.control.node-a.report.x", "")
 
 	t.Run("the rightful routes land, and are observed", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		want := zero(b)
 		for user, ks := range ownKeys {
 			for _, k := range ks {
@@ -307,6 +308,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("modules and persons cannot log in to the control plane", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		for _, u := range meshPrincipals {
 			conn, err := dialVhost(b, u, wire.AMQPControlVhost)
 			var ae *amqp.Error
@@ -327,6 +329,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("the default exchange by queue name", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		// In the control plane nobody but the controller may write it.
 		for _, u := range controlPrincipals {
 			for _, q := range queues {
@@ -353,6 +356,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("mesh.control with a key not its own", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		for _, u := range controlPrincipals {
 			for _, k := range keys {
 				if slices.Contains(ownKeys[u], k) {
@@ -374,6 +378,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("a reply_to naming a control queue", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		// The broker carries a reply_to as it is: host-a's credential
 		// request naming node-b's declaration queue is taken.
 		req := msg("credentials, please")
@@ -419,6 +424,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("the publisher's user-id is checked by the broker", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		forged := msg("credentials, please")
 		forged.UserId = hostB
 		if o := publish(t, conns[hostA], wire.ExchangeControl, wire.NodeCredentials("node-a"), false, forged); o.Closed != amqp.PreconditionFailed {
@@ -436,6 +442,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("an alternate or dead-letter exchange", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		for _, u := range slices.Concat(controlPrincipals, []string{sensor, bob}) {
 			ops := map[string]func(ch *amqp.Channel) error{
 				"declare a queue dead-lettering into mesh.control": func(ch *amqp.Channel) error {
@@ -490,6 +497,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("reading a queue not its own", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		// Something in every queue, so a read that were let through would
 		// take it and show in the counts.
 		want := zero(b)
@@ -554,6 +562,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("a direct reply-to token crosses virtual hosts", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		// Why the control plane answers in queues: were host-a to ask with
 		// a direct reply-to on the channel it publishes the request on
 		// (consuming amq.rabbitmq.reply-to needs no permission) ...
@@ -610,6 +619,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("a flooding principal fills its own queue and is refused", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		ch, err := conns[hostB].Channel()
 		if err != nil {
 			t.Fatal(err)
@@ -667,6 +677,7 @@ func TestAMQPIsolation(t *testing.T) {
 	})
 
 	t.Run("a principal may look at a queue's count", func(t *testing.T) {
+		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		// A passive declare needs no permission: host-b learns how many
 		// reports node-a has waiting. It moves nothing in or out; decision
 		// 0009 records it as open. Should the broker start refusing it,
