@@ -297,7 +297,7 @@ func TestAMQPIsolation(t *testing.T) {
 		// The controller answers an enrolment and a credential request by
 		// queue name.
 		for _, q := range []string{wire.EnrolQueue("tok-node-c"), wire.CredentialsQueue("node-a")} {
-			if o := publish(t, ctl, wire.ExchangeDirect, q, true, msg("answer")); o != taken {
+			if o := publish(t, ctl, wire.ExchangeByQueueName, q, true, msg("answer")); o != taken {
 				t.Errorf("the controller answering in %s: expected it taken, got %v", q, o)
 			}
 			want[q]++
@@ -333,7 +333,7 @@ func TestAMQPIsolation(t *testing.T) {
 		// In the control plane nobody but the controller may write it.
 		for _, u := range controlPrincipals {
 			for _, q := range queues {
-				if o := publish(t, conns[u], wire.ExchangeDirect, q, true, msg("by name")); o != refused {
+				if o := publish(t, conns[u], wire.ExchangeByQueueName, q, true, msg("by name")); o != refused {
 					t.Errorf("%s publishing to queue %s by name: expected 403, got %v", u, q, o)
 				}
 			}
@@ -344,11 +344,11 @@ func TestAMQPIsolation(t *testing.T) {
 		// is refused outright.
 		for _, q := range queues {
 			for _, u := range []string{sensor, catalog} {
-				if o := publish(t, conns[u], wire.ExchangeDirect, q, true, msg("by name")); o != unroutable {
+				if o := publish(t, conns[u], wire.ExchangeByQueueName, q, true, msg("by name")); o != unroutable {
 					t.Errorf("%s publishing to %s by name from vhost mesh: expected acked and returned 312, got %v", u, q, o)
 				}
 			}
-			if o := publish(t, conns[logger], wire.ExchangeDirect, q, false, msg("by name")); o != refused {
+			if o := publish(t, conns[logger], wire.ExchangeByQueueName, q, false, msg("by name")); o != refused {
 				t.Errorf("logger publishing to %s by name: expected 403, got %v", q, o)
 			}
 		}
@@ -399,7 +399,7 @@ func TestAMQPIsolation(t *testing.T) {
 		}
 		// ... and the broker alone does not: answered as named, by the one
 		// principal that writes the default exchange, it lands.
-		if o := publish(t, ctl, wire.ExchangeDirect, got.ReplyTo, true, msg("answer")); o != taken {
+		if o := publish(t, ctl, wire.ExchangeByQueueName, got.ReplyTo, true, msg("answer")); o != taken {
 			t.Fatalf("expected a blind answer taken, got %v", o)
 		}
 		want := zero(b)
@@ -417,7 +417,7 @@ func TestAMQPIsolation(t *testing.T) {
 		// A tool call in the mesh naming a control queue as its reply:
 		// the serving module's answer goes to the mesh's default exchange,
 		// where that name routes nowhere.
-		if o := publish(t, conns[sensor], wire.ExchangeDirect, wire.NodeQueue("node-a"), true, msg("tool answer")); o != unroutable {
+		if o := publish(t, conns[sensor], wire.ExchangeByQueueName, wire.NodeQueue("node-a"), true, msg("tool answer")); o != unroutable {
 			t.Errorf("expected the answer returned unroutable, got %v", o)
 		}
 		settle(t, b, ctl, zero(b))
@@ -481,7 +481,7 @@ func TestAMQPIsolation(t *testing.T) {
 		}); code != 0 {
 			t.Fatalf("the mesh's controller declaring %s: %d", q, code)
 		}
-		if o := publish(t, meshCtl, wire.ExchangeDirect, q, true, msg("expires at once")); o != taken {
+		if o := publish(t, meshCtl, wire.ExchangeByQueueName, q, true, msg("expires at once")); o != taken {
 			t.Fatalf("expected the message taken by %s, got %v", q, o)
 		}
 		// Wait for the expiry to have happened (the queue empty), then
@@ -502,7 +502,7 @@ func TestAMQPIsolation(t *testing.T) {
 		// take it and show in the counts.
 		want := zero(b)
 		for _, q := range queues {
-			if o := publish(t, ctl, wire.ExchangeDirect, q, true, msg("bait")); o != taken {
+			if o := publish(t, ctl, wire.ExchangeByQueueName, q, true, msg("bait")); o != taken {
 				t.Fatalf("bait in %s: %v", q, o)
 			}
 			want[q] = 1
@@ -590,7 +590,7 @@ func TestAMQPIsolation(t *testing.T) {
 		// yet were it leaked, a module in vhost mesh that serves a tool
 		// could answer it from there, and a sealed answer does not say who
 		// sealed it:
-		if o := publish(t, conns[sensor], wire.ExchangeDirect, token, false, msg("forged from vhost mesh")); !o.Acked {
+		if o := publish(t, conns[sensor], wire.ExchangeByQueueName, token, false, msg("forged from vhost mesh")); !o.Acked {
 			t.Fatalf("expected the module's publish to the token acked, got %v", o)
 		}
 		select {
@@ -605,14 +605,14 @@ func TestAMQPIsolation(t *testing.T) {
 		// A publisher without write on amq.default cannot: every user of
 		// the control plane but the controller.
 		for _, u := range controlPrincipals {
-			if o := publish(t, conns[u], wire.ExchangeDirect, token, false, msg("forged")); o != refused {
+			if o := publish(t, conns[u], wire.ExchangeByQueueName, token, false, msg("forged")); o != refused {
 				t.Errorf("%s answering host-a's token: expected 403, got %v", u, o)
 			}
 		}
 		// Closing the channel ends the token: what is published to it
 		// after goes nowhere.
 		ch.Close()
-		if o := publish(t, conns[sensor], wire.ExchangeDirect, token, true, msg("too late")); !o.Acked {
+		if o := publish(t, conns[sensor], wire.ExchangeByQueueName, token, true, msg("too late")); !o.Acked {
 			t.Errorf("expected the late publish acked (and dropped), got %v", o)
 		}
 		settle(t, b, ctl, zero(b))

@@ -304,9 +304,10 @@ const (
 	// QueueBuilds is the builders' work queue (BUILDS on NATS), bound to
 	// ExchangeControl with SubjectBuildRequest.
 	QueueBuilds = "builds"
-	// ExchangeDirect is RabbitMQ's name of the default exchange in a
-	// publish (amq.default is the name permissions give it).
-	ExchangeDirect = ""
+	// ExchangeByQueueName is the default exchange as a publish names it
+	// (permissions call it ExchangeDefault, amq.default): it routes to the
+	// queue its routing key names, in the publisher's virtual host.
+	ExchangeByQueueName = ""
 )
 
 // Queue arguments of the control plane.
