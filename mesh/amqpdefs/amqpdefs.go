@@ -1,5 +1,7 @@
 // Package amqpdefs derives RabbitMQ's definitions — users, the virtual
-// host, permissions, topic permissions, exchanges, queues and bindings —
+// hosts (the mesh's, wire.AMQPVhost, here; the control plane's in
+// control.go), permissions, topic permissions, exchanges, queues and
+// bindings —
 // from the mesh description, in the JSON RabbitMQ's load_definitions reads
 // at boot. It is package compose's twin for the AMQP bus (design 25 §1):
 // pure and deterministic, every grant derived from the manifests' emits,
@@ -91,12 +93,12 @@ type User struct {
 	Tags string `json:"tags"`
 }
 
-// Vhost is the virtual host.
+// Vhost is a virtual host.
 type Vhost struct {
 	Name string `json:"name"`
 }
 
-// Permission is a user's resource permissions on the virtual host: three
+// Permission is a user's resource permissions on a virtual host: three
 // regular expressions over exchange and queue names.
 type Permission struct {
 	User      string `json:"user"`
