@@ -143,7 +143,7 @@ func (c *Controller) CheckEnrolReply(token, reply string) error {
 // Answer puts an enrolment's answer in the token's answer queue, through
 // the default exchange, persistent, confirmed.
 func (c *Controller) Answer(ctx context.Context, reply string, body []byte) error {
-	return c.publish(ctx, wire.ExchangeDirect, reply, amqp.Publishing{
+	return c.publish(ctx, wire.ExchangeByQueueName, reply, amqp.Publishing{
 		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: wire.NewID(), Body: body,
 	})
 }

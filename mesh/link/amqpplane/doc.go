@@ -4,7 +4,10 @@
 // docs/decisions/0009), everything sent into it through the topic
 // exchange wire.ExchangeControl with the wire subject as routing key, a
 // bounded quorum queue per control subject, node.<node> holding a node's
-// newest declaration, builds, and an answer queue per enrolment token.
+// newest declaration, builds, and the answers in queues the controller
+// alone writes and one principal alone reads (credentials.<node>,
+// enrol.<token>): no answer travels by direct reply-to, whose address any
+// writer of a default exchange can reach from any virtual host.
 //
 // What AMQP does not have, and how this package makes up for it:
 //
