@@ -169,6 +169,12 @@ func TestDialRefusals(t *testing.T) {
 	if _, err := Dial(ctx, "amqp://x:5672", "admin", "secret"); err == nil {
 		t.Error("expected an amqp:// endpoint refused")
 	}
+	// Nothing listens: a server closed.
+	srv := httptest.NewServer(&fakeAPI{})
+	srv.Close()
+	if _, err := Dial(ctx, srv.URL, "admin", "secret"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("expected ErrUnavailable where nothing listens, got %v", err)
+	}
 }
 
 func TestWidens(t *testing.T) {

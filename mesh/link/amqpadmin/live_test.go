@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	neturl "net/url"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -322,6 +323,17 @@ func (l *live) refused(t *testing.T) {
 	}
 	if _, err := amqpadmin.Dial(ctx, url, foreign, "theirs"); !errors.Is(err, amqpadmin.ErrRefused) {
 		t.Errorf("expected a user without the administrator tag refused, got %v", err)
+	}
+	// Every principal of the mesh: its tag opens no management access.
+	for _, user := range []string{wire.ControllerUser, wire.HostUser("node-a"), wire.PersonUser("bob")} {
+		u, err := neturl.Parse(l.br.Creds[user].URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw, _ := u.User.Password()
+		if _, err := amqpadmin.Dial(ctx, url, user, pw); !errors.Is(err, amqpadmin.ErrRefused) {
+			t.Errorf("expected %s refused by the management API, got %v", user, err)
+		}
 	}
 }
 
