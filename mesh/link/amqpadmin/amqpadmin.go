@@ -225,15 +225,19 @@ type step struct {
 // permissions in the virtual hosts of desired, to desired: it creates
 // the virtual hosts that are missing, creates and updates the users
 // (with their password hashes; no password is sent), sets the grants that
-// differ, clears the grants no longer desired, and deletes the mesh's
-// users no longer desired, which closes their connections. It touches no
+// differ, clears the grants no longer desired, closes the connections of
+// the users whose grants may have narrowed (package comment), and deletes
+// the mesh's users no longer desired, which closes theirs. It touches no
 // user without wire.AMQPOwnerTag, nor the administrator it dialled as,
 // and no grant outside desired's virtual hosts.
 //
 // A desired user that exists without the tag is refused (ErrForeignUser)
 // before anything changes. Otherwise Apply stops at the first call that
 // fails and returns the changes made before it with the error. A second
-// Apply of the same desired state changes nothing and returns no changes.
+// Apply of the same desired state changes nothing and returns no changes;
+// so if the first failed after a user's grants changed and before its
+// ConnectionsClosed, the caller closes them (CloseConnections), since the
+// second finds no difference left to act on.
 func (a *Admin) Apply(ctx context.Context, desired amqpdefs.Definitions) (Changes, error) {
 	if err := a.validate(desired); err != nil {
 		return nil, fmt.Errorf("apply definitions: %w", err)
@@ -296,7 +300,8 @@ type topicKey struct{ vhost, user, exchange string }
 
 // plan reads the broker and lists the steps that bring it to d, in the
 // order that never leaves a grant without its user: virtual hosts, users,
-// grants set, grants cleared, users deleted (their grants go with them).
+// grants set, grants cleared, connections closed, users deleted (their
+// grants go with them).
 func (a *Admin) plan(ctx context.Context, d amqpdefs.Definitions) ([]step, error) {
 	c := a.with(ctx)
 	haveVhosts, err := c.ListVhosts()
@@ -453,6 +458,16 @@ func (a *Admin) plan(ctx context.Context, d amqpdefs.Definitions) ([]step, error
 		}})
 	}
 	return steps, nil
+}
+
+// CloseConnections closes every open connection of user, the mesh's or
+// not, and says how many; the principal sees 320 CONNECTION_FORCED.
+func (a *Admin) CloseConnections(ctx context.Context, user string) (int, error) {
+	n, err := closeConnections(a.with(ctx), user)
+	if err != nil {
+		return n, fmt.Errorf("close the connections of %s: %w", user, err)
+	}
+	return n, nil
 }
 
 // closeConnections closes every connection of user the broker lists now
