@@ -88,8 +88,9 @@ type User struct {
 	Name             string `json:"name"`
 	PasswordHash     string `json:"password_hash"`
 	HashingAlgorithm string `json:"hashing_algorithm"`
-	// Tags are RabbitMQ's user tags, comma-separated; the mesh gives none
-	// (no management access).
+	// Tags are RabbitMQ's user tags, comma-separated. The mesh gives only
+	// wire.AMQPOwnerTag, which marks the user as the mesh's (amqpadmin
+	// touches no other) and grants nothing: no management access.
 	Tags string `json:"tags"`
 }
 
@@ -201,7 +202,7 @@ func Build(m *meshdesc.Mesh, in Inputs) (Definitions, error) {
 		if !ok || h == "" {
 			return Definitions{}, fmt.Errorf("build definitions: no password hash for user %s", name)
 		}
-		d.Users = append(d.Users, User{Name: name, PasswordHash: h, HashingAlgorithm: HashingAlgorithm})
+		d.Users = append(d.Users, User{Name: name, PasswordHash: h, HashingAlgorithm: HashingAlgorithm, Tags: wire.AMQPOwnerTag})
 	}
 
 	// The controller is the mesh's own principal: it may assert the
