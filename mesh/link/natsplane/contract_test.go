@@ -1,0 +1,177 @@
+package natsplane_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/internal/natstest"
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/linktest"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
+	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// TestContract runs the control plane's contract on the real nats-server,
+// in-process, with the mesh's composed configuration.
+func TestContract(t *testing.T) {
+	linktest.Run(t, raiseNATS)
+}
+
+// buildsAckWait is BUILDS' ack wait on the contract's bus: longer than
+// the 2 s a living builder keeps what it took (linktest.Builder), short
+// enough that a dead one's request is taken again soon.
+const buildsAckWait = 3 * time.Second
+
+// natsBus is the sample mesh's bus, composed as the controller composes
+// it, with the controller connected and the streams asserted.
+type natsBus struct {
+	t    *testing.T
+	srv  *natstest.Server
+	cur  *server.Server // the server running now: srv's, or the one Back started
+	addr string
+	ctl  *natsplane.Controller
+}
+
+var (
+	_ linktest.Enrolling = (*natsBus)(nil)
+	_ linktest.Outage    = (*natsBus)(nil)
+)
+
+func raiseNATS(t *testing.T) linktest.Bus {
+	t.Helper()
+	m, err := meshdesc.Load(filepath.Join("..", "..", "..", "features", "testdata", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t, m)
+	b := &natsBus{t: t, srv: srv, cur: srv.Server, addr: srv.Addr()}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p := natsplane.DefaultPolicy()
+	p.BuildsAckWait = buildsAckWait
+	b.ctl, err = natsplane.DialController(ctx, srv.Creds[wire.ControllerUser], srv.Creds[wire.ControllerMeshUser], natsplane.ControllerOptions{Policy: p})
+	if err != nil {
+		t.Fatalf("dial the controller: %v", err)
+	}
+	t.Cleanup(func() { _ = b.ctl.Close() })
+	if _, err := b.ctl.Assert(ctx, m); err != nil {
+		t.Fatalf("assert the streams: %v", err)
+	}
+	return b
+}
+
+func (b *natsBus) Nodes() (string, string)          { return "node-a", "node-b" }
+func (b *natsBus) Controller() plane.Controller     { return b.ctl }
+func (b *natsBus) cred(user string) wire.Credential { return b.srv.Creds[user] }
+
+func (b *natsBus) Host(node string) plane.Host {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := natsplane.DialHost(ctx, b.cred(wire.HostUser(node)))
+	if err != nil {
+		b.t.Fatalf("dial %s's host: %v", node, err)
+	}
+	b.t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+func (b *natsBus) Enroller() (plane.Enroller, string) {
+	tok := b.cred(wire.EnrolUser("tok-node-c"))
+	return natsplane.NewEnroller(tok), tok.Name
+}
+
+// Away shuts the server down; its JetStream store stays on disk.
+func (b *natsBus) Away() {
+	b.cur.Shutdown()
+	b.cur.WaitForShutdown()
+}
+
+// Back starts the server again on the same configuration, address and
+// store.
+func (b *natsBus) Back() {
+	b.t.Helper()
+	opts, err := server.ProcessConfigFile(b.srv.ConfigPath)
+	if err != nil {
+		b.t.Fatalf("process config: %v", err)
+	}
+	host, port, err := net.SplitHostPort(b.addr)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	opts.Host = host
+	if opts.Port, err = strconv.Atoi(port); err != nil {
+		b.t.Fatal(err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		b.t.Fatalf("new server: %v", err)
+	}
+	s.Start()
+	b.t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(10 * time.Second) {
+		b.t.Fatal("the server not back within 10s")
+	}
+	b.cur = s
+}
+
+// Builder is a builder as package build is one: the builder's user, its
+// consumer on BUILDS bound by name.
+func (b *natsBus) Builder() linktest.Builder {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := link.Dial(ctx, b.cred(wire.BuilderUser))
+	if err != nil {
+		b.t.Fatalf("dial the builder: %v", err)
+	}
+	b.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, wire.StreamBuilds, wire.BuildsConsumer)
+	if err != nil {
+		b.t.Fatalf("bind %s: %v", wire.BuildsConsumer, err)
+	}
+	return natsBuilder{nc: nc, cons: cons}
+}
+
+type natsBuilder struct {
+	nc   *nats.Conn
+	cons jetstream.Consumer
+}
+
+func (nb natsBuilder) Take(_ context.Context, wait time.Duration) (linktest.Taken, bool, error) {
+	msg, err := nb.cons.Next(jetstream.FetchMaxWait(wait))
+	if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return linktest.Taken{}, false, nil
+	}
+	if err != nil {
+		return linktest.Taken{}, false, err
+	}
+	return linktest.Taken{
+		ID:   msg.Headers().Get(jetstream.MsgIDHeader),
+		Body: msg.Data(),
+		Ack:  msg.DoubleAck,
+	}, true, nil
+}
+
+// Die closes the connection: nothing it took is acked or nakked, and the
+// server gives it to another after the ack wait.
+func (nb natsBuilder) Die() { nb.nc.Close() }
