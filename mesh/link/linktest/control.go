@@ -64,9 +64,9 @@ func duplicateRecognisable(t *testing.T, bus Bus) {
 	sendReport(t, h, a, "dup", dup)
 	sendReport(t, h, a, "end", end)
 	ch := consume(t, c, 8, ackAll(ctxT(t)))
-	n := 0
+	n, deadline := 0, time.Now().Add(10*time.Second)
 	for {
-		d := next(t, ch, 10*time.Second, "the reports sent")
+		d := nextBy(t, ch, deadline, "the reports sent")
 		if bytes.Equal(d.Data, end) {
 			break
 		}
@@ -99,8 +99,9 @@ func reportsInOrder(t *testing.T, bus Bus) {
 	}
 	ch := consume(t, c, 4, ackAll(ctxT(t)))
 	var got []string
+	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < len(sent) {
-		d := next(t, ch, 10*time.Second, "the next report")
+		d := nextBy(t, ch, deadline, "the next report")
 		id, ok := byBody[string(d.Data)]
 		if !ok {
 			t.Fatalf("expected one of the reports sent, got %s: %q", d.ID, d.Data)
@@ -149,8 +150,9 @@ func reportsAfterOutage(t *testing.T, bus Bus) {
 	ch := consume(t, c, 8, ackAll(ctxT(t)))
 	want := []string{"before", "during", "after"}
 	var got []string
+	deadline := time.Now().Add(20 * time.Second)
 	for len(got) < len(want) {
-		d := next(t, ch, 20*time.Second, "each report sent")
+		d := nextBy(t, ch, deadline, "each report sent")
 		if !slices.Contains(want, d.ID) {
 			t.Fatalf("expected reports %v, got %s", want, d.ID)
 		}

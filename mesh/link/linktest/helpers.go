@@ -90,11 +90,18 @@ func ackAll(ctx context.Context) func(plane.ControlMsg, *delivery) error {
 // next is the next delivery within d.
 func next(t *testing.T, ch <-chan delivery, within time.Duration, what string) delivery {
 	t.Helper()
+	return nextBy(t, ch, time.Now().Add(within), what)
+}
+
+// nextBy is the next delivery before deadline: a loop reading several
+// ends by it even if deliveries keep coming.
+func nextBy(t *testing.T, ch <-chan delivery, deadline time.Time, what string) delivery {
+	t.Helper()
 	select {
 	case d := <-ch:
 		return d
-	case <-time.After(within):
-		t.Fatalf("expected %s within %v, got no delivery", what, within)
+	case <-time.After(time.Until(deadline)):
+		t.Fatalf("expected %s by %s, got no delivery", what, deadline.Format(time.TimeOnly))
 		return delivery{}
 	}
 }

@@ -39,9 +39,12 @@ type Bus interface {
 // Builder takes build requests as a builder does. The builder program is
 // not on the seam yet (package build speaks nats.go), so this is the
 // fixture's: enough for the suite to hold BuildQueue to its guarantee.
-// A request taken and neither acked nor let go by Die is the taker's for
-// at least 2 s while it lives (on NATS the fixture's BUILDS ack wait is
-// longer than that; on AMQP a delivery is the channel's until it closes).
+// A request taken is the taker's for as long as it lives, acked or not,
+// as a builder at work keeps it (on NATS it says so, in progress, within
+// BUILDS' ack wait, as package build does; on AMQP a delivery is its
+// channel's until the channel closes); the body waits 2 s for another
+// builder to take it, so a fixture's ack wait is shorter than that, for
+// the wait to show the keeping.
 type Builder interface {
 	// Take waits up to wait for a build request; ok is false if none
 	// came.

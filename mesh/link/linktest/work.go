@@ -47,7 +47,7 @@ func buildOneAtATime(t *testing.T, bus Bus) {
 	first := bus.Builder()
 	take(first, 10*time.Second, id1, body1)
 	second := bus.Builder()
-	if got, ok, err := second.Take(ctx, time.Second); err != nil || ok {
+	if got, ok, err := second.Take(ctx, 2*time.Second); err != nil || ok {
 		t.Fatalf("expected build %s the first builder's while it lives, got the second taking %q (%v)", id1, got.ID, err)
 	}
 	first.Die()
@@ -109,8 +109,9 @@ func heldEnrolmentAnswered(t *testing.T, bus Bus) {
 		return m.Ack(ctx)
 	})
 	var held, answered bool
+	deadline := time.Now().Add(20 * time.Second)
 	for !answered {
-		d := next(t, ch, 20*time.Second, "the enrolment request")
+		d := nextBy(t, ch, deadline, "the enrolment request answered")
 		if d.Subject != wire.SubjectEnrol {
 			t.Fatalf("expected the request on %s, got %s", wire.SubjectEnrol, d.Subject)
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,10 +29,11 @@ func TestContract(t *testing.T) {
 	linktest.Run(t, raiseNATS)
 }
 
-// buildsAckWait is BUILDS' ack wait on the contract's bus: longer than
-// the 2 s a living builder keeps what it took (linktest.Builder), short
-// enough that a dead one's request is taken again soon.
-const buildsAckWait = 3 * time.Second
+// buildsAckWait is BUILDS' ack wait on the contract's bus: shorter than
+// the 2 s the contract waits for a second builder (linktest.Builder), so
+// that only the first's saying it is at work keeps the request its, and
+// a dead one's request is taken again soon.
+const buildsAckWait = time.Second
 
 // natsBus is the sample mesh's bus, composed as the controller composes
 // it, with the controller connected and the streams asserted.
@@ -149,15 +151,21 @@ func (b *natsBus) Builder() linktest.Builder {
 	if err != nil {
 		b.t.Fatalf("bind %s: %v", wire.BuildsConsumer, err)
 	}
-	return natsBuilder{nc: nc, cons: cons}
+	nb := &natsBuilder{nc: nc, cons: cons, dead: make(chan struct{})}
+	b.t.Cleanup(nb.Die)
+	return nb
 }
 
+// natsBuilder says each request it took is in progress, as package
+// build's builder does while it builds, until it acks it or dies.
 type natsBuilder struct {
 	nc   *nats.Conn
 	cons jetstream.Consumer
+	dead chan struct{}
+	once sync.Once
 }
 
-func (nb natsBuilder) Take(_ context.Context, wait time.Duration) (linktest.Taken, bool, error) {
+func (nb *natsBuilder) Take(_ context.Context, wait time.Duration) (linktest.Taken, bool, error) {
 	msg, err := nb.cons.Next(jetstream.FetchMaxWait(wait))
 	if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
 		return linktest.Taken{}, false, nil
@@ -165,13 +173,37 @@ func (nb natsBuilder) Take(_ context.Context, wait time.Duration) (linktest.Take
 	if err != nil {
 		return linktest.Taken{}, false, err
 	}
+	acked := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(buildsAckWait / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-acked:
+				return
+			case <-nb.dead:
+				return
+			case <-tick.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
 	return linktest.Taken{
 		ID:   msg.Headers().Get(jetstream.MsgIDHeader),
 		Body: msg.Data(),
-		Ack:  msg.DoubleAck,
+		Ack: func(ctx context.Context) error {
+			close(acked)
+			return msg.DoubleAck(ctx)
+		},
 	}, true, nil
 }
 
-// Die closes the connection: nothing it took is acked or nakked, and the
-// server gives it to another after the ack wait.
-func (nb natsBuilder) Die() { nb.nc.Close() }
+// Die stops saying anything is in progress and closes the connection:
+// nothing it took is acked or nakked, and the server gives it to another
+// after the ack wait.
+func (nb *natsBuilder) Die() {
+	nb.once.Do(func() {
+		close(nb.dead)
+		nb.nc.Close()
+	})
+}
