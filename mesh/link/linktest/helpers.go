@@ -101,7 +101,7 @@ func nextBy(t *testing.T, ch <-chan delivery, deadline time.Time, what string) d
 	case d := <-ch:
 		return d
 	case <-time.After(time.Until(deadline)):
-		t.Fatalf("expected %s by %s, got no delivery", what, deadline.Format(time.TimeOnly))
+		t.Fatalf("expected %s by %s, got none by then", what, deadline.Format(time.TimeOnly))
 		return delivery{}
 	}
 }

@@ -80,6 +80,16 @@ type Outage interface {
 	Back()
 }
 
+// DeadLettering is a Bus on which a module's event can be made a dead
+// letter.
+type DeadLettering interface {
+	// Poison has one module emit an event with id eventID and another's
+	// consumer refuse each delivery of it until the bus gives up on it.
+	// It returns the consumer's name as a dead letter names it, the
+	// event's subject, and how many deliveries the bus made.
+	Poison(eventID string) (consumer, subject string, deliveries int)
+}
+
 // Run runs the contract as subtests of t, each on a bus raise makes for
 // it.
 func Run(t *testing.T, raise func(t *testing.T) Bus) {
@@ -96,6 +106,7 @@ func Run(t *testing.T, raise func(t *testing.T) Bus) {
 		{"ReportsRefusedWhileTheBusWasAwayAreTakenOnceItIsBack", reportsAfterOutage},
 		{"TheCredentialDeskAnswersOnlyTheNodeTheBusVouchesFor", credentialDesk},
 		{"HeartbeatsAreHeardWithTheirNodeAndConnectedFollows", heartbeats},
+		{"AnEventGivenUpOnIsADeadLetterInOrder", deadLetters},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, raise(t)) })
 	}

@@ -45,9 +45,14 @@ type natsBus struct {
 	ctl  *natsplane.Controller
 }
 
+// eventsMaxDeliver is how often EVENTS' module consumers deliver an event
+// on the contract's bus before they give it up.
+const eventsMaxDeliver = 2
+
 var (
-	_ linktest.Enrolling = (*natsBus)(nil)
-	_ linktest.Outage    = (*natsBus)(nil)
+	_ linktest.Enrolling     = (*natsBus)(nil)
+	_ linktest.Outage        = (*natsBus)(nil)
+	_ linktest.DeadLettering = (*natsBus)(nil)
 )
 
 func raiseNATS(t *testing.T) linktest.Bus {
@@ -62,6 +67,7 @@ func raiseNATS(t *testing.T) linktest.Bus {
 	defer cancel()
 	p := natsplane.DefaultPolicy()
 	p.BuildsAckWait = buildsAckWait
+	p.EventsMaxDeliver = eventsMaxDeliver
 	b.ctl, err = natsplane.DialController(ctx, srv.Creds[wire.ControllerUser], srv.Creds[wire.ControllerMeshUser], natsplane.ControllerOptions{Policy: p})
 	if err != nil {
 		t.Fatalf("dial the controller: %v", err)
@@ -130,6 +136,62 @@ func (b *natsBus) Back() {
 		b.t.Fatal("the server not back within 10s")
 	}
 	b.cur = s
+}
+
+// dial connects as user, closed when the test ends.
+func (b *natsBus) dial(user string) jetstream.JetStream {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := link.Dial(ctx, b.cred(user))
+	if err != nil {
+		b.t.Fatalf("dial as %s: %v", user, err)
+	}
+	b.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return js
+}
+
+// Poison has node-a's sensor emit a reading and node-b's logger, which
+// consumes readings, nak each delivery of it until its consumer gives it
+// up (eventsMaxDeliver): the server's max-deliveries advisory lands in
+// DEAD.
+func (b *natsBus) Poison(eventID string) (consumer, subject string, deliveries int) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subject, consumer = wire.EventSubject("sensor", "reading"), wire.ModuleConsumer("node-b", "logger")
+	msg := nats.NewMsg(subject)
+	msg.Header.Set(wire.HeaderEventID, eventID)
+	msg.Data = []byte(`{}`)
+	if _, err := b.dial(wire.ModuleUser("node-a", "sensor")).PublishMsg(ctx, msg, jetstream.WithMsgID(eventID)); err != nil {
+		b.t.Fatalf("emit %s: %v", eventID, err)
+	}
+	cons, err := b.dial(wire.ModuleUser("node-b", "logger")).Consumer(ctx, wire.StreamEvents, consumer)
+	if err != nil {
+		b.t.Fatalf("bind %s: %v", consumer, err)
+	}
+	for range eventsMaxDeliver {
+		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			b.t.Fatalf("expected event %s delivered to %s, got %v", eventID, consumer, err)
+		}
+		if got := m.Headers().Get(wire.HeaderEventID); got != eventID {
+			b.t.Fatalf("expected event %s delivered to %s, got %s", eventID, consumer, got)
+		}
+		if err := m.Nak(); err != nil {
+			b.t.Fatalf("nak %s: %v", eventID, err)
+		}
+	}
+	// The server gives the event up when it would deliver it once more:
+	// a pull after the last nak makes it, and gets nothing.
+	if m, err := cons.Next(jetstream.FetchMaxWait(time.Second)); err == nil {
+		b.t.Fatalf("expected event %s given up after %d deliveries, got %s delivered again", eventID, eventsMaxDeliver, m.Headers().Get(wire.HeaderEventID))
+	}
+	return consumer, subject, eventsMaxDeliver
 }
 
 // Builder is a builder as package build is one: the builder's user, its
