@@ -131,7 +131,7 @@ func credentialDesk(t *testing.T, bus Bus) {
 	}
 	ha := bus.Host(a)
 	answered(ha, a)
-	rctx, cancel := timeout(t, 2*time.Second)
+	rctx, cancel := timeout(t, time.Second)
 	got, err := ha.Credentials(rctx, b)
 	cancel()
 	if err == nil && !bytes.Equal(got, []byte("for "+a)) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ type natsBus struct {
 	cur  *server.Server // the server running now: srv's, or the one Back started
 	addr string
 	ctl  *natsplane.Controller
+	done atomic.Bool // the test's cleanups are running: its log is closed
 }
 
 // eventsMaxDeliver is how often EVENTS' module consumers deliver an event
@@ -63,6 +65,7 @@ func raiseNATS(t *testing.T) linktest.Bus {
 	}
 	srv := natstest.Start(t, m)
 	b := &natsBus{t: t, srv: srv, cur: srv.Server, addr: srv.Addr()}
+	t.Cleanup(func() { b.done.Store(true) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	p := natsplane.DefaultPolicy()
@@ -87,7 +90,7 @@ func (b *natsBus) Host(node string) plane.Host {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h, err := natsplane.DialHost(ctx, b.cred(wire.HostUser(node)))
+	h, err := natsplane.DialHost(ctx, b.cred(wire.HostUser(node)), b.errorsToLog())
 	if err != nil {
 		b.t.Fatalf("dial %s's host: %v", node, err)
 	}
@@ -138,12 +141,23 @@ func (b *natsBus) Back() {
 	b.cur = s
 }
 
+// errorsToLog has a connection's asynchronous errors (a permission
+// violation a body provokes on purpose) in the test's log rather than on
+// stderr, until the test's cleanups are done.
+func (b *natsBus) errorsToLog() link.Option {
+	return link.WithErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
+		if !b.done.Load() {
+			b.t.Logf("%s: %v", nc.Opts.Name, err)
+		}
+	})
+}
+
 // dial connects as user, closed when the test ends.
 func (b *natsBus) dial(user string) jetstream.JetStream {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := link.Dial(ctx, b.cred(user))
+	nc, err := link.Dial(ctx, b.cred(user), b.errorsToLog())
 	if err != nil {
 		b.t.Fatalf("dial as %s: %v", user, err)
 	}
@@ -200,7 +214,7 @@ func (b *natsBus) Builder() linktest.Builder {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := link.Dial(ctx, b.cred(wire.BuilderUser))
+	nc, err := link.Dial(ctx, b.cred(wire.BuilderUser), b.errorsToLog())
 	if err != nil {
 		b.t.Fatalf("dial the builder: %v", err)
 	}
