@@ -39,12 +39,12 @@ type Bus interface {
 // Builder takes build requests as a builder does. The builder program is
 // not on the seam yet (package build speaks nats.go), so this is the
 // fixture's: enough for the suite to hold BuildQueue to its guarantee.
-// A request taken is the taker's for as long as it lives, acked or not,
-// as a builder at work keeps it (on NATS it says so, in progress, within
-// BUILDS' ack wait, as package build does; on AMQP a delivery is its
-// channel's until the channel closes); the body waits 2 s for another
-// builder to take it, so a fixture's ack wait is shorter than that, for
-// the wait to show the keeping.
+// A request taken stays the taker's while it lives, acked or not, as a
+// builder at work keeps it (NATS: it says in progress within BUILDS' ack
+// wait, as package build does; AMQP: a delivery is its channel's until
+// the channel closes). The body gives a second builder 2 s to take it
+// wrongly: a fixture's ack wait shorter than that makes the wait show the
+// keeping, not the ack wait.
 type Builder interface {
 	// Take waits up to wait for a build request; ok is false if none
 	// came.
