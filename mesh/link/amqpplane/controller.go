@@ -192,3 +192,20 @@ func (c *Controller) Assert(ctx context.Context, m *meshdesc.Mesh) (plane.Assert
 	c.mu.Unlock()
 	return a, nil
 }
+
+// purge empties queue; a queue that is not there has nothing to purge.
+func (c *Controller) purge(ctx context.Context, queue string) error {
+	ch, err := c.Control.Channel(ctx)
+	if err != nil {
+		return fmt.Errorf("purge %s: %w", queue, err)
+	}
+	defer func() { _ = ch.Close() }()
+	err = amqpconn.Bounded(ctx, ch, func() error {
+		_, err := ch.QueuePurge(queue, false)
+		return err
+	})
+	if err != nil && amqpconn.BrokerCode(err) != wire.AMQPNotFound {
+		return fmt.Errorf("purge %s: %w", queue, amqpconn.Refused(err))
+	}
+	return nil
+}

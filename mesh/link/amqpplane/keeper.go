@@ -58,15 +58,23 @@ func (c *Controller) Keep(ctx context.Context, decls []plane.SignedDeclaration) 
 	return k, nil
 }
 
-// Set makes decls the declarations kept and puts them now; a node left
-// out keeps its last.
+// Set makes decls the declarations kept and puts them now; the queue of
+// a node left out (no longer in the description) is purged.
 func (k *keeper) Set(ctx context.Context, decls []plane.SignedDeclaration) error {
-	k.mu.Lock()
+	want := map[string]plane.SignedDeclaration{}
 	for _, d := range decls {
-		k.want[d.Node] = d
+		want[d.Node] = d
 	}
+	k.mu.Lock()
+	old := k.want
+	k.want = want
 	k.mu.Unlock()
 	var errs []error
+	for node := range old {
+		if _, ok := want[node]; !ok {
+			errs = append(errs, k.c.purge(ctx, wire.NodeQueue(node)))
+		}
+	}
 	for _, d := range decls {
 		errs = append(errs, k.put(ctx, d))
 	}

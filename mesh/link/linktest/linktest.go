@@ -65,8 +65,8 @@ type Taken struct {
 // Enrolling is a Bus that can issue an enrolment token live.
 type Enrolling interface {
 	// Enroller is the enrolment of a token the bus takes a login of,
-	// and the token's id (what a claim names and its reply is under:
-	// wire.CheckEnrolReply).
+	// and the token's id (what a claim names; its reply is the token's
+	// own: plane.Answerer.CheckEnrolReply).
 	Enroller() (e plane.Enroller, token string)
 }
 
