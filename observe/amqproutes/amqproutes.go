@@ -183,7 +183,8 @@ const (
 	RouteOwnKey         = "its own key on mesh.control"
 	RouteLogIn          = "log in to the other virtual host"
 	RouteByName         = "a control queue by name on the default exchange"
-	RouteByNameFromMesh = "a control queue by name on the mesh's default exchange"
+	RouteByNameServing  = "a control queue by name on the mesh's default exchange, serving a tool"
+	RouteByNameFromMesh = "a control queue by name on the mesh's default exchange, serving none"
 	RouteOtherKey       = "mesh.control with a key not its own"
 	RouteOtherExchange  = "another exchange of the control plane"
 	RouteUserID         = "another principal's user-id on its own key"
@@ -420,7 +421,7 @@ func ByQueueName(ctx context.Context, conn *amqp.Connection, p Principal, plane 
 	if !p.InControl() {
 		route = RouteByNameFromMesh
 		if p.Serves {
-			want = Unroutable
+			route, want = RouteByNameServing, Unroutable
 		}
 	}
 	for _, q := range plane.Queues {
