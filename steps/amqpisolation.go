@@ -124,6 +124,14 @@ func (s *scenario) eachPrincipalTriesEveryRoute(ctx context.Context, table *godo
 		rep, err := amqproutes.Check(ctx, dial, ctl, p, plane, other)
 		s.iso.reports = append(s.iso.reports, rep)
 		if err != nil {
+			// What the broker did before the tries broke off says why.
+			var seen []string
+			for _, e := range rep.Errs() {
+				seen = append(seen, e.Error())
+			}
+			if j := joinErrs(seen); j != nil {
+				return fmt.Errorf("%w\nbefore that, %v", err, j)
+			}
 			return err
 		}
 	}

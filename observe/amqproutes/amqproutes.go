@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -251,14 +250,12 @@ func CredentialDialer(cred func(user string) (wire.Credential, error), addr stri
 		if addr != "" {
 			u.Host = addr
 		}
-		cfg := amqp.Config{
-			TLSClientConfig: link.PinnedTLS(c.Fingerprint, c.Host()),
-			Dial: func(network, a string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, network, a)
-			},
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		return amqp.DialConfig(u.String(), cfg)
+		// amqp091-go's own dialler: it bounds the connect and the
+		// handshake, which a broker frozen after accepting would hold.
+		return amqp.DialConfig(u.String(), amqp.Config{TLSClientConfig: link.PinnedTLS(c.Fingerprint, c.Host())})
 	}
 }
 
