@@ -160,6 +160,65 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     When the person "alice" calls "sensor.calibrate" with its reply aimed at "mesh.mod.mesh-catalog.event.provisioner.failing"
     Then the mesh's streams hold nothing on "mesh.mod.mesh-catalog.event.provisioner.failing"
 
+  @amqp-isolation
+  Scenario: On the AMQP bus no module, person, host, token, builder or source places anything in the control plane, or reads a queue not its own, by any route
+    The AMQP side of decision 0001 (docs/decisions/0009-amqp-control-plane.md). RabbitMQ checks a
+    publish against the exchange only: write on the default exchange reaches every queue of a
+    virtual host by name, and a module that serves a tool must have it in the mesh's. So the
+    control plane is a virtual host of its own, "control", whose only writers of the default
+    exchange and of any exchange but mesh.control are the controller; everyone else writes
+    mesh.control with exactly its own routing keys and reads exactly its own queues, and modules
+    and persons have no grant in it at all. The broker is raised on demand, from what
+    mesh-controller amqp minted into the state, and reached on a port published on this host with
+    each principal's own credential.
+
+    Each principal in turn: the control plane's queues are emptied, its own messages sent and
+    seen counted where they belong (so a count that does not move means refused, not unobserved);
+    then every queue is given one message of the controller's, every other route is tried, and the
+    broker's own counts (a passive declare as the controller) must show each queue still holding
+    exactly that one message: more is something placed, less something read. Three routes are the
+    Go test's alone (internal/amqptest TestAMQPIsolation), being the controller's rule or the
+    broker's, not a grant: a reply_to naming another queue (taken as written; the controller
+    answers in the queue of the request it read), a direct reply-to token (delivered across
+    virtual hosts; the control plane never uses one), and a flood (refused past its own queue's
+    bound).
+
+    Given the mesh's AMQP bus is raised beside it, composed from the same description
+    When each of these principals tries every route into the control plane with its own AMQP credential:
+      | principal | who                    |
+      | module    | sensor on node-a       |
+      | module    | mesh-catalog on node-a |
+      | module    | logger on node-b       |
+      | person    | alice                  |
+      | person    | bob                    |
+      | host      | node-a                 |
+      | host      | node-b                 |
+      | token     | tok-node-c             |
+      | builder   | builder                |
+      | source    | modules                |
+    Then the broker answered each route as decision 0009 says:
+      | route                                                                 | answer                        |
+      | its own key on mesh.control                                           | taken                         |
+      | log in to the other virtual host                                      | refused 530 NOT_ALLOWED       |
+      | a control queue by name on the default exchange                       | refused 403 ACCESS_REFUSED    |
+      | a control queue by name on the mesh's default exchange, serving a tool | taken, returned 312 NO_ROUTE  |
+      | a control queue by name on the mesh's default exchange, serving none  | refused 403 ACCESS_REFUSED    |
+      | mesh.control with a key not its own                                   | refused 403 ACCESS_REFUSED    |
+      | another exchange of the control plane                                 | refused 403 ACCESS_REFUSED    |
+      | another principal's user-id on its own key                            | refused 406 PRECONDITION_FAILED |
+      | a queue dead-lettering into mesh.control                              | refused 403 ACCESS_REFUSED    |
+      | an exchange with mesh.control as its alternate                        | refused 403 ACCESS_REFUSED    |
+      | mesh.control bound to an exchange                                     | refused 403 ACCESS_REFUSED    |
+      | an exchange bound to mesh.control                                     | refused 403 ACCESS_REFUSED    |
+      | consume a queue not its own                                           | refused 403 ACCESS_REFUSED    |
+      | get from a queue not its own                                          | refused 403 ACCESS_REFUSED    |
+      | purge a queue not its own                                             | refused 403 ACCESS_REFUSED    |
+      | delete a queue not its own                                            | refused 403 ACCESS_REFUSED    |
+      | bind a queue not its own to mesh.control                              | refused 403 ACCESS_REFUSED    |
+      | bind its own queue to mesh.control                                    | refused 403 ACCESS_REFUSED    |
+    And each principal's own messages were counted by the broker in the queues they belong to
+    And after the other routes every queue of the control plane held just the controller's one message, as the broker counts them
+
   @torn-config
   Scenario: A torn configuration file is refused: the server keeps the last good one and the bus stays closed
     Issue 7 §2. Cut right after the jetstream block, the file has no accounts and so no users:

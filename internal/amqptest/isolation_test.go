@@ -10,22 +10,18 @@ package amqptest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"net/url"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/meshbus/mesh/mesh/amqpdefs"
-	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe/amqproutes"
 )
 
 // The principals of the isolation tests, on mesh.yaml with a second
@@ -49,7 +45,7 @@ var (
 	controlPrincipals = []string{hostA, hostB, tokC, tokOther, builder, source}
 )
 
-func isolationBroker(t *testing.T) *Broker {
+func isolationBroker(t *testing.T) (*Broker, *meshdesc.Mesh) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("RabbitMQ container tests are skipped in -short mode")
@@ -59,7 +55,7 @@ func isolationBroker(t *testing.T) *Broker {
 		t.Fatal(err)
 	}
 	m.Tokens = append(m.Tokens, meshdesc.Token{ID: "tok-other"})
-	return Start(t, m)
+	return Start(t, m), m
 }
 
 // controlQueues are the control plane's queues as the definitions
@@ -74,128 +70,43 @@ func controlQueues(b *Broker) []string {
 	return out
 }
 
-// counts reads every control queue's ready messages from the broker (a
-// passive declare answered by the queue itself), through the
-// controller's connection.
-func counts(t *testing.T, b *Broker, ctl *amqp.Connection) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	for _, q := range controlQueues(b) {
-		out[q] = b.Inspect(t, ctl, q).Messages
+// plane is the control plane of the definitions: its queues and the keys
+// a publish on mesh.control is tried with.
+func plane(b *Broker) amqproutes.Plane {
+	var keys []string
+	for _, bd := range b.Definitions.Bindings {
+		if bd.Vhost == wire.AMQPControlVhost {
+			keys = append(keys, bd.RoutingKey)
+		}
 	}
-	return out
+	return amqproutes.NewPlane(controlQueues(b), keys)
 }
 
-// settle waits until the control queues hold exactly want (a quorum
-// queue's count can trail a confirm by a moment), or fails naming the
-// difference.
+// settle waits until the control queues hold exactly want, as the broker
+// counts them, or fails naming the difference.
 func settle(t *testing.T, b *Broker, ctl *amqp.Connection, want map[string]int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := counts(t, b, ctl)
-		if maps.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			var diff []string
-			for q := range got {
-				if got[q] != want[q] {
-					diff = append(diff, fmt.Sprintf("%s: %d, expected %d", q, got[q], want[q]))
-				}
-			}
-			slices.Sort(diff)
-			t.Fatalf("the control plane's queues hold what they should not:\n%s", strings.Join(diff, "\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := amqproutes.Settle(context.Background(), ctl, want, amqproutes.Within); err != nil {
+		t.Fatalf("the control plane: %v", err)
 	}
 }
 
 // zero is every control queue empty.
-func zero(b *Broker) map[string]int {
-	out := map[string]int{}
-	for _, q := range controlQueues(b) {
-		out[q] = 0
-	}
-	return out
-}
-
-// outcome is what the broker did with one publish.
-type outcome struct {
-	// Acked: confirmed (routed or not); Nacked: refused by a queue.
-	Acked, Nacked bool
-	// Closed is the reply code the broker closed the channel with (403
-	// refused), 0 if it did not.
-	Closed int
-	// Returned is the reply code of a mandatory publish handed back (312
-	// NO_ROUTE), 0 if none came.
-	Returned int
-}
-
-func (o outcome) String() string {
-	return fmt.Sprintf("acked=%v nacked=%v closed=%d returned=%d", o.Acked, o.Nacked, o.Closed, o.Returned)
-}
+func zero(b *Broker) map[string]int { return amqproutes.Each(controlQueues(b), 0) }
 
 var (
-	refused    = outcome{Closed: amqp.AccessRefused}
-	unroutable = outcome{Acked: true, Returned: amqp.NoRoute}
-	taken      = outcome{Acked: true}
+	refused    = amqproutes.Refused
+	unroutable = amqproutes.Unroutable
+	taken      = amqproutes.Taken
 )
 
 // publish publishes msg on a channel of its own with confirms on and
-// waits for the broker's verdict.
-func publish(t *testing.T, conn *amqp.Connection, exchange, key string, mandatory bool, msg amqp.Publishing) outcome {
+// returns the broker's verdict.
+func publish(t *testing.T, conn *amqp.Connection, exchange, key string, mandatory bool, m amqp.Publishing) amqproutes.Outcome {
 	t.Helper()
-	ch, err := conn.Channel()
+	o, err := amqproutes.Publish(context.Background(), conn, exchange, key, mandatory, m)
 	if err != nil {
-		t.Fatalf("open a channel: %v", err)
-	}
-	defer ch.Close()
-	if err := ch.Confirm(false); err != nil {
-		t.Fatalf("confirms: %v", err)
-	}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	returned := ch.NotifyReturn(make(chan amqp.Return, 1))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var o outcome
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, msg)
-	if err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) {
-			return outcome{Closed: ae.Code}
-		}
-		t.Fatalf("publish to %q with key %q: %v", exchange, key, err)
-	}
-	select {
-	case <-dc.Done():
-	case e := <-closed:
-		if e != nil {
-			o.Closed = e.Code
-		}
-		return o
-	case <-ctx.Done():
-		t.Fatalf("publish to %q with key %q: no verdict from the broker", exchange, key)
-	}
-	if dc.Acked() {
-		o.Acked = true
-	} else {
-		// A channel closed under a pending confirm settles it negative:
-		// tell a refusal from a queue's nack by the close.
-		select {
-		case e := <-closed:
-			if e != nil {
-				o.Closed = e.Code
-				return o
-			}
-		case <-time.After(time.Second):
-		}
-		o.Nacked = true
-	}
-	select {
-	case r := <-returned:
-		o.Returned = int(r.ReplyCode)
-	default:
+		t.Fatal(err)
 	}
 	return o
 }
@@ -204,84 +115,74 @@ func publish(t *testing.T, conn *amqp.Connection, exchange, key string, mandator
 // broker refused it with, 0 if it did not.
 func try(t *testing.T, conn *amqp.Connection, op func(ch *amqp.Channel) error) int {
 	t.Helper()
-	ch, err := conn.Channel()
+	o, err := amqproutes.Do(conn, op)
 	if err != nil {
-		t.Fatalf("open a channel: %v", err)
+		t.Fatal(err)
 	}
-	defer ch.Close()
-	if err := op(ch); err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) {
-			return ae.Code
-		}
-		t.Fatalf("%v", err)
-	}
-	return 0
+	return o.Closed
 }
 
-func msg(body string) amqp.Publishing {
-	return amqp.Publishing{Body: []byte(body), DeliveryMode: amqp.Persistent}
-}
+func msg(body string) amqp.Publishing { return amqproutes.Message(body) }
 
-// dialVhost logs in as user with its own password to virtual host vhost,
+// dialer logs in as a user with its own password to a virtual host,
 // whichever its credential names.
-func dialVhost(b *Broker, user, vhost string) (*amqp.Connection, error) {
-	cred := b.Creds[user]
-	u, err := url.Parse(cred.URL)
-	if err != nil {
-		return nil, err
-	}
-	u.Path = "/" + vhost
-	return amqp.DialConfig(u.String(), amqp.Config{TLSClientConfig: link.PinnedTLS(cred.Fingerprint, cred.Host())})
+func dialer(b *Broker) amqproutes.Dialer {
+	return amqproutes.CredentialDialer(func(user string) (wire.Credential, error) {
+		c, ok := b.Creds[user]
+		if !ok {
+			return wire.Credential{}, fmt.Errorf("no credential for user %q", user)
+		}
+		return c, nil
+	}, "")
 }
 
-// ownKeys are the routing keys on mesh.control a principal may send
-// with; ownQueues the queues it may read.
-var (
-	ownKeys = map[string][]string{
-		hostA:    {wire.NodeReport("node-a"), wire.NodeAlive("node-a"), wire.NodeCredentials("node-a")},
-		hostB:    {wire.NodeReport("node-b"), wire.NodeAlive("node-b"), wire.NodeCredentials("node-b")},
-		tokC:     {wire.SubjectEnrol},
-		tokOther: {wire.SubjectEnrol},
-		builder:  {wire.SubjectBuilt},
-		source:   {wire.SourceChanged("modules")},
+// expect fails t with every attempt the broker did not answer as decision
+// 0009 says, and with err, a failure to try.
+func expect(t *testing.T, as []amqproutes.Attempt, err error) {
+	t.Helper()
+	for _, f := range amqproutes.Failures(as) {
+		t.Error(f)
 	}
-	ownQueues = map[string][]string{
-		hostA:    {wire.NodeQueue("node-a"), wire.CredentialsQueue("node-a")},
-		hostB:    {wire.NodeQueue("node-b"), wire.CredentialsQueue("node-b")},
-		tokC:     {wire.EnrolQueue("tok-node-c")},
-		tokOther: {wire.EnrolQueue("tok-other")},
-		builder:  {wire.QueueBuilds},
+	if err != nil {
+		t.Fatal(err)
 	}
-)
+}
 
 // TestAMQPIsolation is the evidence of decision 0009: one broker, every
-// route, every principal.
+// route, every principal. The routes are package amqproutes's, which the
+// bed's @amqp-isolation scenario tries too.
 func TestAMQPIsolation(t *testing.T) {
-	b := isolationBroker(t)
+	b, m := isolationBroker(t)
+	ctx := context.Background()
 	ctl := b.Dial(t, wire.ControllerUser)
 	conns := map[string]*amqp.Connection{}
 	for _, u := range slices.Concat(meshPrincipals, controlPrincipals) {
 		conns[u] = b.Dial(t, u)
 	}
-	queues := controlQueues(b)
-	// Every binding key of the control plane, and a few it does not bind.
-	var keys []string
-	for _, bd := range b.Definitions.Bindings {
-		if bd.Vhost == wire.AMQPControlVhost {
-			keys = append(keys, bd.RoutingKey)
+	dial := dialer(b)
+	pl := plane(b)
+	queues := pl.Queues
+	principals := amqproutes.Principals(m)
+	// Every principal but the controller, in the order of the lists above.
+	var all, inControl []amqproutes.Principal
+	for _, u := range slices.Concat(meshPrincipals, controlPrincipals) {
+		p, ok := amqproutes.Find(principals, u)
+		if !ok {
+			t.Fatalf("no principal %s in the description", u)
+		}
+		all = append(all, p)
+		if p.InControl() {
+			inControl = append(inControl, p)
 		}
 	}
-	keys = append(keys, "#", "mesh.control.*.report", "mesh.control.node-a.report.x", "")
 
 	t.Run("the rightful routes land, and are observed", func(t *testing.T) {
 		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		want := zero(b)
-		for user, ks := range ownKeys {
-			for _, k := range ks {
-				if o := publish(t, conns[user], wire.ExchangeControl, k, true, msg("rightful")); o != taken {
-					t.Errorf("%s sending %s: expected it taken, got %v", user, k, o)
-				}
+		for _, p := range inControl {
+			as, err := amqproutes.OwnKeys(ctx, conns[p.User], p)
+			expect(t, as, err)
+			for _, k := range p.Keys {
 				q, _ := wire.ControlQueue(k)
 				want[q]++
 			}
@@ -309,70 +210,34 @@ func TestAMQPIsolation(t *testing.T) {
 
 	t.Run("modules and persons cannot log in to the control plane", func(t *testing.T) {
 		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
-		for _, u := range meshPrincipals {
-			conn, err := dialVhost(b, u, wire.AMQPControlVhost)
-			var ae *amqp.Error
-			if err == nil {
-				conn.Close()
-				t.Errorf("%s logged in to vhost control", u)
-			} else if !errors.As(err, &ae) || ae.Code != amqp.NotAllowed {
-				t.Errorf("%s: expected 530 NOT_ALLOWED, got %v", u, err)
-			}
-		}
 		// Nor the control plane's users to the mesh's.
-		for _, u := range controlPrincipals {
-			if conn, err := dialVhost(b, u, wire.AMQPVhost); err == nil {
-				conn.Close()
-				t.Errorf("%s logged in to vhost mesh", u)
-			}
+		for _, p := range all {
+			as, err := amqproutes.LogIn(ctx, dial, p)
+			expect(t, as, err)
 		}
 	})
 
 	t.Run("the default exchange by queue name", func(t *testing.T) {
 		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
-		// In the control plane nobody but the controller may write it.
-		for _, u := range controlPrincipals {
-			for _, q := range queues {
-				if o := publish(t, conns[u], wire.ExchangeByQueueName, q, true, msg("by name")); o != refused {
-					t.Errorf("%s publishing to queue %s by name: expected 403, got %v", u, q, o)
-				}
-			}
-		}
-		// A module serving a tool writes the mesh's default exchange: the
+		// In the control plane nobody but the controller may write it. A
+		// module serving a tool writes the mesh's default exchange: the
 		// control plane's queue names route nowhere there, and a mandatory
-		// publish comes back to its sender alone. One that serves nothing
-		// is refused outright.
-		for _, q := range queues {
-			for _, u := range []string{sensor, catalog} {
-				if o := publish(t, conns[u], wire.ExchangeByQueueName, q, true, msg("by name")); o != unroutable {
-					t.Errorf("%s publishing to %s by name from vhost mesh: expected acked and returned 312, got %v", u, q, o)
-				}
-			}
-			if o := publish(t, conns[logger], wire.ExchangeByQueueName, q, false, msg("by name")); o != refused {
-				t.Errorf("logger publishing to %s by name: expected 403, got %v", q, o)
-			}
+		// publish comes back to its sender alone. One that serves nothing,
+		// and a person, are refused outright.
+		for _, p := range all {
+			as, err := amqproutes.ByQueueName(ctx, conns[p.User], p, pl)
+			expect(t, as, err)
 		}
 		settle(t, b, ctl, zero(b))
 	})
 
 	t.Run("mesh.control with a key not its own", func(t *testing.T) {
 		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
-		for _, u := range controlPrincipals {
-			for _, k := range keys {
-				if slices.Contains(ownKeys[u], k) {
-					continue
-				}
-				if o := publish(t, conns[u], wire.ExchangeControl, k, true, msg("not mine")); o != refused {
-					t.Errorf("%s sending %q on mesh.control: expected 403, got %v", u, k, o)
-				}
-			}
-			// Nor another exchange of the vhost, which no topic permission
-			// narrows.
-			for _, ex := range []string{"amq.topic", "amq.direct", "amq.fanout", "amq.headers", "amq.match"} {
-				if o := publish(t, conns[u], ex, wire.NodeReport("node-b"), false, msg("other exchange")); o != refused {
-					t.Errorf("%s publishing to %s: expected 403, got %v", u, ex, o)
-				}
-			}
+		// Nor another exchange of the vhost, which no topic permission
+		// narrows.
+		for _, p := range inControl {
+			as, err := amqproutes.OtherKeys(ctx, conns[p.User], p, pl)
+			expect(t, as, err)
 		}
 		settle(t, b, ctl, zero(b))
 	})
@@ -425,10 +290,13 @@ func TestAMQPIsolation(t *testing.T) {
 
 	t.Run("the publisher's user-id is checked by the broker", func(t *testing.T) {
 		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
-		forged := msg("credentials, please")
-		forged.UserId = hostB
-		if o := publish(t, conns[hostA], wire.ExchangeControl, wire.NodeCredentials("node-a"), false, forged); o.Closed != amqp.PreconditionFailed {
-			t.Errorf("expected host-a claiming to be host-b refused (406), got %v", o)
+		for _, p := range inControl {
+			other := hostB
+			if p.User == hostB {
+				other = hostA
+			}
+			as, err := amqproutes.UserID(ctx, conns[p.User], p, other)
+			expect(t, as, err)
 		}
 		honest := msg("credentials, please")
 		honest.UserId = hostA
@@ -443,29 +311,9 @@ func TestAMQPIsolation(t *testing.T) {
 
 	t.Run("an alternate or dead-letter exchange", func(t *testing.T) {
 		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
-		for _, u := range slices.Concat(controlPrincipals, []string{sensor, bob}) {
-			ops := map[string]func(ch *amqp.Channel) error{
-				"declare a queue dead-lettering into mesh.control": func(ch *amqp.Channel) error {
-					_, err := ch.QueueDeclare("evil."+u, true, false, false, false, amqp.Table{
-						wire.ArgDeadLetterExchange: wire.ExchangeControl, "x-dead-letter-routing-key": wire.NodeReport("node-b"),
-					})
-					return err
-				},
-				"declare an exchange with mesh.control as its alternate": func(ch *amqp.Channel) error {
-					return ch.ExchangeDeclare("evil."+u, wire.ExchangeTopic, true, false, false, false, amqp.Table{"alternate-exchange": wire.ExchangeControl})
-				},
-				"bind mesh.control to an exchange": func(ch *amqp.Channel) error {
-					return ch.ExchangeBind(wire.ExchangeControl, "#", "amq.topic", false, nil)
-				},
-				"bind an exchange to mesh.control": func(ch *amqp.Channel) error {
-					return ch.ExchangeBind("amq.topic", "#", wire.ExchangeControl, false, nil)
-				},
-			}
-			for what, op := range ops {
-				if code := try(t, conns[u], op); code != amqp.AccessRefused {
-					t.Errorf("%s: %s: expected 403, got %d", u, what, code)
-				}
-			}
+		for _, p := range all {
+			as, err := amqproutes.Redirects(conns[p.User], p)
+			expect(t, as, err)
 		}
 		// A user who may configure in the mesh's vhost (the controller's
 		// there) names mesh.control as a dead-letter exchange: it is the
@@ -500,60 +348,21 @@ func TestAMQPIsolation(t *testing.T) {
 		b.purgeControl(t, ctl) // each route on its own, whatever the one before left
 		// Something in every queue, so a read that were let through would
 		// take it and show in the counts.
-		want := zero(b)
-		for _, q := range queues {
-			if o := publish(t, ctl, wire.ExchangeByQueueName, q, true, msg("bait")); o != taken {
-				t.Fatalf("bait in %s: %v", q, o)
-			}
-			want[q] = 1
+		if err := amqproutes.Bait(ctx, ctl, queues); err != nil {
+			t.Fatal(err)
 		}
+		want := amqproutes.Each(queues, 1)
 		settle(t, b, ctl, want)
-		for _, u := range controlPrincipals {
-			for _, q := range queues {
-				if slices.Contains(ownQueues[u], q) {
-					continue
-				}
-				ops := map[string]func(ch *amqp.Channel) error{
-					"consume": func(ch *amqp.Channel) error {
-						_, err := ch.Consume(q, "", false, false, false, false, nil)
-						return err
-					},
-					"get": func(ch *amqp.Channel) error {
-						_, _, err := ch.Get(q, false)
-						return err
-					},
-					"purge": func(ch *amqp.Channel) error {
-						_, err := ch.QueuePurge(q, false)
-						return err
-					},
-					"delete": func(ch *amqp.Channel) error {
-						_, err := ch.QueueDelete(q, false, false, false)
-						return err
-					},
-					"bind to mesh.control": func(ch *amqp.Channel) error {
-						return ch.QueueBind(q, "#", wire.ExchangeControl, false, nil)
-					},
-				}
-				for what, op := range ops {
-					if code := try(t, conns[u], op); code != amqp.AccessRefused {
-						t.Errorf("%s: %s %s: expected 403, got %d", u, what, q, code)
-					}
-				}
-			}
-			// Its own queues it reads, and binds to nothing.
-			for _, own := range ownQueues[u] {
-				if code := try(t, conns[u], func(ch *amqp.Channel) error {
-					return ch.QueueBind(own, "#", wire.ExchangeControl, false, nil)
-				}); code != amqp.AccessRefused {
-					t.Errorf("%s: bind its own %s to mesh.control: expected 403, got %d", u, own, code)
-				}
-			}
+		// Its own queues it reads, and binds to nothing.
+		for _, p := range inControl {
+			as, err := amqproutes.Reads(conns[p.User], p, pl)
+			expect(t, as, err)
 		}
 		settle(t, b, ctl, want)
 		// The rightful reader takes its own.
-		for _, u := range controlPrincipals {
-			for _, own := range ownQueues[u] {
-				getOne(t, conns[u], own)
+		for _, p := range inControl {
+			for _, own := range p.Queues {
+				getOne(t, conns[p.User], own)
 				want[own] = 0
 			}
 		}
