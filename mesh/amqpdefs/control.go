@@ -138,12 +138,19 @@ func control(m *meshdesc.Mesh, in Inputs, d *Definitions) error {
 		}); err != nil {
 			return err
 		}
-		// NODES: the newest declaration only.
+		// NODES: the newest declaration only, read without being taken.
+		// A classic queue, not a quorum one: its host reads it and gives
+		// it back (basic.get, then a requeue), and a classic queue of one
+		// drops the message given back when a newer one came meanwhile
+		// (drop-head), where a quorum queue keeps both and hands the
+		// newer first (RABBITMQ-NOTES.md). Durable, the declarations
+		// persistent: it outlives the broker's restart.
 		q := wire.NodeQueue(n.Name)
-		d.Queues = append(d.Queues, quorum(q, map[string]any{
+		d.Queues = append(d.Queues, inVhost(vh, Queue{Name: q, Durable: true, Arguments: map[string]any{
+			wire.ArgQueueType: wire.QueueClassic,
 			wire.ArgMaxLength: 1,
 			wire.ArgOverflow:  wire.OverflowDropHead,
-		}))
+		}}))
 		d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, q, wire.NodeDeclare(n.Name))))
 	}
 	// BUILDS: a work queue the builders share.

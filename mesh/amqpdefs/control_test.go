@@ -181,7 +181,7 @@ func TestControlTopology(t *testing.T) {
 		wire.SourceChanged("modules"):  held,
 		wire.NodeAlive("node-a"):       {"classic", "drop-head", 1},
 		wire.NodeCredentials("node-b"): {"classic", "reject-publish", CredentialRequests},
-		wire.NodeDeclare("node-a"):     {"quorum", "drop-head", 1},
+		wire.NodeDeclare("node-a"):     {"classic", "drop-head", 1},
 		wire.SubjectBuildRequest:       held,
 	} {
 		if len(routes[key]) != 1 {

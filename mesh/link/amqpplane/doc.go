@@ -18,7 +18,8 @@
 //     (message-id) is what the controller's ledger knows it by, so every
 //     publish into the control plane carries one; Position is 0.
 //   - No reading a queue without taking from it: a host's Newest takes
-//     the declaration from node.<node> and keeps the last one it took;
-//     the controller puts each node's declaration again every
-//     resendEvery, so a host that lost what it took gets it again.
+//     the declaration from node.<node> and gives it back at once (a
+//     classic queue of one drops what is given back when a newer one
+//     came); the controller also puts each node's declaration again
+//     every resendEvery.
 package amqpplane

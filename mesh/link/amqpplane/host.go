@@ -59,12 +59,13 @@ func (h *host) Close() error {
 	return h.conn.Close(time.Now().Add(h.timeout), h.publishers.Close)
 }
 
-// Newest takes what node.<node> holds (the newest declaration the
-// controller put: the queue keeps one) and keeps it: a queue read empty
-// gives the last one taken again. The body and signature are returned
-// unchecked: checking them is the host's. The delivery is acknowledged
-// once taken: keeping it unsettled would hold the newer one behind it
-// (a quorum queue hands a requeued message back after newer ones).
+// Newest reads what node.<node> holds (the newest declaration the
+// controller put: the queue keeps one) and gives it back at once: a
+// classic queue of one drops the message given back if a newer one came
+// meanwhile, and keeps it otherwise, so every reader, a host restarted
+// too, reads the newest. A queue read empty (between a purge and the next
+// put) gives the last one read again. The body and signature are returned
+// unchecked: checking them is the host's.
 func (h *host) Newest(ctx context.Context, node string) (plane.Declared, error) {
 	q := wire.NodeQueue(node)
 	ch, err := h.conn.Channel(ctx)
@@ -96,7 +97,7 @@ func (h *host) Newest(ctx context.Context, node string) (plane.Declared, error) 
 	}
 	sig, _ := d.Headers[wire.HeaderSignature].(string)
 	got := plane.Declared{Body: d.Body, Signature: sig, Where: "queue " + q}
-	if err := d.Ack(false); err != nil {
+	if err := d.Nack(false, true); err != nil {
 		return plane.Declared{}, fmt.Errorf("read %s: %w", q, amqpconn.MapClosed(err))
 	}
 	h.last[node] = got

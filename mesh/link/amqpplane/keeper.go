@@ -13,9 +13,9 @@ import (
 )
 
 // resendEvery is how often the keeper puts every node's declaration
-// again: a host takes its declaration from node.<node> (AMQP has no
-// reading without taking), and one that lost what it took (killed before
-// it applied it, its state wiped) gets it again within this.
+// again: should node.<node> lose it (a queue purged or deleted and made
+// again by an operator, a broker that lost an unsynced write), its host
+// gets it again within this.
 const resendEvery = 30 * time.Second
 
 // keeper keeps each node's newest declaration in node.<node>: no other
