@@ -23,18 +23,18 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     cannot fill the stream for the others (docs/controller-store.md, "The ledger").
 
     Then the server has exactly these streams:
-      | account | stream    | retention | subjects                                                                                                         | max per subject | when full                    |
+      | account | stream    | retention | subjects                                                                                                        | max per subject | when full                    |
       | CONTROL | CONTROL   | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push, mesh.control.source.*.changed | 256             | refuses new, per subject too |
-      | CONTROL | NODES     | limits    | mesh.node.>                                                                                                      | 1               | refuses new                  |
-      | CONTROL | BUILDS    | workqueue | mesh.build.>                                                                                                     | unlimited       | refuses new                  |
-      | CONTROL | ARTIFACTS | limits    | mesh.artifact.>                                                                                                  | 1               | drops oldest                 |
-      | MESH    | EVENTS    | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                                                          | unlimited       | refuses new                  |
-      | MESH    | DEAD      | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                                                              | unlimited       | drops oldest                 |
+      | CONTROL | NODES     | limits    | mesh.node.>                                                                                                     | 1               | refuses new                  |
+      | CONTROL | BUILDS    | workqueue | mesh.build.>                                                                                                    | unlimited       | refuses new                  |
+      | CONTROL | ARTIFACTS | limits    | mesh.artifact.>                                                                                                 | 1               | drops oldest                 |
+      | MESH    | EVENTS    | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                                                         | unlimited       | refuses new                  |
+      | MESH    | DEAD      | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                                                             | unlimited       | drops oldest                 |
     And the server has exactly these durable pull consumers:
-      | stream  | consumer      | filters                                                    |
-      | CONTROL | controller    |                                                            |
-      | BUILDS  | builder       |                                                            |
-      | EVENTS  | node-b_logger | mesh.mod.sensor.event.reading, mesh.mod.sensor.event.alarm.> |
+      | stream  | consumer      | filters                                                                      |
+      | CONTROL | controller    |                                                                              |
+      | BUILDS  | builder       |                                                                              |
+      | EVENTS  | node-b_logger | mesh.mod.sensor.event.reading, mesh.mod.sensor.event.alarm.>                 |
       | EVENTS  | controller    | mesh.mod.*.event.provisioner.failing, mesh.mod.*.event.provisioner.recovered |
     When I read every stream and consumer the server has
     And the controller is stopped and started again
@@ -65,13 +65,13 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     Then the server <verdict> the publish
 
     Examples:
-      | module | node   | subject                        | verdict |
-      | sensor | node-a | mesh.mod.sensor.event.reading  | accepts |
-      | sensor | node-a | mesh.mod.sensor.event.forged   | refuses |
-      | sensor | node-a | mesh.mod.logger.event.reading  | refuses |
-      | sensor | node-a | mesh.control.node-a.report     | refuses |
-      | logger | node-b | mesh.mod.sensor.event.reading  | refuses |
-      | logger | node-b | mesh.node.node-b.declare       | refuses |
+      | module | node   | subject                       | verdict |
+      | sensor | node-a | mesh.mod.sensor.event.reading | accepts |
+      | sensor | node-a | mesh.mod.sensor.event.forged  | refuses |
+      | sensor | node-a | mesh.mod.logger.event.reading | refuses |
+      | sensor | node-a | mesh.control.node-a.report    | refuses |
+      | logger | node-b | mesh.mod.sensor.event.reading | refuses |
+      | logger | node-b | mesh.node.node-b.declare      | refuses |
 
   Scenario Outline: A module cannot subscribe outside its inbox and its tools
     What a module consumes reaches it through the consumer the controller made for it. A core
@@ -83,15 +83,15 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     Then the server <verdict> the subscription
 
     Examples:
-      | module | node   | subject                           | verdict |
-      | logger | node-b | mesh.mod.sensor.event.reading     | refuses |
-      | logger | node-b | mesh.mod.sensor.event.alarm.>     | refuses |
-      | logger | node-b | mesh.mod.sensor.event.>           | refuses |
-      | logger | node-b | mesh.mod.mesh-catalog.event.anything   | refuses |
-      | logger | node-b | mesh.node.node-b.declare          | refuses |
-      | sensor | node-a | mesh.mod.sensor.tool.calibrate    | accepts |
-      | sensor | node-a | mesh.mod.sensor.event.reading     | refuses |
-      | sensor | node-a | mesh.>                            | refuses |
+      | module | node   | subject                              | verdict |
+      | logger | node-b | mesh.mod.sensor.event.reading        | refuses |
+      | logger | node-b | mesh.mod.sensor.event.alarm.>        | refuses |
+      | logger | node-b | mesh.mod.sensor.event.>              | refuses |
+      | logger | node-b | mesh.mod.mesh-catalog.event.anything | refuses |
+      | logger | node-b | mesh.node.node-b.declare             | refuses |
+      | sensor | node-a | mesh.mod.sensor.tool.calibrate       | accepts |
+      | sensor | node-a | mesh.mod.sensor.event.reading        | refuses |
+      | sensor | node-a | mesh.>                               | refuses |
 
   Scenario: A module cannot acknowledge another module's delivery
     Given the module "sensor" on "node-a" has emitted the event "reading"
@@ -197,25 +197,25 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
       | builder   | builder                |
       | source    | modules                |
     Then the broker answered each route as decision 0009 says:
-      | route                                                                 | answer                        |
-      | its own key on mesh.control                                           | taken                         |
-      | log in to the other virtual host                                      | refused 530 NOT_ALLOWED       |
-      | a control queue by name on the default exchange                       | refused 403 ACCESS_REFUSED    |
-      | a control queue by name on the mesh's default exchange, serving a tool | taken, returned 312 NO_ROUTE  |
-      | a control queue by name on the mesh's default exchange, serving none  | refused 403 ACCESS_REFUSED    |
-      | mesh.control with a key not its own                                   | refused 403 ACCESS_REFUSED    |
-      | another exchange of the control plane                                 | refused 403 ACCESS_REFUSED    |
-      | another principal's user-id on its own key                            | refused 406 PRECONDITION_FAILED |
-      | a queue dead-lettering into mesh.control                              | refused 403 ACCESS_REFUSED    |
-      | an exchange with mesh.control as its alternate                        | refused 403 ACCESS_REFUSED    |
-      | mesh.control bound to an exchange                                     | refused 403 ACCESS_REFUSED    |
-      | an exchange bound to mesh.control                                     | refused 403 ACCESS_REFUSED    |
-      | consume a queue not its own                                           | refused 403 ACCESS_REFUSED    |
-      | get from a queue not its own                                          | refused 403 ACCESS_REFUSED    |
-      | purge a queue not its own                                             | refused 403 ACCESS_REFUSED    |
-      | delete a queue not its own                                            | refused 403 ACCESS_REFUSED    |
-      | bind a queue not its own to mesh.control                              | refused 403 ACCESS_REFUSED    |
-      | bind its own queue to mesh.control                                    | refused 403 ACCESS_REFUSED    |
+      | route                                                                  | answer                          |
+      | its own key on mesh.control                                            | taken                           |
+      | log in to the other virtual host                                       | refused 530 NOT_ALLOWED         |
+      | a control queue by name on the default exchange                        | refused 403 ACCESS_REFUSED      |
+      | a control queue by name on the mesh's default exchange, serving a tool | taken, returned 312 NO_ROUTE    |
+      | a control queue by name on the mesh's default exchange, serving none   | refused 403 ACCESS_REFUSED      |
+      | mesh.control with a key not its own                                    | refused 403 ACCESS_REFUSED      |
+      | another exchange of the control plane                                  | refused 403 ACCESS_REFUSED      |
+      | another principal's user-id on its own key                             | refused 406 PRECONDITION_FAILED |
+      | a queue dead-lettering into mesh.control                               | refused 403 ACCESS_REFUSED      |
+      | an exchange with mesh.control as its alternate                         | refused 403 ACCESS_REFUSED      |
+      | mesh.control bound to an exchange                                      | refused 403 ACCESS_REFUSED      |
+      | an exchange bound to mesh.control                                      | refused 403 ACCESS_REFUSED      |
+      | consume a queue not its own                                            | refused 403 ACCESS_REFUSED      |
+      | get from a queue not its own                                           | refused 403 ACCESS_REFUSED      |
+      | purge a queue not its own                                              | refused 403 ACCESS_REFUSED      |
+      | delete a queue not its own                                             | refused 403 ACCESS_REFUSED      |
+      | bind a queue not its own to mesh.control                               | refused 403 ACCESS_REFUSED      |
+      | bind its own queue to mesh.control                                     | refused 403 ACCESS_REFUSED      |
     And each principal's own messages were counted by the broker in the queues they belong to
     And after the other routes every queue of the control plane held just the controller's one message, as the broker counts them
 
