@@ -20,6 +20,6 @@ func genesis() Bed {
 		// Cold image builds are not inside a bed (bedrun images, or the steps'
 		// BeforeSuite); this covers raising the cluster once per scenario.
 		Timeout:  15 * time.Minute,
-		Topology: topology.Genesis(),
+		Topology: topology.Genesis().WithAMQP(),
 	}
 }

@@ -23,18 +23,18 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     cannot fill the stream for the others (docs/controller-store.md, "The ledger").
 
     Then the server has exactly these streams:
-      | account | stream    | retention | subjects                                                                                                         | max per subject | when full                    |
+      | account | stream    | retention | subjects                                                                                                        | max per subject | when full                    |
       | CONTROL | CONTROL   | workqueue | mesh.control.*.report, mesh.control.enrol, mesh.control.built, mesh.control.push, mesh.control.source.*.changed | 256             | refuses new, per subject too |
-      | CONTROL | NODES     | limits    | mesh.node.>                                                                                                      | 1               | refuses new                  |
-      | CONTROL | BUILDS    | workqueue | mesh.build.>                                                                                                     | unlimited       | refuses new                  |
-      | CONTROL | ARTIFACTS | limits    | mesh.artifact.>                                                                                                  | 1               | drops oldest                 |
-      | MESH    | EVENTS    | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                                                          | unlimited       | refuses new                  |
-      | MESH    | DEAD      | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                                                              | unlimited       | drops oldest                 |
+      | CONTROL | NODES     | limits    | mesh.node.>                                                                                                     | 1               | refuses new                  |
+      | CONTROL | BUILDS    | workqueue | mesh.build.>                                                                                                    | unlimited       | refuses new                  |
+      | CONTROL | ARTIFACTS | limits    | mesh.artifact.>                                                                                                 | 1               | drops oldest                 |
+      | MESH    | EVENTS    | limits    | mesh.mod.*.event.>, mesh.seat.*.event.>                                                                         | unlimited       | refuses new                  |
+      | MESH    | DEAD      | limits    | $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EVENTS.*                                                             | unlimited       | drops oldest                 |
     And the server has exactly these durable pull consumers:
-      | stream  | consumer      | filters                                                    |
-      | CONTROL | controller    |                                                            |
-      | BUILDS  | builder       |                                                            |
-      | EVENTS  | node-b_logger | mesh.mod.sensor.event.reading, mesh.mod.sensor.event.alarm.> |
+      | stream  | consumer      | filters                                                                      |
+      | CONTROL | controller    |                                                                              |
+      | BUILDS  | builder       |                                                                              |
+      | EVENTS  | node-b_logger | mesh.mod.sensor.event.reading, mesh.mod.sensor.event.alarm.>                 |
       | EVENTS  | controller    | mesh.mod.*.event.provisioner.failing, mesh.mod.*.event.provisioner.recovered |
     When I read every stream and consumer the server has
     And the controller is stopped and started again
@@ -65,13 +65,13 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     Then the server <verdict> the publish
 
     Examples:
-      | module | node   | subject                        | verdict |
-      | sensor | node-a | mesh.mod.sensor.event.reading  | accepts |
-      | sensor | node-a | mesh.mod.sensor.event.forged   | refuses |
-      | sensor | node-a | mesh.mod.logger.event.reading  | refuses |
-      | sensor | node-a | mesh.control.node-a.report     | refuses |
-      | logger | node-b | mesh.mod.sensor.event.reading  | refuses |
-      | logger | node-b | mesh.node.node-b.declare       | refuses |
+      | module | node   | subject                       | verdict |
+      | sensor | node-a | mesh.mod.sensor.event.reading | accepts |
+      | sensor | node-a | mesh.mod.sensor.event.forged  | refuses |
+      | sensor | node-a | mesh.mod.logger.event.reading | refuses |
+      | sensor | node-a | mesh.control.node-a.report    | refuses |
+      | logger | node-b | mesh.mod.sensor.event.reading | refuses |
+      | logger | node-b | mesh.node.node-b.declare      | refuses |
 
   Scenario Outline: A module cannot subscribe outside its inbox and its tools
     What a module consumes reaches it through the consumer the controller made for it. A core
@@ -83,15 +83,15 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     Then the server <verdict> the subscription
 
     Examples:
-      | module | node   | subject                           | verdict |
-      | logger | node-b | mesh.mod.sensor.event.reading     | refuses |
-      | logger | node-b | mesh.mod.sensor.event.alarm.>     | refuses |
-      | logger | node-b | mesh.mod.sensor.event.>           | refuses |
-      | logger | node-b | mesh.mod.mesh-catalog.event.anything   | refuses |
-      | logger | node-b | mesh.node.node-b.declare          | refuses |
-      | sensor | node-a | mesh.mod.sensor.tool.calibrate    | accepts |
-      | sensor | node-a | mesh.mod.sensor.event.reading     | refuses |
-      | sensor | node-a | mesh.>                            | refuses |
+      | module | node   | subject                              | verdict |
+      | logger | node-b | mesh.mod.sensor.event.reading        | refuses |
+      | logger | node-b | mesh.mod.sensor.event.alarm.>        | refuses |
+      | logger | node-b | mesh.mod.sensor.event.>              | refuses |
+      | logger | node-b | mesh.mod.mesh-catalog.event.anything | refuses |
+      | logger | node-b | mesh.node.node-b.declare             | refuses |
+      | sensor | node-a | mesh.mod.sensor.tool.calibrate       | accepts |
+      | sensor | node-a | mesh.mod.sensor.event.reading        | refuses |
+      | sensor | node-a | mesh.>                               | refuses |
 
   Scenario: A module cannot acknowledge another module's delivery
     Given the module "sensor" on "node-a" has emitted the event "reading"
@@ -159,6 +159,65 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     Then within 10 seconds the controller has settled every message CONTROL held, and CONTROL holds none
     When the person "alice" calls "sensor.calibrate" with its reply aimed at "mesh.mod.mesh-catalog.event.provisioner.failing"
     Then the mesh's streams hold nothing on "mesh.mod.mesh-catalog.event.provisioner.failing"
+
+  @amqp-isolation
+  Scenario: On the AMQP bus no module, person, host, token, builder or source places anything in the control plane, or reads a queue not its own, by any route
+    The AMQP side of decision 0001 (docs/decisions/0009-amqp-control-plane.md). RabbitMQ checks a
+    publish against the exchange only: write on the default exchange reaches every queue of a
+    virtual host by name, and a module that serves a tool must have it in the mesh's. So the
+    control plane is a virtual host of its own, "control", whose only writers of the default
+    exchange and of any exchange but mesh.control are the controller; everyone else writes
+    mesh.control with exactly its own routing keys and reads exactly its own queues, and modules
+    and persons have no grant in it at all. The broker is raised on demand, from what
+    mesh-controller amqp minted into the state, and reached on a port published on this host with
+    each principal's own credential.
+
+    Each principal in turn: the control plane's queues are emptied, its own messages sent and
+    seen counted where they belong (so a count that does not move means refused, not unobserved);
+    then every queue is given one message of the controller's, every other route is tried, and the
+    broker's own counts (a passive declare as the controller) must show each queue still holding
+    exactly that one message: more is something placed, less something read. Three routes are the
+    Go test's alone (internal/amqptest TestAMQPIsolation), being the controller's rule or the
+    broker's, not a grant: a reply_to naming another queue (taken as written; the controller
+    answers in the queue of the request it read), a direct reply-to token (delivered across
+    virtual hosts; the control plane never uses one), and a flood (refused past its own queue's
+    bound).
+
+    Given the mesh's AMQP bus is raised beside it, composed from the same description
+    When each of these principals tries every route into the control plane with its own AMQP credential:
+      | principal | who                    |
+      | module    | sensor on node-a       |
+      | module    | mesh-catalog on node-a |
+      | module    | logger on node-b       |
+      | person    | alice                  |
+      | person    | bob                    |
+      | host      | node-a                 |
+      | host      | node-b                 |
+      | token     | tok-node-c             |
+      | builder   | builder                |
+      | source    | modules                |
+    Then the broker answered each route as decision 0009 says:
+      | route                                                                  | answer                          |
+      | its own key on mesh.control                                            | taken                           |
+      | log in to the other virtual host                                       | refused 530 NOT_ALLOWED         |
+      | a control queue by name on the default exchange                        | refused 403 ACCESS_REFUSED      |
+      | a control queue by name on the mesh's default exchange, serving a tool | taken, returned 312 NO_ROUTE    |
+      | a control queue by name on the mesh's default exchange, serving none   | refused 403 ACCESS_REFUSED      |
+      | mesh.control with a key not its own                                    | refused 403 ACCESS_REFUSED      |
+      | another exchange of the control plane                                  | refused 403 ACCESS_REFUSED      |
+      | another principal's user-id on its own key                             | refused 406 PRECONDITION_FAILED |
+      | a queue dead-lettering into mesh.control                               | refused 403 ACCESS_REFUSED      |
+      | an exchange with mesh.control as its alternate                         | refused 403 ACCESS_REFUSED      |
+      | mesh.control bound to an exchange                                      | refused 403 ACCESS_REFUSED      |
+      | an exchange bound to mesh.control                                      | refused 403 ACCESS_REFUSED      |
+      | consume a queue not its own                                            | refused 403 ACCESS_REFUSED      |
+      | get from a queue not its own                                           | refused 403 ACCESS_REFUSED      |
+      | purge a queue not its own                                              | refused 403 ACCESS_REFUSED      |
+      | delete a queue not its own                                             | refused 403 ACCESS_REFUSED      |
+      | bind a queue not its own to mesh.control                               | refused 403 ACCESS_REFUSED      |
+      | bind its own queue to mesh.control                                     | refused 403 ACCESS_REFUSED      |
+    And each principal's own messages were counted by the broker in the queues they belong to
+    And after the other routes every queue of the control plane held just the controller's one message, as the broker counts them
 
   @torn-config
   Scenario: A torn configuration file is refused: the server keeps the last good one and the bus stays closed

@@ -3,7 +3,10 @@ package harness
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	dockernet "github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 
@@ -40,9 +44,70 @@ const (
 )
 
 // AMQPBus is the RabbitMQ broker of a cluster and the AMQP credentials of
-// the mesh's principals.
+// the mesh's principals, the control plane's among them.
 type AMQPBus struct {
 	creds map[string]wire.Credential
+	ctr   *rabbitmq.RabbitMQContainer
+}
+
+// Address is host:port where the broker's TLS listener is reached from
+// this host (a port published on the loopback). A credential names the
+// broker as the private network knows it, which is also the name its
+// certificate is checked against: dial here, check that name.
+func (a *AMQPBus) Address(ctx context.Context) (string, error) {
+	p, err := a.ctr.MappedPort(ctx, amqpTLSPort+"/tcp")
+	if err != nil {
+		return "", infra("the AMQP broker's published port", err)
+	}
+	return net.JoinHostPort("127.0.0.1", p.Port()), nil
+}
+
+// Queues are the names of the queues the broker has in virtual host
+// vhost, as rabbitmqctl lists them.
+func (a *AMQPBus) Queues(ctx context.Context, vhost string) ([]string, error) {
+	var list []struct {
+		Name string `json:"name"`
+	}
+	if err := a.ctlJSON(ctx, &list, "list_queues", "-q", "-p", vhost, "--formatter", "json", "name"); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(list))
+	for _, q := range list {
+		out = append(out, q.Name)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// BindingKeys are the routing keys of the bindings from exchange in
+// virtual host vhost, as rabbitmqctl lists them.
+func (a *AMQPBus) BindingKeys(ctx context.Context, vhost, exchange string) ([]string, error) {
+	var list []struct {
+		Source string `json:"source_name"`
+		Key    string `json:"routing_key"`
+	}
+	if err := a.ctlJSON(ctx, &list, "list_bindings", "-q", "-p", vhost, "--formatter", "json", "source_name", "routing_key"); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, b := range list {
+		if b.Source == exchange {
+			out = append(out, b.Key)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (a *AMQPBus) ctlJSON(ctx context.Context, v any, args ...string) error {
+	out, err := a.ctr.Ctl(ctx, args...)
+	if err != nil {
+		return fmt.Errorf("ask the AMQP broker: %w", err)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		return fmt.Errorf("rabbitmqctl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // Credential is user's credential on the AMQP bus, its URL naming the
@@ -114,6 +179,12 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 			testcontainers.ContainerFile{Reader: bytes.NewReader(doc), ContainerFilePath: amqpDefinitions, FileMode: 0o644},
 		),
 		network.WithNetworkName([]string{AliasAMQP}, c.networks[Private]),
+		// The TLS listener is published on this host's loopback too, for
+		// the steps, which observe the broker as its principals do.
+		testcontainers.WithExposedPorts(amqpTLSPort+"/tcp"),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings[dockernet.MustParsePort(amqpTLSPort+"/tcp")] = []dockernet.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+		}),
 		rabbitmq.WithStartupTimeout(amqpReadyWithin),
 		// The broker runs as the image's own user: its Erlang cookie and
 		// data must belong to the user rabbitmqctl runs as. Nothing of it
@@ -141,8 +212,8 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 	clock.done("definitions")
 	c.s.narrate("%s", clock.summary())
 
-	bus := &AMQPBus{creds: map[string]wire.Credential{}}
-	for _, u := range amqpdefs.Users(m) {
+	bus := &AMQPBus{creds: map[string]wire.Credential{}, ctr: ctr}
+	for _, u := range slices.Concat(amqpdefs.Users(m), amqpdefs.ControlUsers(m)) {
 		data, err := os.ReadFile(l.AMQPCredential(u))
 		if err != nil {
 			return nil, fmt.Errorf("read %s's AMQP credential: %w", u, err)

@@ -59,6 +59,7 @@ type scenario struct {
 	ro          rollout
 	pp          persons
 	bd          builds
+	iso         isolation // the AMQP isolation tries
 	// brokenFrom and brokenUntil bound the last fault held for a time.
 	brokenFrom, brokenUntil time.Time
 }

@@ -86,6 +86,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindStatus(sc)
 	s.bindAccounts(sc)
 	s.bindReplies(sc)
+	s.bindAMQPIsolation(sc)
 	s.bindFaults(sc)
 	s.bindDurability(sc)
 	s.bindConformance(sc)

@@ -6,12 +6,21 @@ package images
 // /etc/rabbitmq/conf.d in name order, as the official image does.
 const rabbitmqConf = `# mesh-rabbitmq: AMQP on 5672, logs to the console for docker logs.
 listeners.tcp.default = 5672
+# The management API, through which the controller makes live changes
+# (mesh/link/amqpadmin). Plain HTTP on the container's network only: the
+# image does not EXPOSE it, and the harness publishes it to the host in
+# the tests that ask for it alone.
+management.tcp.port = 15672
 # A broker for tests: guest may connect from other containers.
 loopback_users.guest = false
 log.console = true
 log.console.level = info
 log.file = false
 `
+
+// EnabledPlugins is the image's /etc/rabbitmq/enabled_plugins: the
+// management plugin and nothing else.
+const EnabledPlugins = "[rabbitmq_management].\n"
 
 // RabbitMQ is mesh-rabbitmq: RabbitMQ from Debian's rabbitmq-server
 // package, for a machine that cannot pull the official image. It runs
@@ -25,7 +34,10 @@ func RabbitMQ(d Debian) DebianSpec {
 		Packages: []string{"rabbitmq-server"},
 		Files: []RootFile{
 			{Path: "/etc/rabbitmq/conf.d/10-mesh.conf", Body: rabbitmqConf},
-			{Path: "/etc/rabbitmq/enabled_plugins", Body: "[].\n"},
+			// The management plugin ships in rabbitmq-server; enabled here,
+			// offline, it starts with the node (its port answers by the time
+			// "Server startup complete" is logged).
+			{Path: "/etc/rabbitmq/enabled_plugins", Body: EnabledPlugins},
 		},
 		Remove: []string{
 			"/usr/share/doc", "/usr/share/man", "/usr/share/info",

@@ -38,7 +38,7 @@ type settings struct {
 }
 
 func defaultSettings() settings {
-	return settings{admin: user{name: DefaultAdminUsername, password: DefaultAdminPassword, tags: []string{"administrator"}}}
+	return settings{admin: user{name: DefaultAdminUsername, password: rand.Text(), tags: []string{"administrator"}}}
 }
 
 // passwords maps every user, the administrator too, to its password.

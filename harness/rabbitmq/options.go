@@ -6,12 +6,12 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 )
 
-// Defaults of the administrator, as in the official image and
-// testcontainers-go's module.
-const (
-	DefaultAdminUsername = "guest"
-	DefaultAdminPassword = "guest"
-)
+// DefaultAdminUsername is the administrator's name unless WithAdmin gives
+// another. Its password is never a default: guest/guest, as the official
+// image has it, would let any container of the private network administer
+// the broker through its management API (every module runs on that
+// network), so each Run mints one (RabbitMQContainer.AdminPassword).
+const DefaultAdminUsername = "mesh-admin"
 
 // Errors callers branch on.
 var (
@@ -32,7 +32,8 @@ func (o Option) Customize(*testcontainers.GenericContainerRequest) error { retur
 
 var _ testcontainers.ContainerCustomizer = Option(nil)
 
-// WithAdmin replaces the administrator (default guest/guest). It is
+// WithAdmin replaces the administrator (default DefaultAdminUsername with
+// a password minted for the run). It is
 // created at boot with the tag administrator and every permission on
 // every virtual host.
 func WithAdmin(name, password string) Option {

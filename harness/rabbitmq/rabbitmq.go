@@ -33,6 +33,10 @@ import (
 const (
 	// AMQPPort is the AMQP 0-9-1 port, the one mapped to the host.
 	AMQPPort = "5672/tcp"
+	// ManagementPort is the management API's (HTTP). Run does not publish
+	// it, and our image does not EXPOSE it: it is reached on the
+	// container's network, or published by a test that asks for it.
+	ManagementPort = "15672/tcp"
 	// ConfigFile is the rabbitmq.conf fragment Run writes. RabbitMQ reads
 	// conf.d in name order, so it comes after the image's own (ours has
 	// 10-mesh.conf, the official image 10-defaults.conf).

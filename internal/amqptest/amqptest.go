@@ -61,7 +61,10 @@ type Broker struct {
 	addr string
 }
 
-type settings struct{ maxDeliver int }
+type settings struct {
+	maxDeliver int
+	management bool
+}
 
 // Option changes what Start gives the broker.
 type Option func(*settings)
@@ -69,6 +72,11 @@ type Option func(*settings)
 // WithMaxDeliver sets the deliveries an event gets before it is
 // dead-lettered (amqpdefs.Inputs.MaxDeliver).
 func WithMaxDeliver(n int) Option { return func(s *settings) { s.maxDeliver = n } }
+
+// WithManagement publishes the management API on the host's loopback
+// (ManagementURL); without it the API is reached on the container's
+// network alone, as in a bed.
+func WithManagement() Option { return func(s *settings) { s.management = true } }
 
 // Start runs the broker for m and waits until it serves; it is removed
 // when the test ends. It skips the test where there is no Docker engine.
@@ -114,7 +122,14 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	}
 	certPEM, keyPEM, doc := minted.CertPEM, minted.KeyPEM, minted.Document
 
-	ctr, err := rabbitmq.Run(ctx, image,
+	var publish []testcontainers.ContainerCustomizer
+	if s.management {
+		publish = append(publish, testcontainers.WithExposedPorts(rabbitmq.ManagementPort),
+			testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+				hc.PortBindings[network.MustParsePort(rabbitmq.ManagementPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+			}))
+	}
+	ctr, err := rabbitmq.Run(ctx, image, append([]testcontainers.ContainerCustomizer{
 		rabbitmq.WithConfig(
 			"listeners.ssl.default = 5671",
 			"ssl_options.certfile = "+certFile,
@@ -134,7 +149,7 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.PortBindings[network.MustParsePort(tlsPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
 		}),
-	)
+	}, publish...)...)
 	if ctr != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -172,6 +187,17 @@ func (b *Broker) importDefinitions(ctx context.Context, t testing.TB) {
 	if out, err := b.Container.Ctl(ctx, "import_definitions", definitionsFile); err != nil {
 		t.Fatalf("import the mesh's definitions: %v\n%s", err, out)
 	}
+}
+
+// ManagementURL is the management API's URL from this host (Start with
+// WithManagement); the administrator is the container's AdminUsername.
+func (b *Broker) ManagementURL(ctx context.Context, t testing.TB) string {
+	t.Helper()
+	p, err := b.Container.MappedPort(ctx, rabbitmq.ManagementPort)
+	if err != nil {
+		t.Fatalf("management port (start with WithManagement): %v", err)
+	}
+	return "http://" + net.JoinHostPort("127.0.0.1", p.Port())
 }
 
 // Addr is host:port of the TLS listener from this host.

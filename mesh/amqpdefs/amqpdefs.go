@@ -1,5 +1,7 @@
 // Package amqpdefs derives RabbitMQ's definitions — users, the virtual
-// host, permissions, topic permissions, exchanges, queues and bindings —
+// hosts (the mesh's, wire.AMQPVhost, here; the control plane's in
+// control.go), permissions, topic permissions, exchanges, queues and
+// bindings —
 // from the mesh description, in the JSON RabbitMQ's load_definitions reads
 // at boot. It is package compose's twin for the AMQP bus (design 25 §1):
 // pure and deterministic, every grant derived from the manifests' emits,
@@ -86,17 +88,18 @@ type User struct {
 	Name             string `json:"name"`
 	PasswordHash     string `json:"password_hash"`
 	HashingAlgorithm string `json:"hashing_algorithm"`
-	// Tags are RabbitMQ's user tags, comma-separated; the mesh gives none
-	// (no management access).
+	// Tags are RabbitMQ's user tags, comma-separated. The mesh gives only
+	// wire.AMQPOwnerTag, which marks the user as the mesh's (amqpadmin
+	// touches no other) and grants nothing: no management access.
 	Tags string `json:"tags"`
 }
 
-// Vhost is the virtual host.
+// Vhost is a virtual host.
 type Vhost struct {
 	Name string `json:"name"`
 }
 
-// Permission is a user's resource permissions on the virtual host: three
+// Permission is a user's resource permissions on a virtual host: three
 // regular expressions over exchange and queue names.
 type Permission struct {
 	User      string `json:"user"`
@@ -199,7 +202,7 @@ func Build(m *meshdesc.Mesh, in Inputs) (Definitions, error) {
 		if !ok || h == "" {
 			return Definitions{}, fmt.Errorf("build definitions: no password hash for user %s", name)
 		}
-		d.Users = append(d.Users, User{Name: name, PasswordHash: h, HashingAlgorithm: HashingAlgorithm})
+		d.Users = append(d.Users, User{Name: name, PasswordHash: h, HashingAlgorithm: HashingAlgorithm, Tags: wire.AMQPOwnerTag})
 	}
 
 	// The controller is the mesh's own principal: it may assert the

@@ -260,8 +260,10 @@ func TestTopologyIsComplete(t *testing.T) {
 		t.Errorf("expected the vhosts mesh and control, got %v", d.Vhosts)
 	}
 	for _, u := range d.Users {
-		if u.HashingAlgorithm != "rabbit_password_hashing_sha256" || u.Tags != "" {
-			t.Errorf("expected %s hashed with sha256 and no tags, got %+v", u.Name, u)
+		// The owner tag alone: it grants nothing, where "management" or
+		// "administrator" would open the management API.
+		if u.HashingAlgorithm != "rabbit_password_hashing_sha256" || u.Tags != wire.AMQPOwnerTag {
+			t.Errorf("expected %s hashed with sha256 and tagged %q only, got %+v", u.Name, wire.AMQPOwnerTag, u)
 		}
 	}
 	// The document is what load_definitions reads: the sections by name.

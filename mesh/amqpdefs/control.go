@@ -31,9 +31,10 @@ const (
 	// heartbeat kept across a broker's restart would lie.
 	AliveTTL = 20 * time.Second
 	// CredentialRequests bounds a node's credential requests waiting for
-	// the controller, and CredentialRequestTTL how long one waits: its
-	// host has given up on it by then (a request is asked again, never
-	// kept; core request/reply on NATS).
+	// the controller (and its answers waiting for the host), and
+	// CredentialRequestTTL how long one waits: its host has given up on
+	// it by then (a request is asked again, never kept; core
+	// request/reply on NATS).
 	CredentialRequests   = 4
 	CredentialRequestTTL = 30 * time.Second
 	// EnrolAnswerExpires deletes a token's answer queue unused for so
@@ -72,7 +73,7 @@ func control(m *meshdesc.Mesh, in Inputs, d *Definitions) error {
 	d.Permissions = append(d.Permissions, inVhost(vh, permission(wire.ControllerUser, ".*", ".*", ".*")))
 	writeControl := []string{exact(wire.ExchangeControl)}
 	for _, n := range m.Nodes {
-		add(wire.HostUser(n.Name), writeControl, []string{exact(wire.NodeQueue(n.Name))}, []string{
+		add(wire.HostUser(n.Name), writeControl, []string{exact(wire.NodeQueue(n.Name)), exact(wire.CredentialsQueue(n.Name))}, []string{
 			exact(wire.NodeReport(n.Name)), exact(wire.NodeAlive(n.Name)), exact(wire.NodeCredentials(n.Name)),
 		})
 	}
@@ -137,12 +138,19 @@ func control(m *meshdesc.Mesh, in Inputs, d *Definitions) error {
 		}); err != nil {
 			return err
 		}
-		// NODES: the newest declaration only.
+		// NODES: the newest declaration only, read without being taken.
+		// A classic queue, not a quorum one: its host reads it and gives
+		// it back (basic.get, then a requeue), and a classic queue of one
+		// drops the message given back when a newer one came meanwhile
+		// (drop-head), where a quorum queue keeps both and hands the
+		// newer first (RABBITMQ-NOTES.md). Durable, the declarations
+		// persistent: it outlives the broker's restart.
 		q := wire.NodeQueue(n.Name)
-		d.Queues = append(d.Queues, quorum(q, map[string]any{
+		d.Queues = append(d.Queues, inVhost(vh, Queue{Name: q, Durable: true, Arguments: map[string]any{
+			wire.ArgQueueType: wire.QueueClassic,
 			wire.ArgMaxLength: 1,
 			wire.ArgOverflow:  wire.OverflowDropHead,
-		}))
+		}}))
 		d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, q, wire.NodeDeclare(n.Name))))
 	}
 	// BUILDS: a work queue the builders share.
@@ -151,8 +159,17 @@ func control(m *meshdesc.Mesh, in Inputs, d *Definitions) error {
 		wire.ArgOverflow:  wire.OverflowRejectPublish,
 	}))
 	d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, wire.QueueBuilds, wire.SubjectBuildRequest)))
-	// An enrolment's answer: reached through the default exchange by the
-	// controller alone, so bound to nothing.
+	// The answers: reached through the default exchange by the controller
+	// alone, so bound to nothing. A node's credentials, newest first and
+	// gone once its host has given up; an enrolment's, kept until read.
+	for _, n := range m.Nodes {
+		d.Queues = append(d.Queues, inVhost(vh, Queue{Name: wire.CredentialsQueue(n.Name), Durable: true, Arguments: map[string]any{
+			wire.ArgQueueType:  wire.QueueClassic,
+			wire.ArgMaxLength:  CredentialRequests,
+			wire.ArgOverflow:   wire.OverflowDropHead,
+			wire.ArgMessageTTL: CredentialRequestTTL.Milliseconds(),
+		}}))
+	}
 	for _, t := range m.Tokens {
 		d.Queues = append(d.Queues, inVhost(vh, Queue{Name: wire.EnrolQueue(t.ID), Durable: true, Arguments: map[string]any{
 			wire.ArgQueueType: wire.QueueClassic,

@@ -111,6 +111,8 @@ func TestControlGrants(t *testing.T) {
 		{"read node.node-a", reads(wire.NodeQueue("node-a")), []string{ctl, hostA}},
 		{"read node.node-b", reads(wire.NodeQueue("node-b")), []string{ctl, hostB}},
 		{"read builds", reads(wire.QueueBuilds), []string{ctl, wire.BuilderUser}},
+		{"read credentials.node-a", reads(wire.CredentialsQueue("node-a")), []string{ctl, hostA}},
+		{"read credentials.node-b", reads(wire.CredentialsQueue("node-b")), []string{ctl, hostB}},
 		{"read enrol.tok-node-c", reads(wire.EnrolQueue("tok-node-c")), []string{ctl, tok}},
 		{"read enrol.tok-other", reads(wire.EnrolQueue("tok-other")), []string{ctl, other}},
 		{"read control.node-a.report", reads("control.node-a.report"), []string{ctl}},
@@ -179,7 +181,7 @@ func TestControlTopology(t *testing.T) {
 		wire.SourceChanged("modules"):  held,
 		wire.NodeAlive("node-a"):       {"classic", "drop-head", 1},
 		wire.NodeCredentials("node-b"): {"classic", "reject-publish", CredentialRequests},
-		wire.NodeDeclare("node-a"):     {"quorum", "drop-head", 1},
+		wire.NodeDeclare("node-a"):     {"classic", "drop-head", 1},
 		wire.SubjectBuildRequest:       held,
 	} {
 		if len(routes[key]) != 1 {
@@ -203,10 +205,13 @@ func TestControlTopology(t *testing.T) {
 	if ans.Arguments["x-expires"] != EnrolAnswerExpires.Milliseconds() || ans.Arguments["x-max-length"] != 1 {
 		t.Errorf("expected the token's answer queue to expire and hold one answer, got %+v", ans)
 	}
+	if q := queues[wire.CredentialsQueue("node-a")]; q.Arguments["x-overflow"] != "drop-head" || q.Arguments["x-message-ttl"] == nil {
+		t.Errorf("expected node-a's credential answers to drop the oldest and expire, got %+v", q)
+	}
 	for key, qs := range routes {
 		for _, q := range qs {
-			if q == wire.EnrolQueue("tok-node-c") {
-				t.Errorf("expected the answer queue bound to nothing, bound with %s", key)
+			if q == wire.EnrolQueue("tok-node-c") || q == wire.CredentialsQueue("node-a") {
+				t.Errorf("expected the answer queue %s bound to nothing, bound with %s", q, key)
 			}
 		}
 	}

@@ -289,8 +289,9 @@ func CheckDirectReplyTo(replyTo string) error {
 //     reject-publish), as CONTROL's DiscardNewPerSubject refuses it on
 //     NATS, and one queue per node keeps a node's reports in order.
 //   - The controller writes NodeQueue(node) (newest declaration only),
-//     QueueBuilds and EnrolQueue(token) (the enrolment's answer); each is
-//     read by its one principal.
+//     QueueBuilds, CredentialsQueue(node) and EnrolQueue(token) (the
+//     answers); each is read by its one principal. No answer travels by
+//     direct reply-to (CredentialsQueue says why).
 
 // Names of the control plane's virtual host, exchange and queues.
 const (
@@ -303,9 +304,10 @@ const (
 	// QueueBuilds is the builders' work queue (BUILDS on NATS), bound to
 	// ExchangeControl with SubjectBuildRequest.
 	QueueBuilds = "builds"
-	// ExchangeDirect is RabbitMQ's name of the default exchange in a
-	// publish (amq.default is the name permissions give it).
-	ExchangeDirect = ""
+	// ExchangeByQueueName is the default exchange as a publish names it
+	// (permissions call it ExchangeDefault, amq.default): it routes to the
+	// queue its routing key names, in the publisher's virtual host.
+	ExchangeByQueueName = ""
 )
 
 // Queue arguments of the control plane.
@@ -351,6 +353,16 @@ func ControlQueue(subject string) (string, error) {
 // (NODES on NATS): bound to ExchangeControl with NodeDeclare(node),
 // written by the controller alone, read by the node's host alone.
 func NodeQueue(node string) string { return "node." + node }
+
+// CredentialsQueue is the queue the controller answers node's credential
+// requests in: written by the controller alone through the default
+// exchange, read by the node's host alone. The control plane uses no
+// direct reply-to: a reply-to token is an address anyone who writes a
+// default exchange can send to from any virtual host (every module that
+// serves a tool, RABBITMQ-NOTES.md), and a sealed answer says nothing of
+// who sealed it. The controller answers in the queue of the node whose
+// request queue it read, whatever reply_to the request named.
+func CredentialsQueue(node string) string { return "credentials." + node }
 
 // EnrolQueue is the queue an enrolment's answer for token is put in:
 // read by the token's user alone, written by the controller alone

@@ -71,8 +71,13 @@ func ParseEnrolRequest(data []byte) (EnrolRequest, error) {
 	if err := CheckName(r.Token); err != nil {
 		return EnrolRequest{}, fmt.Errorf("%w: token: %v", ErrEnrolRequest, err)
 	}
+	// The token's own inbox on NATS, its answer queue on AMQP: which of
+	// the two the bus the request came on takes is that bus's to check
+	// again where the answer leaves (plane.Answerer.CheckEnrolReply).
 	if err := CheckEnrolReply(r.Token, r.Reply); err != nil {
-		return EnrolRequest{}, fmt.Errorf("%w: %v", ErrEnrolRequest, err)
+		if CheckEnrolQueue(r.Token, r.Reply) != nil {
+			return EnrolRequest{}, fmt.Errorf("%w: %v (nor is it the token's answer queue %s)", ErrEnrolRequest, err, EnrolQueue(r.Token))
+		}
 	}
 	return r, nil
 }

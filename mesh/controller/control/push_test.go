@@ -351,3 +351,38 @@ func programs(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestReportsWithoutPositionsAreOrderedByTheirTime: on AMQP, which keeps
+// no positions (0), a node's last report is the one the host made last,
+// and a report held and delivered again after a newer one does not
+// replace it.
+func TestReportsWithoutPositionsAreOrderedByTheirTime(t *testing.T) {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	ctx := controllertest.Ctx(t)
+	if err := b.St.Update(ctx, func(tx store.Tx) error {
+		return tx.PutNode(ctx, store.Node{Name: "node-a", SealingKey: "k", Enrolled: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	older := wire.Report{Node: "node-a", ID: "r1", At: at, Applied: 1}
+	newer := wire.Report{Node: "node-a", ID: "r2", At: at.Add(time.Second), Applied: 2}
+	for _, r := range []wire.Report{older, newer} {
+		if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), r.ID, 0), 0, wire.NodeReport("node-a"), r.Marshal(), b.Opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reps, _ := b.St.Reports(ctx); len(reps) != 1 || reps[0].Report.ID != "r2" {
+		t.Fatalf("expected r2, the newer, kept; got %+v", reps)
+	}
+	// The older again under another id (sent again after a lost confirm):
+	// not taken over the newer.
+	again := older
+	again.ID = "r1-again"
+	if taken, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), again.ID, 0), 0, wire.NodeReport("node-a"), again.Marshal(), b.Opts); err != nil || taken {
+		t.Fatalf("expected an older report not taken over a newer, got taken %v (%v)", taken, err)
+	}
+	if reps, _ := b.St.Reports(ctx); len(reps) != 1 || reps[0].Report.ID != "r2" {
+		t.Fatalf("expected r2 still kept, got %+v", reps)
+	}
+}

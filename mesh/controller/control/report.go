@@ -16,9 +16,28 @@ func isReport(subject string) bool {
 	return ok
 }
 
+// later says whether report r, at CONTROL position seq, is later than the
+// one kept: by position where both have one (NATS: the stream's order is
+// the publish order), else by the host's own time of the report (AMQP
+// keeps no positions, and a held report may come again after a newer
+// one), a newer position winning over none (a node moved onto a bus
+// that keeps them).
+func later(r wire.Report, seq uint64, kept store.Reported) bool {
+	switch {
+	case seq > 0 && kept.Seq > 0:
+		return kept.Seq < seq
+	case seq > 0:
+		return true
+	case kept.Seq > 0:
+		return false
+	}
+	return !r.At.Before(kept.Report.At)
+}
+
 // TakeReport applies a node's report from CONTROL (stream sequence seq):
 // read strictly from its subject (wire.ParseReport), from an enrolled
-// node, kept as the node's last unless a later one is kept already, with
+// node, kept as the node's last unless a later one is kept already
+// (later), with
 // its ledger entry in the same update. A report that does not read, or
 // is from a node that is not enrolled, is rollout.ErrBadControl.
 func TakeReport(ctx context.Context, st store.Store, key string, seq uint64, subject string, data []byte, o rollout.Options) (taken bool, err error) {
@@ -44,7 +63,7 @@ func TakeReport(ctx context.Context, st store.Store, key string, seq uint64, sub
 		if err != nil {
 			return err
 		}
-		if i := slices.IndexFunc(reports, func(h store.Reported) bool { return h.Report.Node == r.Node }); i < 0 || reports[i].Seq < seq {
+		if i := slices.IndexFunc(reports, func(h store.Reported) bool { return h.Report.Node == r.Node }); i < 0 || later(r, seq, reports[i]) {
 			if err := tx.PutReport(ctx, store.Reported{Report: r, Seq: seq, Received: o.Now()}); err != nil {
 				return err
 			}

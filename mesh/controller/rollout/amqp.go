@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -148,7 +149,8 @@ func (b AMQPBroker) person(user string) (meshdesc.Person, bool) {
 
 // WriteAMQP mints the AMQP bus of m from the authority in st and writes it
 // into dir's amqp/ (Layout.AMQP): what the broker reads (its certificate,
-// key and definitions) and every principal's credential for addr. The
+// key and definitions) and every principal's credential for addr, those
+// of the control plane's virtual host (ControlUsers) among them. The
 // whole directory is built aside and renamed into place, so a reader sees
 // the old bus or the new one, never a mix; a crash between the two renames
 // leaves the old one aside and no amqp/, and the next WriteAMQP mints
@@ -190,10 +192,25 @@ func WriteAMQP(ctx context.Context, m *meshdesc.Mesh, st store.Reader, dir, addr
 		{path: t.AMQPKey(), data: b.KeyPEM, perm: 0o600},
 		{path: t.AMQPDefinitions(), data: b.Document, perm: 0o600},
 	}
-	for _, u := range b.Users {
+	// The control plane's users too (amqpdefs.ControlUsers), in the same
+	// layout: a user's name says its virtual host, and no name is in both.
+	// A host's credential carries the key its declarations are checked
+	// with, as on NATS (mint.go); it is the store's.
+	var declKey string
+	if len(m.Nodes) > 0 {
+		key, err := st.DeclarationKey(ctx)
+		if err != nil {
+			return AMQPBroker{}, fmt.Errorf("mint the AMQP bus: the hosts' declaration key: %w", err)
+		}
+		declKey = wire.EncodeDeclarationKey(key.Public().(ed25519.PublicKey))
+	}
+	for _, u := range slices.Concat(b.Users, b.ControlUsers) {
 		c, err := b.Credential(u, addr)
 		if err != nil {
 			return AMQPBroker{}, err
+		}
+		if c.Principal == wire.PrincipalHost {
+			c.DeclarationKey = declKey
 		}
 		files = append(files, fileWrite{path: t.AMQPCredential(u), data: c.Marshal(), perm: 0o600})
 	}

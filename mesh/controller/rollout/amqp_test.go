@@ -21,8 +21,8 @@ import (
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// TestWriteAMQPMintsEveryPrincipal: every principal of the description
-// gets a credential that pins the broker's certificate, names it as the
+// TestWriteAMQPMintsEveryPrincipal: every principal of the description,
+// the control plane's among them, gets a credential that pins the broker's certificate, names it as the
 // credential reader expects, and carries the password whose hash the
 // broker's definitions hold.
 func TestWriteAMQPMintsEveryPrincipal(t *testing.T) {
@@ -55,7 +55,10 @@ func TestWriteAMQPMintsEveryPrincipal(t *testing.T) {
 	if want := amqpdefs.Users(b.M); !slices.Equal(got.Users, want) {
 		t.Fatalf("principals %v, want %v", got.Users, want)
 	}
-	for _, u := range got.Users {
+	if want := amqpdefs.ControlUsers(b.M); !slices.Equal(got.ControlUsers, want) {
+		t.Fatalf("control plane principals %v, want %v", got.ControlUsers, want)
+	}
+	for _, u := range slices.Concat(got.Users, got.ControlUsers) {
 		data, err := os.ReadFile(l.AMQPCredential(u))
 		if err != nil {
 			t.Fatal(err)
@@ -70,6 +73,13 @@ func TestWriteAMQPMintsEveryPrincipal(t *testing.T) {
 		}
 		if c.User() != u || dialled.Host != addr || c.Fingerprint != fp {
 			t.Errorf("%s: user %q address %q fingerprint %q, want %q %q %q", u, c.User(), dialled.Host, c.Fingerprint, u, addr, fp)
+		}
+		vhost := "/" + wire.AMQPVhost
+		if slices.Contains(got.ControlUsers, u) {
+			vhost = "/" + wire.AMQPControlVhost
+		}
+		if dialled.Path != vhost {
+			t.Errorf("%s: virtual host %q, want %q", u, dialled.Path, vhost)
 		}
 		if !passwordMatches(t, hashes[u], c.Password()) {
 			t.Errorf("%s: the broker's hash is not of the credential's password", u)

@@ -143,7 +143,7 @@ func (c *Controller) CheckEnrolReply(token, reply string) error {
 // Answer puts an enrolment's answer in the token's answer queue, through
 // the default exchange, persistent, confirmed.
 func (c *Controller) Answer(ctx context.Context, reply string, body []byte) error {
-	return c.publish(ctx, wire.ExchangeDirect, reply, amqp.Publishing{
+	return c.publish(ctx, wire.ExchangeByQueueName, reply, amqp.Publishing{
 		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: wire.NewID(), Body: body,
 	})
 }
@@ -191,4 +191,21 @@ func (c *Controller) Assert(ctx context.Context, m *meshdesc.Mesh) (plane.Assert
 	c.m = m
 	c.mu.Unlock()
 	return a, nil
+}
+
+// purge empties queue; a queue that is not there has nothing to purge.
+func (c *Controller) purge(ctx context.Context, queue string) error {
+	ch, err := c.Control.Channel(ctx)
+	if err != nil {
+		return fmt.Errorf("purge %s: %w", queue, err)
+	}
+	defer func() { _ = ch.Close() }()
+	err = amqpconn.Bounded(ctx, ch, func() error {
+		_, err := ch.QueuePurge(queue, false)
+		return err
+	})
+	if err != nil && amqpconn.BrokerCode(err) != wire.AMQPNotFound {
+		return fmt.Errorf("purge %s: %w", queue, amqpconn.Refused(err))
+	}
+	return nil
 }

@@ -59,12 +59,13 @@ func (h *host) Close() error {
 	return h.conn.Close(time.Now().Add(h.timeout), h.publishers.Close)
 }
 
-// Newest takes what node.<node> holds (the newest declaration the
-// controller put: the queue keeps one) and keeps it: a queue read empty
-// gives the last one taken again. The body and signature are returned
-// unchecked: checking them is the host's. The delivery is acknowledged
-// once taken: keeping it unsettled would hold the newer one behind it
-// (a quorum queue hands a requeued message back after newer ones).
+// Newest reads what node.<node> holds (the newest declaration the
+// controller put: the queue keeps one) and gives it back at once: a
+// classic queue of one drops the message given back if a newer one came
+// meanwhile, and keeps it otherwise, so every reader, a host restarted
+// too, reads the newest. A queue read empty (between a purge and the next
+// put) gives the last one read again. The body and signature are returned
+// unchecked: checking them is the host's.
 func (h *host) Newest(ctx context.Context, node string) (plane.Declared, error) {
 	q := wire.NodeQueue(node)
 	ch, err := h.conn.Channel(ctx)
@@ -96,7 +97,7 @@ func (h *host) Newest(ctx context.Context, node string) (plane.Declared, error) 
 	}
 	sig, _ := d.Headers[wire.HeaderSignature].(string)
 	got := plane.Declared{Body: d.Body, Signature: sig, Where: "queue " + q}
-	if err := d.Ack(false); err != nil {
+	if err := d.Nack(false, true); err != nil {
 		return plane.Declared{}, fmt.Errorf("read %s: %w", q, amqpconn.MapClosed(err))
 	}
 	h.last[node] = got
@@ -134,63 +135,47 @@ func (h *host) publish(ctx context.Context, key string, mandatory bool, msg amqp
 	return err
 }
 
-// Credentials asks the controller for the node's modules' credentials:
-// a request on the node's key, answered to this channel's direct reply-to
-// address, with the host's user-id (which the broker checks).
+// Credentials asks the controller for the node's modules' credentials: a
+// request on the node's key, with a correlation id, and the answer read
+// from the node's answer queue (wire.CredentialsQueue), which the
+// controller alone writes and this host alone reads; answers to requests
+// given up on are passed over.
 func (h *host) Credentials(ctx context.Context, node string) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 	}
-	key := wire.NodeCredentials(node)
+	key, queue := wire.NodeCredentials(node), wire.CredentialsQueue(node)
 	ch, err := h.conn.Channel(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ask %s: %w", key, err)
 	}
 	defer func() { _ = ch.Close() }()
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	var replies <-chan amqp.Delivery
+	var answers <-chan amqp.Delivery
 	err = amqpconn.Bounded(ctx, ch, func() error {
-		if err := ch.Confirm(false); err != nil {
-			return err
-		}
 		var err error
-		// Direct reply-to: consumed without acks, on the channel the
-		// request is published on.
-		replies, err = ch.Consume(wire.DirectReplyTo, "", true, false, false, false, nil)
+		answers, err = ch.Consume(queue, "", false, false, false, false, nil)
 		return err
 	})
 	if err != nil {
+		if amqpconn.BrokerCode(err) == wire.AMQPNotFound {
+			return nil, fmt.Errorf("ask %s: %w: queue %s: %w", key, plane.ErrMissing, queue, err)
+		}
 		return nil, fmt.Errorf("ask %s: %w", key, amqpconn.Refused(err))
 	}
-	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
 	id := wire.NewID()
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, wire.ExchangeControl, key, true, false, amqp.Publishing{
-		ReplyTo: wire.DirectReplyTo, CorrelationId: id, MessageId: id, UserId: h.user,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ask %s: %w", key, amqpconn.SendError(ctx, err))
+	if err := h.publish(ctx, key, true, amqp.Publishing{CorrelationId: id, MessageId: id, UserId: h.user}); err != nil {
+		return nil, fmt.Errorf("ask %s: %w", key, err)
 	}
-	confirmed := dc.Done()
 	for {
 		select {
-		case r := <-returns:
-			return nil, fmt.Errorf("ask %s: %w: the broker returned it: %d %s", key, plane.ErrMissing, r.ReplyCode, r.ReplyText)
-		case <-confirmed:
-			if !dc.Acked() {
-				if ch.IsClosed() {
-					return nil, fmt.Errorf("ask %s: %w", key, amqpconn.Refused(amqpconn.CloseCause(closed)))
-				}
-				return nil, fmt.Errorf("ask %s: %w", key, amqpconn.ErrNacked)
-			}
-			confirmed = nil
-		case d, ok := <-replies:
+		case d, ok := <-answers:
 			if !ok {
-				// The broker closed the channel (a 403 for a key not the
-				// host's), or the connection went.
 				return nil, fmt.Errorf("ask %s: %w", key, amqpconn.Refused(amqpconn.CloseCause(closed)))
 			}
+			_ = d.Ack(false)
 			if d.CorrelationId == id {
 				return d.Body, nil
 			}

@@ -13,9 +13,9 @@ import (
 )
 
 // resendEvery is how often the keeper puts every node's declaration
-// again: a host takes its declaration from node.<node> (AMQP has no
-// reading without taking), and one that lost what it took (killed before
-// it applied it, its state wiped) gets it again within this.
+// again: should node.<node> lose it (a queue purged or deleted and made
+// again by an operator, a broker that lost an unsynced write), its host
+// gets it again within this.
 const resendEvery = 30 * time.Second
 
 // keeper keeps each node's newest declaration in node.<node>: no other
@@ -58,15 +58,23 @@ func (c *Controller) Keep(ctx context.Context, decls []plane.SignedDeclaration) 
 	return k, nil
 }
 
-// Set makes decls the declarations kept and puts them now; a node left
-// out keeps its last.
+// Set makes decls the declarations kept and puts them now; the queue of
+// a node left out (no longer in the description) is purged.
 func (k *keeper) Set(ctx context.Context, decls []plane.SignedDeclaration) error {
-	k.mu.Lock()
+	want := map[string]plane.SignedDeclaration{}
 	for _, d := range decls {
-		k.want[d.Node] = d
+		want[d.Node] = d
 	}
+	k.mu.Lock()
+	old := k.want
+	k.want = want
 	k.mu.Unlock()
 	var errs []error
+	for node := range old {
+		if _, ok := want[node]; !ok {
+			errs = append(errs, k.c.purge(ctx, wire.NodeQueue(node)))
+		}
+	}
 	for _, d := range decls {
 		errs = append(errs, k.put(ctx, d))
 	}

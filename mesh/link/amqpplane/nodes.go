@@ -55,13 +55,15 @@ func (c *Controller) Hear(ctx context.Context, heard func(node string, body []by
 	return f.stop, nil
 }
 
-// ServeCredentials consumes every node's credential-request queue. The
-// queue vouches for the node: only that node's host may publish on its
-// routing key (a topic permission), and a request that carries a user-id
-// (which the broker checks against the login) must carry the host's. The
-// answer goes through the default exchange only to a direct reply-to
-// address (wire.CheckDirectReplyTo): a reply_to naming a queue of the
-// control plane is not answered.
+// ServeCredentials consumes every node's credential-request queue and
+// answers in that node's answer queue (wire.CredentialsQueue), through
+// the default exchange, whatever reply_to the request named: the queue a
+// request was read from vouches for the node (only that node's host may
+// publish on its routing key, a topic permission), and only that host
+// reads the answer queue. No answer goes by direct reply-to: a reply-to
+// address can be written from any virtual host (docs/decisions/0009). A
+// request whose user-id (which the broker checks against the login) is
+// not the node's host is not answered.
 func (c *Controller) ServeCredentials(ctx context.Context, answer func(ctx context.Context, node string) []byte) (stop func(), err error) {
 	m, err := c.mesh()
 	if err != nil {
@@ -79,17 +81,11 @@ func (c *Controller) ServeCredentials(ctx context.Context, answer func(ctx conte
 			c.log.Warn("a credential request as another user; not answered", "node", node, "user", d.UserId)
 			return
 		}
-		if err := wire.CheckDirectReplyTo(d.ReplyTo); err != nil {
-			c.log.Warn("a credential request answered nowhere: its reply-to is no caller's address", "node", node, "err", err)
-			return
-		}
 		body := answer(context.WithoutCancel(ctx), node)
 		pctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
 		defer cancel()
-		// Not mandatory: a direct reply-to publish comes back as returned
-		// whether or not it was delivered (RABBITMQ-NOTES.md).
-		err := amqpconn.Publish(pctx, c.publishers, "credentials for "+node, wire.ExchangeDirect, d.ReplyTo, false, amqp.Publishing{
-			ContentType: "application/json", CorrelationId: d.CorrelationId, Body: body,
+		err := c.publish(pctx, wire.ExchangeByQueueName, wire.CredentialsQueue(node), amqp.Publishing{
+			ContentType: "application/json", CorrelationId: d.CorrelationId, MessageId: wire.NewID(), Body: body,
 		})
 		if err != nil {
 			c.log.Warn("credentials not answered", "node", node, "err", err)

@@ -237,14 +237,16 @@ type SignedDeclaration struct {
 // DeclarationKeeper keeps each node's newest declaration on the bus: Keep
 // puts them and keeps them so (on NATS, where a reply could once write
 // into NODES, it also watches and repairs: docs/decisions/0001); Set
-// replaces the set kept.
+// replaces the set kept: the description's every node.
 type DeclarationKeeper interface {
 	Keep(ctx context.Context, decls []SignedDeclaration) (Keeper, error)
 }
 
 // Keeper is a running DeclarationKeeper.
 type Keeper interface {
-	// Set makes decls the ones kept; a node left out keeps its last.
+	// Set makes decls the ones kept, every node's: a node left out is no
+	// longer in the description, and its declaration is removed from the
+	// bus.
 	Set(ctx context.Context, decls []SignedDeclaration) error
 	Stop()
 }

@@ -1,0 +1,285 @@
+package natsplane_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/meshbus/mesh/internal/natstest"
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/linktest"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
+	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// TestContract runs the control plane's contract on the real nats-server,
+// in-process, with the mesh's composed configuration.
+func TestContract(t *testing.T) {
+	linktest.Run(t, raiseNATS)
+}
+
+// buildsAckWait is BUILDS' ack wait on the contract's bus: shorter than
+// the 2 s the contract waits for a second builder (linktest.Builder), so
+// that only the first's saying it is at work keeps the request its, and
+// a dead one's request is taken again soon.
+const buildsAckWait = time.Second
+
+// natsBus is the sample mesh's bus, composed as the controller composes
+// it, with the controller connected and the streams asserted.
+type natsBus struct {
+	t    *testing.T
+	srv  *natstest.Server
+	cur  *server.Server // the server running now: srv's, or the one Back started
+	addr string
+	ctl  *natsplane.Controller
+	done atomic.Bool // the test's cleanups are running: its log is closed
+}
+
+// eventsMaxDeliver is how often EVENTS' module consumers deliver an event
+// on the contract's bus before they give it up.
+const eventsMaxDeliver = 2
+
+var (
+	_ linktest.Enrolling     = (*natsBus)(nil)
+	_ linktest.Outage        = (*natsBus)(nil)
+	_ linktest.DeadLettering = (*natsBus)(nil)
+)
+
+func raiseNATS(t *testing.T) linktest.Bus {
+	t.Helper()
+	m, err := meshdesc.Load(filepath.Join("..", "..", "..", "features", "testdata", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t, m)
+	b := &natsBus{t: t, srv: srv, cur: srv.Server, addr: srv.Addr()}
+	t.Cleanup(func() { b.done.Store(true) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p := natsplane.DefaultPolicy()
+	p.BuildsAckWait = buildsAckWait
+	p.EventsMaxDeliver = eventsMaxDeliver
+	b.ctl, err = natsplane.DialController(ctx, srv.Creds[wire.ControllerUser], srv.Creds[wire.ControllerMeshUser], natsplane.ControllerOptions{Policy: p})
+	if err != nil {
+		t.Fatalf("dial the controller: %v", err)
+	}
+	t.Cleanup(func() { _ = b.ctl.Close() })
+	if _, err := b.ctl.Assert(ctx, m); err != nil {
+		t.Fatalf("assert the streams: %v", err)
+	}
+	return b
+}
+
+func (b *natsBus) Nodes() (string, string)          { return "node-a", "node-b" }
+func (b *natsBus) Controller() plane.Controller     { return b.ctl }
+func (b *natsBus) cred(user string) wire.Credential { return b.srv.Creds[user] }
+
+func (b *natsBus) Host(node string) plane.Host {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := natsplane.DialHost(ctx, b.cred(wire.HostUser(node)), b.errorsToLog())
+	if err != nil {
+		b.t.Fatalf("dial %s's host: %v", node, err)
+	}
+	b.t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+func (b *natsBus) Enroller() (plane.Enroller, string) {
+	tok := b.cred(wire.EnrolUser("tok-node-c"))
+	return natsplane.NewEnroller(tok), tok.Name
+}
+
+// Away shuts the server down; its JetStream store stays on disk.
+func (b *natsBus) Away() {
+	b.cur.Shutdown()
+	b.cur.WaitForShutdown()
+}
+
+// Back starts the server again on the same configuration, address and
+// store.
+func (b *natsBus) Back() {
+	b.t.Helper()
+	opts, err := server.ProcessConfigFile(b.srv.ConfigPath)
+	if err != nil {
+		b.t.Fatalf("process config: %v", err)
+	}
+	host, port, err := net.SplitHostPort(b.addr)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	opts.Host = host
+	if opts.Port, err = strconv.Atoi(port); err != nil {
+		b.t.Fatal(err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		b.t.Fatalf("new server: %v", err)
+	}
+	s.Start()
+	b.t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(10 * time.Second) {
+		b.t.Fatal("the server not back within 10s")
+	}
+	b.cur = s
+}
+
+// errorsToLog has a connection's asynchronous errors (a permission
+// violation a body provokes on purpose) in the test's log rather than on
+// stderr, until the test's cleanups are done.
+func (b *natsBus) errorsToLog() link.Option {
+	return link.WithErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
+		if !b.done.Load() {
+			b.t.Logf("%s: %v", nc.Opts.Name, err)
+		}
+	})
+}
+
+// dial connects as user, closed when the test ends.
+func (b *natsBus) dial(user string) jetstream.JetStream {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := link.Dial(ctx, b.cred(user), b.errorsToLog())
+	if err != nil {
+		b.t.Fatalf("dial as %s: %v", user, err)
+	}
+	b.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return js
+}
+
+// Poison has node-a's sensor emit a reading and node-b's logger, which
+// consumes readings, nak each delivery of it until its consumer gives it
+// up (eventsMaxDeliver): the server's max-deliveries advisory lands in
+// DEAD.
+func (b *natsBus) Poison(eventID string) (consumer, subject string, deliveries int) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subject, consumer = wire.EventSubject("sensor", "reading"), wire.ModuleConsumer("node-b", "logger")
+	msg := nats.NewMsg(subject)
+	msg.Header.Set(wire.HeaderEventID, eventID)
+	msg.Data = []byte(`{}`)
+	if _, err := b.dial(wire.ModuleUser("node-a", "sensor")).PublishMsg(ctx, msg, jetstream.WithMsgID(eventID)); err != nil {
+		b.t.Fatalf("emit %s: %v", eventID, err)
+	}
+	cons, err := b.dial(wire.ModuleUser("node-b", "logger")).Consumer(ctx, wire.StreamEvents, consumer)
+	if err != nil {
+		b.t.Fatalf("bind %s: %v", consumer, err)
+	}
+	for range eventsMaxDeliver {
+		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			b.t.Fatalf("expected event %s delivered to %s, got %v", eventID, consumer, err)
+		}
+		if got := m.Headers().Get(wire.HeaderEventID); got != eventID {
+			b.t.Fatalf("expected event %s delivered to %s, got %s", eventID, consumer, got)
+		}
+		if err := m.Nak(); err != nil {
+			b.t.Fatalf("nak %s: %v", eventID, err)
+		}
+	}
+	// The server gives the event up when it would deliver it once more:
+	// a pull after the last nak makes it, and gets nothing.
+	if m, err := cons.Next(jetstream.FetchMaxWait(time.Second)); err == nil {
+		b.t.Fatalf("expected event %s given up after %d deliveries, got %s delivered again", eventID, eventsMaxDeliver, m.Headers().Get(wire.HeaderEventID))
+	}
+	return consumer, subject, eventsMaxDeliver
+}
+
+// Builder is a builder as package build is one: the builder's user, its
+// consumer on BUILDS bound by name.
+func (b *natsBus) Builder() linktest.Builder {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := link.Dial(ctx, b.cred(wire.BuilderUser), b.errorsToLog())
+	if err != nil {
+		b.t.Fatalf("dial the builder: %v", err)
+	}
+	b.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, wire.StreamBuilds, wire.BuildsConsumer)
+	if err != nil {
+		b.t.Fatalf("bind %s: %v", wire.BuildsConsumer, err)
+	}
+	nb := &natsBuilder{nc: nc, cons: cons, dead: make(chan struct{})}
+	b.t.Cleanup(nb.Die)
+	return nb
+}
+
+// natsBuilder says each request it took is in progress, as package
+// build's builder does while it builds, until it acks it or dies.
+type natsBuilder struct {
+	nc   *nats.Conn
+	cons jetstream.Consumer
+	dead chan struct{}
+	once sync.Once
+}
+
+func (nb *natsBuilder) Take(_ context.Context, wait time.Duration) (linktest.Taken, bool, error) {
+	msg, err := nb.cons.Next(jetstream.FetchMaxWait(wait))
+	if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return linktest.Taken{}, false, nil
+	}
+	if err != nil {
+		return linktest.Taken{}, false, err
+	}
+	acked := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(buildsAckWait / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-acked:
+				return
+			case <-nb.dead:
+				return
+			case <-tick.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return linktest.Taken{
+		ID:   msg.Headers().Get(jetstream.MsgIDHeader),
+		Body: msg.Data(),
+		Ack: func(ctx context.Context) error {
+			close(acked)
+			return msg.DoubleAck(ctx)
+		},
+	}, true, nil
+}
+
+// Die stops saying anything is in progress and closes the connection:
+// nothing it took is acked or nakked, and the server gives it to another
+// after the ack wait.
+func (nb *natsBuilder) Die() {
+	nb.once.Do(func() {
+		close(nb.dead)
+		nb.nc.Close()
+	})
+}

@@ -1,0 +1,10 @@
+package wire
+
+// AMQPOwnerTag is the RabbitMQ user tag that marks a user as the mesh's:
+// amqpdefs writes it on every user it derives, and amqpadmin changes or
+// deletes no user without it. RabbitMQ gives an unknown tag no right (only
+// administrator, monitoring, policymaker, management and impersonator
+// mean anything to it), so the tag opens nothing; it survives a
+// definitions export and import, and it stays on a user whose grants
+// were cleared, which a rule by virtual host or by name would not.
+const AMQPOwnerTag = "mesh"
