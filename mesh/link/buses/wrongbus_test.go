@@ -63,7 +63,11 @@ func TestACredentialForOneBusAgainstTheOther(t *testing.T) {
 		}
 	}()
 	for _, cred := range []wire.Credential{
-		func() wire.Credential { c := nats; c.URL = wire.BusURL(nats.User(), nats.Password(), silent.Addr().String()); return c }(),
+		func() wire.Credential {
+			c := nats
+			c.URL = wire.BusURL(nats.User(), nats.Password(), silent.Addr().String())
+			return c
+		}(),
 		func() wire.Credential {
 			c := nats
 			c.URL = wire.AMQPControlURL(nats.User(), nats.Password(), silent.Addr().String())
