@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +148,55 @@ func TestTheControlPlaneOnTheBroker(t *testing.T) {
 	}
 	if !c.Connected() {
 		t.Fatal("expected the controller connected")
+	}
+}
+
+// TestAQueueMissingIsNamedAndNothingIsCreated: a host whose declaration
+// queue or report queue is not on the broker (deleted by an operator, a
+// topology not asserted yet) is told which, as plane.ErrMissing, and
+// creates neither; once the controller asserts the topology again, the
+// host reads and reports as before.
+func TestAQueueMissingIsNamedAndNothingIsCreated(t *testing.T) {
+	m := sample(t)
+	br := amqptest.Start(t, m)
+	ctx := ctxT(t, 2*time.Minute)
+	node := m.Nodes[0].Name
+	admin, err := br.Dial(t, wire.ControllerUser).Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, _ := wire.ControlQueue(wire.NodeReport(node))
+	for _, q := range []string{wire.NodeQueue(node), report} {
+		if _, err := admin.QueueDelete(q, false, false, false); err != nil {
+			t.Fatalf("delete %s: %v", q, err)
+		}
+	}
+	h, err := amqpplane.DialHost(ctx, br.Creds[wire.HostUser(node)], amqpplane.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	if _, err := h.Newest(ctx, node); !errors.Is(err, plane.ErrMissing) || !strings.Contains(err.Error(), wire.NodeQueue(node)) {
+		t.Fatalf("expected ErrMissing naming %s, got %v", wire.NodeQueue(node), err)
+	}
+	if err := h.Report(ctx, node, "r-1", []byte(`{}`)); !errors.Is(err, plane.ErrMissing) || !strings.Contains(err.Error(), wire.NodeReport(node)) {
+		t.Fatalf("expected ErrMissing naming %s, got %v", wire.NodeReport(node), err)
+	}
+	for _, q := range []string{wire.NodeQueue(node), report} {
+		if slices.Contains(br.QueuesIn(ctx, t, wire.AMQPControlVhost), q) {
+			t.Fatalf("expected %s still missing (a host creates nothing), got it on the broker", q)
+		}
+	}
+	c, err := amqpplane.DialController(ctx, br.Creds[wire.ControllerUser], br.Creds[wire.ControllerMeshUser], amqpplane.ControllerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	a, err := c.Assert(ctx, m)
+	if err != nil || !slices.Contains(a.Created, "queue "+report) || !slices.Contains(a.Created, "queue "+wire.NodeQueue(node)) {
+		t.Fatalf("expected the assertion to make both queues again, got %+v (%v)", a, err)
+	}
+	if err := h.Report(ctx, node, "r-2", []byte(`{}`)); err != nil {
+		t.Fatalf("expected the report taken once its queue is back, got %v", err)
 	}
 }
