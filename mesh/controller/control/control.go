@@ -224,7 +224,12 @@ func (l *ControlLoop) apply(ctx context.Context, st store.Store, msg plane.Contr
 
 	// The message's ledger entry carries its position, by which it is
 	// pruned once the message is gone from CONTROL (ledger.go).
-	st = AtSequence(st, key, pos)
+	//
+	// A bus that keeps no positions (AMQP: 0) has its messages' entries
+	// at position 1: below any the bus reports as prunable (it says the
+	// highest), so they go once the bus's window has passed, where an
+	// entry at 0 is one no message's and is never pruned.
+	st = AtSequence(st, key, max(pos, 1))
 	var err error
 	switch subject := msg.Subject(); {
 	case subject == wire.SubjectEnrol:
