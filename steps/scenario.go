@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"strings"
@@ -146,20 +147,39 @@ func (s *scenario) connect(ctx context.Context, user string) (*client, error) {
 	return c, nil
 }
 
-// dial connects with cred through the bus's published port.
+// dial connects with cred through the bus's published port. An attempt
+// that runs out of time is made again, up to dialWithin in all: a
+// scenario may have made the bus's link lose packets on purpose (the
+// conformance bed's loss), and a handshake that lost its segments more
+// than once outlasts one attempt; a refusal (a login refused) is
+// returned at once.
 func (s *scenario) dial(ctx context.Context, cred wire.Credential) (*client, error) {
 	addr, err := s.r.cluster.BusAddress(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	c, err := observe.Dial(ctx, cred, addr)
-	if err != nil {
-		return nil, err
+	deadline := time.Now().Add(dialWithin)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		c, err := observe.Dial(actx, cred, addr)
+		cancel()
+		if err == nil {
+			return &client{Client: c, cred: cred}, nil
+		}
+		if !timedOut(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return nil, err
+		}
 	}
-	return &client{Client: c, cred: cred}, nil
 }
+
+// timedOut says whether a dial ran out of time rather than was refused.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// dialWithin bounds the attempts of one dial of a step.
+const dialWithin = 45 * time.Second
 
 // jetStream is the controller's view of JetStream in one account
 // (wire.Account*), for reading streams and consumers from outside.
