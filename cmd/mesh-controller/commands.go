@@ -15,10 +15,12 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
+	"github.com/meshbus/mesh/mesh/link/amqpadmin"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/printable"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -36,15 +38,36 @@ func checkCost(c *call) error {
 	return nil
 }
 
-// options are Apply's options as the flags set them.
+// options are Apply's options as the flags set them. A composition on a
+// mesh on AMQP is made live through the broker's management API.
 func (c *call) options() rollout.Options {
-	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log}
+	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log, Bus: c.bus, AMQPAdmin: applyOnBroker}
+}
+
+// applyOnBroker is rollout.AMQPAdmin through amqpadmin: the management API
+// as the broker's administrator, bounded by ctx.
+func applyOnBroker(ctx context.Context, endpoint, user, password string, desired amqpdefs.Definitions) (string, error) {
+	a, err := amqpadmin.Dial(ctx, endpoint, user, password)
+	if err != nil {
+		return "", err
+	}
+	changes, err := a.Apply(ctx, desired)
+	return changes.String(), err
 }
 
 func (c *call) mesh() (*meshdesc.Mesh, error) { return meshdesc.Load(c.meshFile) }
 
 func genesisCmd() command {
-	return command{needsMesh: true, flags: costFlag, check: checkCost,
+	return command{needsMesh: true,
+		flags: func(fs *flag.FlagSet, c *call) {
+			costFlag(fs, c)
+			fs.Func("bus", "the bus the mesh's own traffic is on: nats (default) or amqp (the broker the description's amqp: names)", func(v string) error {
+				b, err := rollout.ParseBus(v)
+				c.bus = b
+				return err
+			})
+		},
+		check: checkCost,
 		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {

@@ -5,7 +5,7 @@
 // status, token issue mints an enrolment token, and amqp mints the AMQP
 // bus the mesh is leaving.
 //
-//	mesh-controller genesis     --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
+//	mesh-controller genesis     --mesh FILE --state DIR [--store URL] [--bcrypt-cost N] [--bus nats|amqp]
 //	mesh-controller apply       --mesh FILE --state DIR [--store URL] [--bcrypt-cost N]
 //	mesh-controller run         --mesh FILE --state DIR [--store URL]
 //	mesh-controller status      --state DIR | --store URL [--json]
@@ -16,6 +16,13 @@
 //	mesh-controller credential  --state DIR | --store URL USER
 //	mesh-controller push        --mesh FILE --state DIR [--store URL]
 //	mesh-controller amqp        --mesh FILE --state DIR [--store URL] --addr HOST:PORT [--name NAME]...
+//
+// genesis --bus amqp raises the mesh on the bus it has today: its
+// credentials name the broker of the description's amqp:, whose
+// certificate, key and first definitions (the mesh's users and grants, and
+// the controller's administrator) go into the state directory's amqp/ for
+// the broker to start with; from then on the controller changes its users
+// and grants live, through the management API (docs/control-plane.md).
 //
 // The controller's state is kept in the state directory's files, or, with
 // --store postgres://…, in that PostgreSQL database (mesh/controller/pgstore),
@@ -43,7 +50,7 @@
 // new password. person revoke removes the user at once: the server closes
 // the person's open connections. person list prints the persons issued.
 //
-// amqp mints the AMQP bus the mesh had before NATS (design 25 §1): a
+// amqp mints the AMQP bus beside a mesh on NATS (design 25 §1): a
 // broker certificate for each --name (default the host of --addr) from
 // the mesh's authority, a password per principal, the broker's
 // definitions, and every principal's credential for --addr, into the state
@@ -74,6 +81,7 @@ import (
 
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/pgstore"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/printable"
 )
@@ -83,7 +91,8 @@ const (
 	exitOK     = 0
 	exitFailed = 1
 	exitUsage  = 2
-	usageLine  = "usage: mesh-controller genesis|apply|run --mesh FILE --state DIR [--store postgres://…] [--bcrypt-cost N]\n" +
+	usageLine  = "usage: mesh-controller genesis --mesh FILE --state DIR [--store postgres://…] [--bcrypt-cost N] [--bus nats|amqp]\n" +
+		"       mesh-controller apply|run --mesh FILE --state DIR [--store postgres://…] [--bcrypt-cost N]\n" +
 		"       mesh-controller status --state DIR | --store postgres://… [--json]\n" +
 		"       mesh-controller token issue --mesh FILE --state DIR [--store postgres://…] [--ttl D] NODE\n" +
 		"       mesh-controller person issue --mesh FILE --state DIR [--store postgres://…] (--tools LIST | --admin) --key PUBLIC-KEY NAME\n" +
@@ -125,6 +134,7 @@ type call struct {
 
 	// The flags some commands have.
 	bcryptCost int
+	bus        rollout.Bus
 	asJSON     bool
 	ttl        time.Duration
 	addr       string

@@ -412,6 +412,18 @@ func HashPassword(password string, salt [4]byte) string {
 	return base64.StdEncoding.EncodeToString(append(salt[:], sum[:]...))
 }
 
+// PasswordHash is HashPassword with a salt derived from the password
+// itself, so the same password always has the same hash: the controller
+// keeps one secret per principal for both buses (its store's), and the
+// broker's users compare equal from one composition to the next, so
+// amqpadmin changes nothing where nothing changed. The salt only fills
+// RabbitMQ's format: what protects the hash is the password's 192 random
+// bits (rollout.MintSecret), which no salt would make harder to guess.
+func PasswordHash(password string) string {
+	sum := sha256.Sum256([]byte("mesh amqp salt\x00" + password))
+	return HashPassword(password, [4]byte(sum[:4]))
+}
+
 // NewPasswordHash hashes password with a random salt.
 func NewPasswordHash(password string) (string, error) {
 	var salt [4]byte

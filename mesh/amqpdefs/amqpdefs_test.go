@@ -300,6 +300,27 @@ func TestHashPassword(t *testing.T) {
 	}
 }
 
+// TestPasswordHash: the same password hashes alike every time, to a hash
+// RabbitMQ checks the password against (its salt, then sha256 of salt and
+// password), and two passwords differ in salt as in hash.
+func TestPasswordHash(t *testing.T) {
+	a, b := PasswordHash("secret"), PasswordHash("secret")
+	if a != b {
+		t.Fatalf("expected one hash for one password, got %s and %s", a, b)
+	}
+	raw, err := base64.StdEncoding.DecodeString(a)
+	if err != nil || len(raw) != 36 {
+		t.Fatalf("expected 4 bytes of salt and 32 of hash, got %d (%v)", len(raw), err)
+	}
+	if HashPassword("secret", [4]byte(raw[:4])) != a {
+		t.Fatal("expected the hash reproduced from its own salt, as the broker checks it")
+	}
+	other, _ := base64.StdEncoding.DecodeString(PasswordHash("secret2"))
+	if string(other[:4]) == string(raw[:4]) {
+		t.Fatal("expected another password to have another salt")
+	}
+}
+
 func alt(res []string) string {
 	if len(res) == 0 {
 		return "^$"

@@ -80,8 +80,15 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 	if o.Dir != "" {
 		// The CONTROL loop acknowledges an enrolment once it is answered
 		// and composes it a moment later: what a controller stopped in
-		// between left uncomposed is made live here.
-		if _, err := rollout.Apply(ctx, m, st, o.Dir, o.Apply); err != nil {
+		// between left uncomposed is made live here. On AMQP the broker
+		// may still be starting: its management API is waited for.
+		startCtx, cancel := context.WithTimeout(ctx, o.StartTimeout)
+		err := retry(startCtx, o.Logger, func(ctx context.Context) (bool, error) {
+			_, err := rollout.Apply(ctx, m, st, o.Dir, o.Apply)
+			return errors.Is(err, rollout.ErrNotLive), err
+		})
+		cancel()
+		if err != nil {
 			return fmt.Errorf("compose: %w", err)
 		}
 	}
@@ -129,6 +136,8 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 		}
 		defer stopControl()
 	}
+	stopLive := keepLive(ctx, m, st, o)
+	defer stopLive()
 	o.Logger.Info("ready", "created", len(rep.Created), "corrected", len(rep.Corrected), "deleted", len(rep.Deleted))
 	<-ctx.Done()
 	o.Logger.Info("stopping", "why", context.Cause(ctx))
@@ -147,6 +156,35 @@ func optional(log *slog.Logger, what string) func(stop func(), err error) (func(
 		}
 		return stop, err
 	}
+}
+
+// keepLive makes the store's users and grants live on the broker of a
+// mesh on AMQP every rollout.LiveEvery (rollout.LiveAMQP): a composition
+// the broker did not take (its management API away for a moment) is made
+// live once it answers, and a user changed on the broker by hand is put
+// back. On NATS it does nothing: nats.conf is the composition.
+func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) (stop func()) {
+	if bus, err := rollout.MeshBus(ctx, st); err != nil || bus != rollout.AMQP {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(rollout.LiveEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := rollout.LiveAMQP(ctx, m, st, o.Apply); err != nil && ctx.Err() == nil {
+				o.Logger.Warn("make the broker's users live", "err", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // Start connects with the controller's two credentials held in st, on

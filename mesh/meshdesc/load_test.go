@@ -3,6 +3,7 @@ package meshdesc
 import (
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -133,6 +134,13 @@ func TestRefusals(t *testing.T) {
 		{"empty", "", `empty (no YAML document)`},
 		{"a version that is not one", strings.Replace(base, "name: em,", "name: em, version: '1 2',", 1), `modules[0] "em".version: "1 2" is not a version`},
 		{"a version beginning with a dot", strings.Replace(base, "name: em,", "name: em, version: .1,", 1), `is not a version`},
+		{"amqp without names", base + "amqp: {management: rabbitmq}\n", `amqp.names: at least one name the broker is dialled by is required`},
+		{"amqp name not a host", base + "amqp: {names: ['rabbit mq'], management: rabbitmq}\n", `amqp.names[0] "rabbit mq": not a DNS name or an IP address`},
+		{"amqp management missing", base + "amqp: {names: [rabbitmq]}\n", `amqp.management "": the endpoint's private host is required`},
+		{"amqp management with a port", base + "amqp: {names: [rabbitmq], management: 'rabbitmq:15672'}\n", `amqp.management "rabbitmq:15672": holds a port ("15672"): give the host alone and the port as amqp.management_port`},
+		{"amqp management on every interface", base + "amqp: {names: [rabbitmq], management: 0.0.0.0}\n", `amqp.management "0.0.0.0": an unspecified address`},
+		{"amqp ports equal", base + "amqp: {names: [rabbitmq], management: rabbitmq, port: 15672}\n", `amqp.management_port: equals amqp.port 15672`},
+		{"amqp port out of range", base + "amqp: {names: [rabbitmq], management: rabbitmq, port: 70000}\n", `amqp.port: port 70000 out of range`},
 		{"tool use of a tool not served", base + "persons:\n  - {name: p, tools: [em.nope]}\n", `persons[0] "p".tools[0] "em.nope": module "em" does not serve tool "nope"`},
 	}
 	for _, c := range cases {
@@ -158,6 +166,23 @@ func TestBaseIsValid(t *testing.T) {
 	m, err := Parse([]byte(strings.Replace(base, "name: em,", "name: em, version: 1.4.0-rc1+b2,", 1)))
 	if err != nil || m.Modules[0].Version != "1.4.0-rc1+b2" {
 		t.Fatalf("a module with a version: %v", err)
+	}
+}
+
+// TestAMQPBroker: a described broker gets its default ports; none
+// described is none.
+func TestAMQPBroker(t *testing.T) {
+	m, err := Parse([]byte(base))
+	if err != nil || m.AMQP != nil {
+		t.Fatalf("no amqp section: expected no broker, got %+v, %v", m.AMQP, err)
+	}
+	m, err = Parse([]byte(base + "amqp: {names: [rabbitmq, 10.0.0.7], management: rabbitmq}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := AMQP{Names: []string{"rabbitmq", "10.0.0.7"}, Port: 5671, Management: "rabbitmq", ManagementPort: DefaultManagementPort}
+	if !reflect.DeepEqual(*m.AMQP, want) {
+		t.Fatalf("expected %+v, got %+v", want, *m.AMQP)
 	}
 }
 

@@ -38,6 +38,12 @@ type Mesh struct {
 	Name string `yaml:"name"`
 	// Bus says how the bus is reached.
 	Bus Bus `yaml:"bus"`
+	// AMQP is the RabbitMQ broker of the bus the mesh had before NATS
+	// (design 25 §1), when it has one. Which of the two the mesh's own
+	// traffic is on is the controller's state, not the description's
+	// (genesis chooses, a cutover changes it): the description says what
+	// stands, the store where each node is.
+	AMQP *AMQP `yaml:"amqp,omitempty"`
 	// Nodes are the machines, each with the modules assigned to it.
 	Nodes []Node `yaml:"nodes"`
 	// Modules are the modules' manifests.
@@ -74,6 +80,26 @@ type Bus struct {
 	// MonitorPort is the monitoring port; default 8222.
 	MonitorPort int `yaml:"monitor_port,omitempty"`
 }
+
+// AMQP says how the RabbitMQ broker is reached.
+type AMQP struct {
+	// Names are every name the broker is dialled by, as Bus.Names: its
+	// certificate carries all of them; the first is written into
+	// credentials.
+	Names []string `yaml:"names"`
+	// Port is the broker's AMQP port (TLS); default wire.AMQPPort.
+	Port int `yaml:"port,omitempty"`
+	// Management is the host of the broker's management API (plain HTTP
+	// on the private network; the controller alone uses it, as the
+	// broker's administrator), as Bus.Monitor: never an unspecified
+	// address, never with a port.
+	Management string `yaml:"management"`
+	// ManagementPort is its port; default DefaultManagementPort.
+	ManagementPort int `yaml:"management_port,omitempty"`
+}
+
+// DefaultManagementPort is the management API's port unless AMQP says.
+const DefaultManagementPort = 15672
 
 // Node is a machine of the mesh and the modules assigned to it.
 type Node struct {
@@ -236,6 +262,12 @@ func (m *Mesh) applyDefaults() {
 	if m.Bus.MonitorPort == 0 {
 		m.Bus.MonitorPort = DefaultMonitorPort
 	}
+	if m.AMQP != nil && m.AMQP.Port == 0 {
+		m.AMQP.Port = wire.AMQPPort
+	}
+	if m.AMQP != nil && m.AMQP.ManagementPort == 0 {
+		m.AMQP.ManagementPort = DefaultManagementPort
+	}
 }
 
 // Module returns the manifest of the named module.
@@ -346,6 +378,30 @@ func (m *Mesh) Validate() error {
 	}
 	if m.Bus.Port == m.Bus.MonitorPort {
 		bad("bus.monitor_port", "equals bus.port %d", m.Bus.Port)
+	}
+	if a := m.AMQP; a != nil {
+		if len(a.Names) == 0 {
+			bad("amqp.names", "at least one name the broker is dialled by is required")
+		}
+		for i, n := range a.Names {
+			if !isHostName(n) && net.ParseIP(n) == nil {
+				bad(fmt.Sprintf("amqp.names[%d] %q", i, n), "not a DNS name or an IP address")
+			}
+		}
+		if err := checkPrivateHost(a.Management, "amqp.management_port"); err != nil {
+			bad(fmt.Sprintf("amqp.management %q", a.Management), "%v", err)
+		}
+		for _, p := range []struct {
+			field string
+			v     int
+		}{{"amqp.port", a.Port}, {"amqp.management_port", a.ManagementPort}} {
+			if p.v < 1 || p.v > 65535 {
+				bad(p.field, "port %d out of range", p.v)
+			}
+		}
+		if a.Port == a.ManagementPort {
+			bad("amqp.management_port", "equals amqp.port %d", a.Port)
+		}
 	}
 
 	seen := map[string]string{} // module and seat names share the uses namespace
@@ -649,9 +705,18 @@ func checkMonitor(h string) error {
 	if h == "" {
 		return errors.New("the private host the monitoring endpoint binds is required")
 	}
+	return checkPrivateHost(h, "bus.monitor_port")
+}
+
+// checkPrivateHost checks the host of an unauthenticated or plain-HTTP
+// endpoint on the private network; portField names where its port goes.
+func checkPrivateHost(h, portField string) error {
+	if h == "" {
+		return errors.New("the endpoint's private host is required")
+	}
 	if ip := net.ParseIP(h); ip != nil {
 		if ip.IsUnspecified() {
-			return errors.New("an unspecified address binds every interface, and the monitoring endpoint has no authentication: name the server's private address or host")
+			return errors.New("an unspecified address binds every interface, and the endpoint is for the private network only: name the server's private address or host")
 		}
 		return nil
 	}
@@ -664,7 +729,7 @@ func checkMonitor(h string) error {
 		return nil
 	}
 	if _, port, err := net.SplitHostPort(h); err == nil {
-		return fmt.Errorf("holds a port (%q): give the host alone and the port as bus.monitor_port", port)
+		return fmt.Errorf("holds a port (%q): give the host alone and the port as %s", port, portField)
 	}
 	if strings.HasPrefix(h, "[") {
 		return errors.New("write an IPv6 address without brackets")

@@ -8,3 +8,10 @@ package wire
 // definitions export and import, and it stays on a user whose grants
 // were cleared, which a rule by virtual host or by name would not.
 const AMQPOwnerTag = "mesh"
+
+// AMQPAdminUser is the broker's administrator the controller alone holds
+// (tagged administrator, no grant in any virtual host): it changes the
+// mesh's users and grants through the management API. Its password is in
+// the controller's store beside the principals' secrets; no credential
+// document is ever written for it.
+const AMQPAdminUser = "controller.admin"

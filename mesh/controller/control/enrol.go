@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
-	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/meshdesc"
-	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -158,19 +155,12 @@ func enrol(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, req w
 	secrets[wire.HostUser(t.Node)] = hostSec
 	// The token's own secret stays: its user is composed for the grace
 	// (store.SpentTokenGrace), and the composition after it drops both.
-	certPEM, err := os.ReadFile(statedir.Layout{Dir: dir}.ServerCert())
-	if err != nil {
-		return wire.EnrolAnswer{}, fmt.Errorf("%w: %v", store.ErrNoGenesis, err)
-	}
-	fp, err := pki.Fingerprint(certPEM)
-	if err != nil {
-		return wire.EnrolAnswer{}, err
-	}
 	declKey, err := tx.DeclarationKey(ctx)
 	if err != nil {
 		return wire.EnrolAnswer{}, err
 	}
-	doc, err := rollout.CredentialDoc(m, principals[p], hostSec, fp, declKey)
+	// On the bus the mesh is on (rollout.MeshBus): a node enrols onto it.
+	doc, err := rollout.CredentialDoc(ctx, tx, m, dir, principals[p], hostSec, declKey)
 	if err != nil {
 		return wire.EnrolAnswer{}, err
 	}

@@ -160,6 +160,9 @@ func (b AMQPBroker) person(user string) (meshdesc.Person, bool) {
 // passwords live only here, beside the broker's files, not in the store
 // the NATS bus's secrets are in; each WriteAMQP rotates them all.
 func WriteAMQP(ctx context.Context, m *meshdesc.Mesh, st store.Reader, dir, addr string, o AMQPOptions) (AMQPBroker, error) {
+	if bus, err := MeshBus(ctx, st); err == nil && bus == AMQP {
+		return AMQPBroker{}, fmt.Errorf("%w: the mesh is on AMQP, its broker's users and grants are the controller's (genesis --bus amqp); amqp mints a bus beside a mesh on NATS", ErrUnfit)
+	}
 	ca, err := st.Authority(ctx)
 	if err != nil {
 		return AMQPBroker{}, fmt.Errorf("mint the AMQP bus: %w", err)

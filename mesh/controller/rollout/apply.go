@@ -14,12 +14,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/meshdesc"
-	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -90,7 +90,7 @@ func applyWith(ctx context.Context, m *meshdesc.Mesh, st store.Store, dir string
 		if err != nil {
 			return err
 		}
-		res, err = a.finish(dir, o)
+		res, err = a.finish(ctx, dir, o)
 		return err
 	})
 	return res, err
@@ -119,6 +119,10 @@ type applied struct {
 	res    ApplyResult
 	conf   []byte
 	minted bool
+	// amqp are the broker's users and grants on a mesh on AMQP, and live
+	// makes them so once the update is committed.
+	amqp amqpdefs.Definitions
+	live func(ctx context.Context) error
 }
 
 // applyIn is Apply's update, for an update that does more (a push).
@@ -152,16 +156,20 @@ func applyIn(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, o O
 		if err := checkArtifacts(m, builds); err != nil {
 			return err
 		}
-		certPEM, err := os.ReadFile(l.ServerCert())
-		if err != nil {
-			return fmt.Errorf("%w: %v", store.ErrNoGenesis, err)
-		}
-		if err := checkCertNames(certPEM, m.Bus.Names); err != nil {
-			return err
-		}
-		fp, err := pki.Fingerprint(certPEM)
+		bus, err := MeshBus(ctx, tx)
 		if err != nil {
 			return err
+		}
+		t, err := targetOf(m, bus, dir)
+		if err != nil {
+			return err
+		}
+		if bus == AMQP {
+			// nats.conf is composed on either bus (a server adopted beside
+			// the broker runs it); its certificate must fit it as well.
+			if _, err := targetOf(m, NATS, dir); err != nil {
+				return err
+			}
 		}
 		declKey, err := tx.DeclarationKey(ctx)
 		if errors.Is(err, store.ErrNotFound) {
@@ -177,6 +185,11 @@ func applyIn(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, o O
 
 		principals := compose.Principals(m)
 		secrets := store.Secrets{}
+		if sec, ok := old[wire.AMQPAdminUser]; ok {
+			// Not a principal of the mesh: the broker's administrator,
+			// minted at genesis, kept for as long as the store lives.
+			secrets[wire.AMQPAdminUser] = sec
+		}
 		for _, p := range principals {
 			if sec, ok := old[p.User]; ok {
 				secrets[p.User] = sec
@@ -216,9 +229,15 @@ func applyIn(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, o O
 		}
 		docs := map[string][]byte{}
 		for _, p := range principals {
-			if docs[p.User], err = CredentialDoc(m, p, secrets[p.User], fp, declKey); err != nil {
+			if docs[p.User], err = t.credentialDoc(p, secrets[p.User], declKey); err != nil {
 				return err
 			}
+		}
+		if bus == AMQP {
+			if a.amqp, err = amqpDefinitions(m, secrets); err != nil {
+				return err
+			}
+			a.live = func(ctx context.Context) error { return makeLive(ctx, m, secrets, a.amqp, o) }
 		}
 
 		// Everything is composed and checked; only now is anything written.
@@ -240,8 +259,11 @@ func applyIn(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, o O
 	return a, err
 }
 
-// finish writes nats.conf once the update is committed.
-func (a applied) finish(dir string, o Options) (ApplyResult, error) {
+// finish writes nats.conf once the update is committed, and on a mesh on
+// AMQP makes the broker's users and grants what the store says (an
+// ErrNotLive if the broker does not take them: the store holds them, and
+// the next composition or LiveAMQP makes them live).
+func (a applied) finish(ctx context.Context, dir string, o Options) (ApplyResult, error) {
 	l := statedir.Layout{Dir: dir}
 	res := a.res
 	var err error
@@ -250,6 +272,11 @@ func (a applied) finish(dir string, o Options) (ApplyResult, error) {
 	}
 	if res.ConfigChanged, err = atomicfile.Write(l.NATSConfig(), a.conf, 0o644, o.syncDir); err != nil {
 		return res, err
+	}
+	if a.live != nil {
+		if err := a.live(ctx); err != nil {
+			return res, err
+		}
 	}
 	for _, u := range res.Added {
 		o.Logger.Info("user added", "user", u)
@@ -293,7 +320,7 @@ func checkArtifacts(m *meshdesc.Mesh, builds []store.Build) error {
 // checkCertNames refuses bus names the server certificate does not carry:
 // apply does not re-issue the certificate (that would change the pinned
 // fingerprint of every credential in the mesh).
-func checkCertNames(certPEM []byte, names []string) error {
+func checkCertNames(certPEM []byte, names []string, field string) error {
 	block, _ := pem.Decode(certPEM)
 	if block == nil {
 		return fmt.Errorf("read server certificate: no PEM block")
@@ -304,7 +331,7 @@ func checkCertNames(certPEM []byte, names []string) error {
 	}
 	for i, n := range names {
 		if err := cert.VerifyHostname(n); err != nil {
-			return fmt.Errorf("%w: bus.names[%d] %q is not in the server certificate (apply does not re-issue it)", ErrNotReloadable, i, n)
+			return fmt.Errorf("%w: %s[%d] %q is not in the server certificate (apply does not re-issue it)", ErrNotReloadable, field, i, n)
 		}
 	}
 	return nil

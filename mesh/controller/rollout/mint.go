@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -13,9 +12,7 @@ import (
 	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller/store"
-	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
-	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // passwordBytes is the entropy of a minted password: 192 bits, which a
@@ -57,6 +54,12 @@ type Options struct {
 	// revoke each at its expiry (one issued by another process too);
 	// default TokenScanEvery.
 	TokenScanEvery time.Duration
+	// Bus is the bus genesis puts the mesh's own traffic on; default NATS.
+	// Every composition after follows the store (MeshBus).
+	Bus Bus
+	// AMQPAdmin reaches the broker's management API, to make a
+	// composition live on a mesh on AMQP.
+	AMQPAdmin AMQPAdmin
 
 	// syncDir fsyncs a directory after entries in it were created, renamed
 	// or removed; default the real one. A test records the calls.
@@ -82,6 +85,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.TokenScanEvery == 0 {
 		o.TokenScanEvery = TokenScanEvery
+	}
+	if o.Bus == "" {
+		o.Bus = NATS
 	}
 	if o.syncDir == nil {
 		o.syncDir = atomicfile.SyncDir
@@ -110,26 +116,6 @@ func composeConfig(m *meshdesc.Mesh, secrets store.Secrets, o Options) ([]byte, 
 	in := o.Server
 	in.Hashes = secrets.Hashes()
 	return compose.Config(m, in)
-}
-
-// CredentialDoc is a principal's credential document, checked before it
-// is written: the first bus name and port, the pinned fingerprint, and
-// for a host the public half of the key declarations are signed with.
-func CredentialDoc(m *meshdesc.Mesh, p compose.Principal, sec store.Secret, fingerprint string, declKey ed25519.PrivateKey) ([]byte, error) {
-	c := p.Credential()
-	c.URL = busURL(m, p.User, sec.Password)
-	c.Fingerprint = fingerprint
-	if c.Principal == wire.PrincipalHost {
-		c.DeclarationKey = wire.EncodeDeclarationKey(declKey.Public().(ed25519.PublicKey))
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("credential of %s: %w", p.User, err)
-	}
-	return c.Marshal(), nil
-}
-
-func busURL(m *meshdesc.Mesh, user, password string) string {
-	return wire.BusURL(user, password, link.HostPort(m.Bus.Names[0], m.Bus.Port))
 }
 
 // LedgerPruneEvery is how often the loop prunes the ledger by default.

@@ -74,7 +74,7 @@ func Push(ctx context.Context, st store.Store, dir, key string, data []byte, o O
 		if err != nil || out.Replayed {
 			return err
 		}
-		_, err = a.finish(dir, o)
+		_, err = a.finish(ctx, dir, o)
 		return err
 	})
 	switch {
