@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/status"
@@ -41,18 +40,7 @@ func checkCost(c *call) error {
 // options are Apply's options as the flags set them. A composition on a
 // mesh on AMQP is made live through the broker's management API.
 func (c *call) options() rollout.Options {
-	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log, Bus: c.bus, AMQPAdmin: applyOnBroker}
-}
-
-// applyOnBroker is rollout.AMQPAdmin through amqpadmin: the management API
-// as the broker's administrator, bounded by ctx.
-func applyOnBroker(ctx context.Context, endpoint, user, password string, desired amqpdefs.Definitions) (string, error) {
-	a, err := amqpadmin.Dial(ctx, endpoint, user, password)
-	if err != nil {
-		return "", err
-	}
-	changes, err := a.Apply(ctx, desired)
-	return changes.String(), err
+	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log, Bus: c.bus, AMQPAdmin: amqpadmin.ApplyAs}
 }
 
 func (c *call) mesh() (*meshdesc.Mesh, error) { return meshdesc.Load(c.meshFile) }

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -64,6 +65,8 @@ type Broker struct {
 type settings struct {
 	maxDeliver int
 	management bool
+	// Host ports on the loopback; 0: any.
+	tlsPort, managementPort int
 }
 
 // Option changes what Start gives the broker.
@@ -78,6 +81,12 @@ func WithMaxDeliver(n int) Option { return func(s *settings) { s.maxDeliver = n 
 // network alone, as in a bed.
 func WithManagement() Option { return func(s *settings) { s.management = true } }
 
+// WithManagementAt is WithManagement on host port p of the loopback, the
+// port a description names before the broker runs.
+func WithManagementAt(p int) Option {
+	return func(s *settings) { s.management, s.managementPort = true, p }
+}
+
 // Start runs the broker for m and waits until it serves; it is removed
 // when the test ends. It skips the test where there is no Docker engine.
 func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
@@ -86,26 +95,8 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	for _, o := range opts {
 		o(&s)
 	}
-	if testing.Short() {
-		t.Skip("RabbitMQ container tests are skipped in -short mode")
-	}
-	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel, image, labels := prepare(t)
 	defer cancel()
-	docker := testutil.DockerClient(t)
-	// Labelled as this process's, so that a test killed before its
-	// cleanup (a timeout) leaves nothing the next one does not reap.
-	labels, err := owner.Claim(ctx, docker.Client, "amqptest")
-	if err != nil {
-		t.Logf("reap the leftovers of dead test runs: %v", err)
-	}
-
-	b := &images.Builder{Out: io.Discard, Tag: images.TagFromEnv(os.Getenv)}
-	defer b.Close()
-	image, err := rabbitmq.EnsureImage(ctx, b, os.Getenv(rabbitmq.EnvImage), images.DebianFromEnv(os.Getenv))
-	if err != nil {
-		t.Fatalf("ensure the rabbitmq image: %v", err)
-	}
 
 	// The controller mints the bus, as it does for a mesh; the authority
 	// is this test's own, since there is no genesis.
@@ -120,49 +111,7 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, doc := minted.CertPEM, minted.KeyPEM, minted.Document
-
-	var publish []testcontainers.ContainerCustomizer
-	if s.management {
-		publish = append(publish, testcontainers.WithExposedPorts(rabbitmq.ManagementPort),
-			testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-				hc.PortBindings[network.MustParsePort(rabbitmq.ManagementPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
-			}))
-	}
-	ctr, err := rabbitmq.Run(ctx, image, append([]testcontainers.ContainerCustomizer{
-		rabbitmq.WithConfig(
-			"listeners.ssl.default = 5671",
-			"ssl_options.certfile = "+certFile,
-			"ssl_options.keyfile = "+keyFile,
-			// Clients are not asked for certificates: they pin the
-			// broker's and log in with a password.
-			"ssl_options.verify = verify_none",
-			"ssl_options.fail_if_no_peer_cert = false",
-		),
-		testcontainers.WithFiles(
-			testcontainers.ContainerFile{Reader: bytes.NewReader(certPEM), ContainerFilePath: certFile, FileMode: 0o644},
-			testcontainers.ContainerFile{Reader: bytes.NewReader(keyPEM), ContainerFilePath: keyFile, FileMode: 0o644},
-			testcontainers.ContainerFile{Reader: bytes.NewReader(doc), ContainerFilePath: definitionsFile, FileMode: 0o644},
-		),
-		testcontainers.WithLabels(labels),
-		testcontainers.WithExposedPorts(tlsPort),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings[network.MustParsePort(tlsPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
-		}),
-	}, publish...)...)
-	if ctr != nil {
-		t.Cleanup(func() {
-			if t.Failed() {
-				logs(t, ctr)
-			}
-			if err := testcontainers.TerminateContainer(ctr); err != nil {
-				t.Errorf("remove the rabbitmq container: %v", err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatalf("run rabbitmq: %v", err)
-	}
+	ctr := run(ctx, t, image, labels, Files{CertPEM: minted.CertPEM, KeyPEM: minted.KeyPEM, Definitions: minted.Document}, s)
 	br := &Broker{Container: ctr, Fingerprint: minted.Fingerprint, Definitions: minted.Definitions}
 	br.importDefinitions(ctx, t)
 	p, err := ctr.MappedPort(ctx, tlsPort)
@@ -179,6 +128,120 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	return br
 }
 
+// prepare skips the test in -short mode or without Docker, reaps what
+// dead runs left, and has the image.
+func prepare(t testing.TB) (context.Context, context.CancelFunc, string, map[string]string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("RabbitMQ container tests are skipped in -short mode")
+	}
+	t.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	docker := testutil.DockerClient(t)
+	// Labelled as this process's, so that a test killed before its
+	// cleanup (a timeout) leaves nothing the next one does not reap.
+	labels, err := owner.Claim(ctx, docker.Client, "amqptest")
+	if err != nil {
+		t.Logf("reap the leftovers of dead test runs: %v", err)
+	}
+
+	b := &images.Builder{Out: io.Discard, Tag: images.TagFromEnv(os.Getenv)}
+	defer b.Close()
+	image, err := rabbitmq.EnsureImage(ctx, b, os.Getenv(rabbitmq.EnvImage), images.DebianFromEnv(os.Getenv))
+	if err != nil {
+		t.Fatalf("ensure the rabbitmq image: %v", err)
+	}
+
+	return ctx, cancel, image, labels
+}
+
+// Files are what a broker starts with: its certificate and key, and the
+// definitions it imports.
+type Files struct {
+	CertPEM, KeyPEM, Definitions []byte
+}
+
+// StartWith runs the broker with files a genesis wrote (a mesh raised on
+// AMQP: rollout.Genesis with rollout.AMQP), its TLS listener on this
+// host's loopback at hostPort, the port the credentials name (0: any), and
+// waits until it serves. The mesh's credentials are the store's; the
+// Broker has none.
+func StartWith(t testing.TB, f Files, hostPort int, opts ...Option) *Broker {
+	t.Helper()
+	s := settings{tlsPort: hostPort}
+	for _, o := range opts {
+		o(&s)
+	}
+	ctx, cancel, image, labels := prepare(t)
+	defer cancel()
+	ctr := run(ctx, t, image, labels, f, s)
+	br := &Broker{Container: ctr}
+	br.importDefinitions(ctx, t)
+	p, err := ctr.MappedPort(ctx, tlsPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br.addr = net.JoinHostPort("127.0.0.1", p.Port())
+	return br
+}
+
+// port is a host port binding's port: "" for any.
+func port(p int) string {
+	if p == 0 {
+		return ""
+	}
+	return strconv.Itoa(p)
+}
+
+// run starts the broker's container with f and removes it when the test
+// ends.
+func run(ctx context.Context, t testing.TB, image string, labels map[string]string, f Files, s settings) *rabbitmq.RabbitMQContainer {
+	t.Helper()
+
+	var publish []testcontainers.ContainerCustomizer
+	if s.management {
+		publish = append(publish, testcontainers.WithExposedPorts(rabbitmq.ManagementPort),
+			testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+				hc.PortBindings[network.MustParsePort(rabbitmq.ManagementPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: port(s.managementPort)}}
+			}))
+	}
+	ctr, err := rabbitmq.Run(ctx, image, append([]testcontainers.ContainerCustomizer{
+		rabbitmq.WithConfig(
+			"listeners.ssl.default = 5671",
+			"ssl_options.certfile = "+certFile,
+			"ssl_options.keyfile = "+keyFile,
+			// Clients are not asked for certificates: they pin the
+			// broker's and log in with a password.
+			"ssl_options.verify = verify_none",
+			"ssl_options.fail_if_no_peer_cert = false",
+		),
+		testcontainers.WithFiles(
+			testcontainers.ContainerFile{Reader: bytes.NewReader(f.CertPEM), ContainerFilePath: certFile, FileMode: 0o644},
+			testcontainers.ContainerFile{Reader: bytes.NewReader(f.KeyPEM), ContainerFilePath: keyFile, FileMode: 0o644},
+			testcontainers.ContainerFile{Reader: bytes.NewReader(f.Definitions), ContainerFilePath: definitionsFile, FileMode: 0o644},
+		),
+		testcontainers.WithLabels(labels),
+		testcontainers.WithExposedPorts(tlsPort),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings[network.MustParsePort(tlsPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: port(s.tlsPort)}}
+		}),
+	}, publish...)...)
+	if ctr != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				logs(t, ctr)
+			}
+			if err := testcontainers.TerminateContainer(ctr); err != nil {
+				t.Errorf("remove the rabbitmq container: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("run rabbitmq: %v", err)
+	}
+	return ctr
+}
+
 // importDefinitions loads the mesh's definitions into the running broker.
 // The harness's boot definitions carry its administrator; the mesh's are
 // imported beside them, which RabbitMQ merges.
@@ -186,6 +249,14 @@ func (b *Broker) importDefinitions(ctx context.Context, t testing.TB) {
 	t.Helper()
 	if out, err := b.Container.Ctl(ctx, "import_definitions", definitionsFile); err != nil {
 		t.Fatalf("import the mesh's definitions: %v\n%s", err, out)
+	}
+	// The administrator holds every grant in the mesh's virtual hosts, as
+	// the controller's does (genesis --bus amqp): the management API asks
+	// it of whoever declares a queue there.
+	for _, vhost := range []string{wire.AMQPVhost, wire.AMQPControlVhost} {
+		if out, err := b.Container.Ctl(ctx, "set_permissions", "-p", vhost, b.Container.AdminUsername, ".*", ".*", ".*"); err != nil {
+			t.Fatalf("grant the administrator %s: %v\n%s", vhost, err, out)
+		}
 	}
 }
 

@@ -178,7 +178,10 @@ func amqpDefinitions(m *meshdesc.Mesh, secrets store.Secrets) (amqpdefs.Definiti
 
 // bootDefinitions are what the broker imports when it first starts: the
 // mesh's definitions and the controller's administrator, who changes
-// them from then on.
+// them from then on. The administrator holds every grant in the mesh's
+// virtual hosts, which the management API asks of whoever declares a
+// queue there (a token's answer queue, a new node's); it adds nothing to
+// what an administrator can grant itself.
 func bootDefinitions(m *meshdesc.Mesh, secrets store.Secrets) ([]byte, error) {
 	d, err := amqpDefinitions(m, secrets)
 	if err != nil {
@@ -192,6 +195,9 @@ func bootDefinitions(m *meshdesc.Mesh, secrets store.Secrets) ([]byte, error) {
 		Name: wire.AMQPAdminUser, PasswordHash: amqpdefs.PasswordHash(admin.Password),
 		HashingAlgorithm: amqpdefs.HashingAlgorithm, Tags: "administrator",
 	})
+	for _, v := range d.Vhosts {
+		d.Permissions = append(d.Permissions, amqpdefs.Permission{User: wire.AMQPAdminUser, Vhost: v.Name, Configure: ".*", Write: ".*", Read: ".*"})
+	}
 	b, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("render the broker's definitions: %w", err)

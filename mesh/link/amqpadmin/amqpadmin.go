@@ -33,6 +33,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -156,6 +157,9 @@ type Kind string
 // The kinds of change Apply makes.
 const (
 	VhostCreated           Kind = "vhost created"
+	ExchangeDeclared       Kind = "exchange declared"
+	QueueDeclared          Kind = "queue declared"
+	BindingDeclared        Kind = "binding declared"
 	UserCreated            Kind = "user created"
 	UserUpdated            Kind = "user updated"
 	UserDeleted            Kind = "user deleted"
@@ -176,8 +180,13 @@ type Change struct {
 	User string
 	// Vhost is the grant's virtual host, or the one created.
 	Vhost string
-	// Exchange is a topic permission's exchange.
+	// Exchange is a topic permission's exchange, or the one declared or
+	// bound from.
 	Exchange string
+	// Queue is the queue declared or bound.
+	Queue string
+	// Key is a binding's routing key.
+	Key string
 	// Connections is how many connections ConnectionsClosed closed.
 	Connections int
 }
@@ -190,8 +199,14 @@ func (c Change) String() string {
 	if c.Vhost != "" {
 		s += " in " + c.Vhost
 	}
+	if c.Queue != "" {
+		s += " " + c.Queue
+	}
 	if c.Exchange != "" {
 		s += " on " + c.Exchange
+	}
+	if c.Key != "" {
+		s += " key " + c.Key
 	}
 	if c.Kind == ConnectionsClosed {
 		s += fmt.Sprintf(" (%d)", c.Connections)
@@ -223,7 +238,8 @@ type step struct {
 
 // Apply brings the broker's users, and their permissions and topic
 // permissions in the virtual hosts of desired, to desired: it creates
-// the virtual hosts that are missing, creates and updates the users
+// the virtual hosts that are missing, declares the exchanges, queues and
+// bindings of desired the broker lacks, creates and updates the users
 // (with their password hashes; no password is sent), sets the grants that
 // differ, clears the grants no longer desired, closes the connections of
 // the users whose grants may have narrowed (package comment), and deletes
@@ -353,6 +369,12 @@ func (a *Admin) plan(ctx context.Context, d amqpdefs.Definitions) ([]step, error
 		}
 	}
 
+	topology, err := declareMissing(c, d, haveVhosts)
+	if err != nil {
+		return nil, err
+	}
+	steps = append(steps, topology...)
+
 	desiredUsers := map[string]bool{}
 	for _, u := range d.Users {
 		desiredUsers[u.Name] = true
@@ -460,6 +482,73 @@ func (a *Admin) plan(ctx context.Context, d amqpdefs.Definitions) ([]step, error
 	return steps, nil
 }
 
+// declareMissing plans the exchanges, queues and bindings of d that the
+// broker lacks: what a composition adds (a token's answer queue, a new
+// node's declaration queue, a new consumer's events queue) exists before
+// its principal is let in. What exists is left as it is: the controller's
+// assertion over AMQP compares it and says where it drifted.
+func declareMissing(c *rabbithole.Client, d amqpdefs.Definitions, haveVhosts []rabbithole.VhostInfo) ([]step, error) {
+	exchanges, queues, bindings := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, v := range d.Vhosts {
+		if !slices.ContainsFunc(haveVhosts, func(h rabbithole.VhostInfo) bool { return h.Name == v.Name }) {
+			continue // created by this Apply: nothing in it yet
+		}
+		xs, err := c.ListExchangesIn(v.Name)
+		if err != nil {
+			return nil, fmt.Errorf("list exchanges in %s: %w", v.Name, err)
+		}
+		for _, x := range xs {
+			exchanges[v.Name+"\x00"+x.Name] = true
+		}
+		qs, err := c.ListQueuesIn(v.Name)
+		if err != nil {
+			return nil, fmt.Errorf("list queues in %s: %w", v.Name, err)
+		}
+		for _, q := range qs {
+			queues[v.Name+"\x00"+q.Name] = true
+		}
+		bs, err := c.ListBindingsIn(v.Name)
+		if err != nil {
+			return nil, fmt.Errorf("list bindings in %s: %w", v.Name, err)
+		}
+		for _, b := range bs {
+			bindings[v.Name+"\x00"+b.Source+"\x00"+b.Destination+"\x00"+b.RoutingKey] = true
+		}
+	}
+	var steps []step
+	for _, x := range d.Exchanges {
+		if exchanges[x.Vhost+"\x00"+x.Name] {
+			continue
+		}
+		want := rabbithole.ExchangeSettings{Type: x.Type, Durable: x.Durable, AutoDelete: x.AutoDelete, Arguments: x.Arguments}
+		steps = append(steps, step{Change{Kind: ExchangeDeclared, Vhost: x.Vhost, Exchange: x.Name}, func(c *rabbithole.Client, _ *Change) error {
+			_, err := c.DeclareExchange(x.Vhost, x.Name, want)
+			return err
+		}})
+	}
+	for _, q := range d.Queues {
+		if queues[q.Vhost+"\x00"+q.Name] {
+			continue
+		}
+		want := rabbithole.QueueSettings{Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: maps.Clone(q.Arguments)}
+		steps = append(steps, step{Change{Kind: QueueDeclared, Vhost: q.Vhost, Queue: q.Name}, func(c *rabbithole.Client, _ *Change) error {
+			_, err := c.DeclareQueue(q.Vhost, q.Name, want)
+			return err
+		}})
+	}
+	for _, b := range d.Bindings {
+		if bindings[b.Vhost+"\x00"+b.Source+"\x00"+b.Destination+"\x00"+b.RoutingKey] {
+			continue
+		}
+		info := rabbithole.BindingInfo{Source: b.Source, Vhost: b.Vhost, Destination: b.Destination, DestinationType: b.DestinationType, RoutingKey: b.RoutingKey, Arguments: b.Arguments}
+		steps = append(steps, step{Change{Kind: BindingDeclared, Vhost: b.Vhost, Exchange: b.Source, Queue: b.Destination, Key: b.RoutingKey}, func(c *rabbithole.Client, _ *Change) error {
+			_, err := c.DeclareBinding(b.Vhost, info)
+			return err
+		}})
+	}
+	return steps, nil
+}
+
 // CloseConnections closes every open connection of user, the mesh's or
 // not, and says how many; the principal sees 320 CONNECTION_FORCED.
 func (a *Admin) CloseConnections(ctx context.Context, user string) (int, error) {
@@ -547,3 +636,15 @@ func sortedKeys[K comparable, V any](m map[K]V, key func(K) string) []K {
 
 // Endpoint is the management API's URL this Admin calls.
 func (a *Admin) Endpoint() string { return a.endpoint }
+
+// ApplyAs dials the management API at endpoint as user and applies
+// desired (Dial, then Apply), saying what changed: the controller's
+// rollout.AMQPAdmin.
+func ApplyAs(ctx context.Context, endpoint, user, password string, desired amqpdefs.Definitions) (string, error) {
+	a, err := Dial(ctx, endpoint, user, password)
+	if err != nil {
+		return "", err
+	}
+	changes, err := a.Apply(ctx, desired)
+	return changes.String(), err
+}

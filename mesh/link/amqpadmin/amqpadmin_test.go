@@ -1,6 +1,7 @@
 package amqpadmin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,10 @@ type fakeAPI struct {
 	mu     sync.Mutex
 	whoami string
 	users  string
-	fail   map[string]bool // "PUT /api/users/x"
+	// queues and bindings list what the virtual host mesh holds; none
+	// when empty.
+	queues, bindings string
+	fail             map[string]bool // "PUT /api/users/x"
 	writes []string
 }
 
@@ -40,6 +44,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"/api/permissions/":       `[]`,
 			"/api/topic-permissions/": `[]`,
 			"/api/connections":        `[]`,
+			"/api/exchanges/mesh":     `[{"name":"mesh.events","vhost":"mesh","type":"topic"}]`,
+			"/api/queues/mesh":        cmp.Or(f.queues, `[]`),
+			"/api/bindings/mesh":      cmp.Or(f.bindings, `[]`),
 		}[r.URL.Path]
 		if body == "" {
 			w.WriteHeader(http.StatusNotFound)
@@ -105,6 +112,43 @@ func TestApplyReturnsWhatWasDoneBeforeAnError(t *testing.T) {
 		if strings.Contains(w, "/admin") || strings.Contains(w, "/theirs") || strings.Contains(w, "/gone") {
 			t.Errorf("expected no write to the administrator, a foreign user, or past the failure, got %s", w)
 		}
+	}
+}
+
+// What a composition adds to the topology (a token's answer queue, and
+// its binding here) is declared before any user is let in; what exists is
+// not declared again, nor an exchange the broker has.
+func TestApplyDeclaresWhatIsMissing(t *testing.T) {
+	f := &fakeAPI{users: `[]`, queues: `[{"name":"old","vhost":"mesh"}]`,
+		bindings: `[{"source":"mesh.events","vhost":"mesh","destination":"old","destination_type":"queue","routing_key":"k"}]`}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := Dial(ctx, serve(t, f), "admin", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := desired("a")
+	d.Exchanges = []amqpdefs.Exchange{{Name: "mesh.events", Vhost: "mesh", Type: "topic", Durable: true}}
+	d.Queues = []amqpdefs.Queue{{Name: "old", Vhost: "mesh", Durable: true}, {Name: "enrol.t1", Vhost: "mesh", Durable: true, Arguments: map[string]any{"x-expires": 1000}}}
+	d.Bindings = []amqpdefs.Binding{
+		{Source: "mesh.events", Vhost: "mesh", Destination: "old", DestinationType: "queue", RoutingKey: "k"},
+		{Source: "mesh.events", Vhost: "mesh", Destination: "enrol.t1", DestinationType: "queue", RoutingKey: "t1"},
+	}
+	changes, err := a.Apply(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Changes{
+		{Kind: QueueDeclared, Vhost: "mesh", Queue: "enrol.t1"},
+		{Kind: BindingDeclared, Vhost: "mesh", Exchange: "mesh.events", Queue: "enrol.t1", Key: "t1"},
+		{Kind: UserCreated, User: "a"},
+		{Kind: PermissionSet, User: "a", Vhost: "mesh"},
+	}
+	if !slices.Equal(changes, want) {
+		t.Fatalf("expected %v, got %v", want, changes)
+	}
+	if !slices.Contains(f.writes, "PUT /api/queues/mesh/enrol.t1") || slices.Contains(f.writes, "PUT /api/queues/mesh/old") {
+		t.Fatalf("expected the missing queue declared and the existing one not, got %v", f.writes)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	neturl "net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,9 +161,12 @@ func (l *live) enrolment(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range changes {
-		if c.User != wire.HostUser("node-c") && c.User != wire.EnrolUser("tok-node-c") {
-			t.Errorf("expected changes to node-c's host and the token alone, got %v", c)
+		if c.User != wire.HostUser("node-c") && c.User != wire.EnrolUser("tok-node-c") && !strings.Contains(c.Queue, "node-c") {
+			t.Errorf("expected changes to node-c's host, its queues and the token alone, got %v", c)
 		}
+	}
+	if !slices.Contains(changes, amqpadmin.Change{Kind: amqpadmin.QueueDeclared, Vhost: wire.AMQPControlVhost, Queue: wire.NodeQueue("node-c")}) {
+		t.Errorf("expected node-c's declaration queue declared before its host is let in, got %v", changes)
 	}
 	if !slices.Contains(changes, amqpadmin.Change{Kind: amqpadmin.UserCreated, User: wire.HostUser("node-c")}) ||
 		!slices.Contains(changes, amqpadmin.Change{Kind: amqpadmin.UserDeleted, User: wire.EnrolUser("tok-node-c")}) {
