@@ -63,7 +63,9 @@ func TestAMQPMeshEnrolsAHostAndItsModulesTalk(t *testing.T) {
 
 	runCtx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- controller.Run(runCtx, m, st, controller.RunOptions{Dir: dir, Apply: o, Logger: log, StartTimeout: 2 * time.Minute}) }()
+	go func() {
+		ran <- controller.Run(runCtx, m, st, controller.RunOptions{Dir: dir, Apply: o, Logger: log, StartTimeout: 2 * time.Minute})
+	}()
 	t.Cleanup(func() {
 		stop()
 		if err := <-ran; err != nil {

@@ -27,7 +27,7 @@ type fakeAPI struct {
 	// when empty.
 	queues, bindings string
 	fail             map[string]bool // "PUT /api/users/x"
-	writes []string
+	writes           []string
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
