@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshbus/mesh/harness/topology"
@@ -33,6 +35,10 @@ type Bed struct {
 	// Topology is what the bed raises: its members, their kinds and
 	// networks (harness/topology). Zero is topology.Genesis().
 	Topology topology.Topology
+	// OnBus are the bed's topologies with the mesh on another bus than
+	// Topology's, by bus (topology.BusAMQP): a scenario run "on amqp"
+	// raises that one (TopologyOn).
+	OnBus map[string]topology.Topology
 	// Matrix, when set, tallies the bed's scenarios into a table printed with its summary
 	// and written to MatrixFile.
 	Matrix *Matrix
@@ -89,6 +95,14 @@ func (b Bed) check(features fs.FS) error {
 	if err := b.TopologyOrDefault().Check(); err != nil {
 		bad("topology: %w", err)
 	}
+	for bus, t := range b.OnBus {
+		if err := t.Check(); err != nil {
+			bad("topology on %s: %w", bus, err)
+		}
+		if t.MeshBus() != bus {
+			bad("topology on %s: its mesh is on %s", bus, t.MeshBus())
+		}
+	}
 	if b.Matrix != nil {
 		for _, problem := range b.Matrix.check() {
 			bad("%s", problem)
@@ -120,6 +134,23 @@ func (b Bed) TopologyOrDefault() topology.Topology {
 		return topology.Genesis()
 	}
 	return b.Topology
+}
+
+// TopologyOn is what the bed raises for a scenario with its mesh on bus:
+// TopologyOrDefault when that is on bus, else OnBus's.
+func (b Bed) TopologyOn(bus string) (topology.Topology, error) {
+	if t := b.TopologyOrDefault(); t.MeshBus() == bus {
+		return t, nil
+	}
+	if t, ok := b.OnBus[bus]; ok {
+		return t, nil
+	}
+	buses := []string{b.TopologyOrDefault().MeshBus()}
+	for k := range b.OnBus {
+		buses = append(buses, k)
+	}
+	slices.Sort(buses)
+	return topology.Topology{}, fmt.Errorf("bed %s raises no mesh on %s (it raises one on: %s)", b.Name, bus, strings.Join(buses, ", "))
 }
 
 // label names b in messages even when its name is the thing that is wrong.

@@ -20,5 +20,13 @@ func living() Bed {
 		// Raising the store, genesis and two enrolments per cluster.
 		Timeout:  15 * time.Minute,
 		Topology: topology.Living(),
+		// A flow that exists on both buses is an outline with a row per
+		// bus; the build path (source, builder, artifacts) is on NATS only.
+		OnBus: map[string]topology.Topology{topology.BusAMQP: topology.LivingOnAMQP()},
+		Matrix: &Matrix{
+			Param:     "bus",
+			Tags:      []string{"@enrol", "@upgrade", "@isolation", "@newest", "@store-away", "@dead-letter", "@catch-up", "@nak-reply", "@tools", "@builds", "@install"},
+			Unclaimed: "not on this bus",
+		},
 	}
 }

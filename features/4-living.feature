@@ -10,20 +10,37 @@ Feature: Living — the mesh living on its bus
   token issue) and starts the node's host with it; every check is made from outside: the
   server's monitoring, the store itself (psql in its container), a client's connection.
 
-  Background:
-    Given a mesh raised from nothing from "testdata/mesh.yaml"
+  A flow the mesh has on both buses is an outline with a row per bus: "on nats" raises the
+  mesh on the NATS server, "on amqp" on RabbitMQ alone (the controller's genesis on the broker,
+  its users made live through the management API; no NATS server runs), and every check asks
+  the bus the mesh is on, in its own terms. The bed's table tallies each flow per bus. A flow on
+  one bus only says which, and why.
 
   @enrol
-  Scenario: A node enrols over TLS with its token, which is good for enrolling alone, and once
+  Scenario Outline: A node enrols over TLS with its token and connects as itself (<bus>)
     Design 25 §6: the node connects with the enrolment user, the controller spends the token,
-    records the node and composes the node's own user, and the node reconnects as itself. The
-    enrolment user's permissions make a leaked token useless for anything but enrolling; once
-    spent, its user stays for a grace of 30 seconds (so that no composition closes its
-    connection before the answer reaches it), then is gone from the server.
+    records the node and composes the node's own user, and the node reconnects as itself.
 
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     Then the server shows the host of "node-a" connected as "host.node-a" over TLS
     And the store records "node-a" enrolled with the token the harness issued it
     And the host of "node-a" was connected as itself within 30 seconds of its token being issued
+
+    Examples:
+      | bus  |
+      | nats |
+      | amqp |
+
+  @enrol
+  Scenario: A token is good for enrolling alone, and once (nats)
+    The enrolment user's permissions make a leaked token useless for anything but enrolling;
+    once spent, its user stays for a grace of 30 seconds (so that no composition closes its
+    connection before the answer reaches it), then is gone from the server. On NATS only in
+    this form: the broker's side, every route a token could take into the control plane, is
+    the genesis bed's @amqp-isolation scenario.
+
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
+    And the store records "node-a" enrolled with the token the harness issued it
     Given the controller issues a token for "node-b" and its enrolment user connects with it
     Then the server refuses that enrolment user each of these:
       | op        | subject                                           |
@@ -41,21 +58,28 @@ Feature: Living — the mesh living on its bus
     And the store still records "node-a" enrolled once, as it first did
 
   @enrol
-  Scenario: An expired token is refused by the controller, with the reason, and status counts it
+  Scenario Outline: An expired token is refused by the controller, with the reason, and status counts it (<bus>)
     A token's user may log in until a composition drops it; a claim made after the token's
     lifetime reaches the controller, which answers it with the reason and counts it once.
 
-    Given the controller issues a token for "node-b" good for 3 seconds
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
+    And the controller issues a token for "node-b" good for 3 seconds
     When that token has expired
     Then a claim with it is answered by the controller with a refusal saying "expired at"
     And status counts that token's claim refused once, saying "expired at"
 
+    Examples:
+      | bus  |
+      | nats |
+      | amqp |
+
   @enrol
-  Scenario: A host stopped or killed comes back as itself, with no token to spend
+  Scenario Outline: A host stopped or killed comes back as itself, with no token to spend (<bus>)
     The node's sealing key and its own credential are in the host's state: started again, it
     connects as itself at once, and the store's record of it is the one its enrolment made.
 
-    Given the store records "node-b" enrolled with the token the harness issued it
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
+    And the store records "node-b" enrolled with the token the harness issued it
     When the node-b is stopped
     Then the server shows no open connection of "host.node-b"
     When the node-b is started again
@@ -66,17 +90,29 @@ Feature: Living — the mesh living on its bus
     Then the server shows the host of "node-b" connected as "host.node-b" over TLS
     And the store still records "node-b" enrolled once, as it first did
 
-  @upgrade
-  Scenario: An upgrade rolls out to both nodes
-    A push that changes the modules' version gives each node whose modules changed its next
-    revision; each host takes it from NODES, fetches its modules' credentials, and reports running
-    the new version. Status shows the rollout per node.
+    Examples:
+      | bus  |
+      | nats |
+      | amqp |
 
-    Given I note the revisions status shows declared
+  @upgrade
+  Scenario Outline: An upgrade rolls out to both nodes (<bus>)
+    A push that changes the modules' version gives each node whose modules changed its next
+    revision; each host takes it from its declaration on the bus (NODES; its node.<node> queue),
+    fetches its modules' credentials, and reports running the new version. Status shows the
+    rollout per node.
+
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
+    And I note the revisions status shows declared
     When a push gives every module the version "2.0.0"
     Then within 30 seconds every node runs every module at "2.0.0", at the revision declared to it, as status shows
     And every node was declared its next revision, once
     And the host of each node runs each module declared to it as a process and a user of its own
+
+    Examples:
+      | bus  |
+      | nats |
+      | amqp |
 
   @isolation
   Scenario: A module is not its host: it reads its own credential and nothing of the host's or a sibling's
@@ -88,6 +124,7 @@ Feature: Living — the mesh living on its bus
     such connection "pry"; then it connects as itself, named "pry: tried". The server is asked,
     from outside, who connected.
 
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When a push adds these modules to "node-a":
       """
       - name: pry
@@ -104,7 +141,8 @@ Feature: Living — the mesh living on its bus
     and reports why. The controller is paused meanwhile, or its guard would put the newest back
     before the host ever read it.
 
-    Given I keep the declaration NODES holds for "node-b"
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
+    And I keep the declaration NODES holds for "node-b"
     When the node-b is stopped
     And a push gives every module the version "2.0.0"
     And a push gives every module the version "3.0.0"
@@ -124,7 +162,8 @@ Feature: Living — the mesh living on its bus
     delay and CONTROL keeps it; nothing is dropped. Once the store is back the push applies, once:
     each node one revision on, and CONTROL settled.
 
-    Given I note the revisions status shows declared
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
+    And I note the revisions status shows declared
     And the controller is paused
     When a push gives every module the version "2.0.0", sent while the controller is paused
     And the store is stopped
@@ -140,6 +179,7 @@ Feature: Living — the mesh living on its bus
     After max-deliver deliveries the server gives the event up and DEAD records it; the controller
     folds DEAD into its store, and status names the module, its consumer and the event.
 
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When the module "logger" on "node-b" fails every delivery of "sensor.reading" until its deliveries run out
     Then within 30 seconds status names the dead letter of "logger" on "node-b" for that event
 
@@ -149,7 +189,8 @@ Feature: Living — the mesh living on its bus
     goes, in order, once the bus is in reach again. The controller is paused, so that CONTROL
     still holds what arrived when the scenario looks.
 
-    Given the controller is paused
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
+    And the controller is paused
     When the node-b is cut off from the private network for 8 seconds
     Then within 30 seconds CONTROL holds at least 2 reports of "node-b" made while it was cut off
     When the controller is resumed
@@ -162,7 +203,8 @@ Feature: Living — the mesh living on its bus
     nak-with-delay cycles while the store is away; the node waits on its token's inbox, and the
     answer reaches it there once the controller can commit.
 
-    Given the controller issues a token for "node-b" and its enrolment user connects with it
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
+    And the controller issues a token for "node-b" and its enrolment user connects with it
     And I note how often the controller has been handed CONTROL's messages
     And the store is stopped
     When that token is claimed, its answer awaited on its inbox
@@ -181,6 +223,7 @@ Feature: Living — the mesh living on its bus
     person the controller issues on the spot, sealed to her own key, is closed by the server when
     revoked.
 
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When a push adds these modules to "node-b":
       """
       - name: relay
@@ -216,6 +259,7 @@ Feature: Living — the mesh living on its bus
     repository does not have is a build that failed, saying so. A builder killed mid-build has its
     request handed to the builder started again, and the build is recorded once.
 
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
     Then within 30 seconds status shows the build of "sensor" at "r2" built
     And the artifact ARTIFACTS holds for that build is the program of "sensor" with the provenance of revision "r2" and its content
@@ -237,6 +281,7 @@ Feature: Living — the mesh living on its bus
     keeps of it has the fields and values of the one the AMQP path kept. An artifact whose bytes
     are not its digest is refused by the node that fetched it, naming both.
 
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
     Then within 30 seconds status shows the build of "sensor" at "r2" built
     When a push installs that build of "sensor" on "node-a"

@@ -47,7 +47,12 @@ const (
 // the mesh's principals, the control plane's among them.
 type AMQPBus struct {
 	creds map[string]wire.Credential
-	ctr   *rabbitmq.RabbitMQContainer
+	// store holds the credentials of a mesh on AMQP (the controller's
+	// store); nil beside a mesh on NATS, whose AMQP ones are creds.
+	store interface {
+		Credential(ctx context.Context, user string) (wire.Credential, error)
+	}
+	ctr *rabbitmq.RabbitMQContainer
 }
 
 // Address is host:port where the broker's TLS listener is reached from
@@ -77,6 +82,16 @@ func (a *AMQPBus) Queues(ctx context.Context, vhost string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// Connections are the broker's open connections with columns, as
+// rabbitmqctl lists them in JSON (observe.AMQPConnections reads them).
+func (a *AMQPBus) Connections(ctx context.Context, columns ...string) ([]byte, error) {
+	out, err := a.ctr.Ctl(ctx, append([]string{"list_connections", "-q", "--formatter", "json"}, columns...)...)
+	if err != nil {
+		return nil, fmt.Errorf("ask the AMQP broker for its connections: %w", err)
+	}
+	return []byte(out), nil
 }
 
 // BindingKeys are the routing keys of the bindings from exchange in
@@ -113,6 +128,11 @@ func (a *AMQPBus) ctlJSON(ctx context.Context, v any, args ...string) error {
 // Credential is user's credential on the AMQP bus, its URL naming the
 // broker as the private network knows it.
 func (a *AMQPBus) Credential(user string) (wire.Credential, error) {
+	if a.store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return a.store.Credential(ctx, user)
+	}
 	c, ok := a.creds[user]
 	if !ok {
 		return wire.Credential{}, fmt.Errorf("no AMQP credential for %q", user)
@@ -122,13 +142,21 @@ func (a *AMQPBus) Credential(user string) (wire.Credential, error) {
 
 // RaiseAMQP starts RabbitMQ on the private network with TLS (a server
 // certificate from the cluster's own authority) and the definitions
-// composed from the cluster's description, and mints every principal's
-// AMQP credential. The image is built from Debian's packages when it is
+// composed from the cluster's description: those genesis wrote when the
+// mesh is on AMQP (topology.BusAMQP), else those `mesh-controller amqp`
+// mints beside a mesh on NATS, with every principal's AMQP credential. A
+// broker raised already is returned as it is. The image is built from Debian's packages when it is
 // missing (MESH_RABBITMQ_IMAGE names another).
 func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 	if !slices.ContainsFunc(c.topology.Members, func(m topology.Member) bool { return m.Kind == topology.KindRabbitMQ }) {
 		return nil, fmt.Errorf("raise the AMQP bus: %w: this cluster's topology has no member of kind %s (it has: %s)",
 			ErrUnknownMember, topology.KindRabbitMQ, strings.Join(c.topology.Names(), ", "))
+	}
+	c.mu.Lock()
+	raised := c.amqp
+	c.mu.Unlock()
+	if raised != nil {
+		return raised, nil
 	}
 	clock := newPhases("amqp bus run=" + c.s.id)
 	m, err := meshdesc.Load(c.MeshFile())
@@ -141,15 +169,20 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 	}
 	clock.done("image")
 
-	// The controller mints the broker's certificate, the passwords and
-	// the definitions, and every principal's credential, into the state.
-	addr := AliasAMQP + ":" + amqpTLSPort
-	out, exit, err := c.runController(ctx, "amqp", append(controllerctr.Args("amqp", filepath.Base(controllerctr.MeshFile)), "--addr", addr))
-	if err != nil {
-		return nil, err
-	}
-	if exit != 0 {
-		return nil, fmt.Errorf("mesh-controller amqp exited %d:\n%s", exit, tail(out, tailLines))
+	// A mesh on AMQP starts its broker with what its genesis wrote; beside
+	// a mesh on NATS, the controller mints the broker's certificate, the
+	// passwords and the definitions, and every principal's credential,
+	// into the state.
+	onAMQP := c.topology.MeshBus() == topology.BusAMQP
+	if !onAMQP {
+		addr := AliasAMQP + ":" + amqpTLSPort
+		out, exit, err := c.runController(ctx, "amqp", append(controllerctr.Args("amqp", filepath.Base(controllerctr.MeshFile)), "--addr", addr))
+		if err != nil {
+			return nil, err
+		}
+		if exit != 0 {
+			return nil, fmt.Errorf("mesh-controller amqp exited %d:\n%s", exit, tail(out, tailLines))
+		}
 	}
 	l := statedir.Layout{Dir: c.state}
 	var certPEM, keyPEM, doc []byte
@@ -158,7 +191,7 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 		into *[]byte
 	}{{l.AMQPCert(), &certPEM}, {l.AMQPKey(), &keyPEM}, {l.AMQPDefinitions(), &doc}} {
 		if *f.into, err = os.ReadFile(f.path); err != nil {
-			return nil, fmt.Errorf("read what mesh-controller amqp minted: %w", err)
+			return nil, fmt.Errorf("read what the controller minted for the broker: %w", err)
 		}
 	}
 	clock.done("mint")
@@ -213,6 +246,13 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 	c.s.narrate("%s", clock.summary())
 
 	bus := &AMQPBus{creds: map[string]wire.Credential{}, ctr: ctr}
+	if onAMQP {
+		// The credentials are the store's, as every principal's on the
+		// mesh's bus.
+		bus.store = c
+		c.setAMQP(bus)
+		return bus, nil
+	}
 	for _, u := range slices.Concat(amqpdefs.Users(m), amqpdefs.ControlUsers(m)) {
 		data, err := os.ReadFile(l.AMQPCredential(u))
 		if err != nil {
@@ -222,7 +262,14 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 			return nil, fmt.Errorf("read %s's AMQP credential: %w", u, err)
 		}
 	}
+	c.setAMQP(bus)
 	return bus, nil
+}
+
+func (c *Cluster) setAMQP(bus *AMQPBus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.amqp = bus
 }
 
 // ImageID is the id of the image ref names.

@@ -83,6 +83,7 @@ type Cluster struct {
 	enrolments map[string]Enrolment // by node
 	faults     map[string]injected  // by member
 	busAddr    string               // as of the last BusAddress, for Describe
+	amqp       *AMQPBus             // once raised
 }
 
 // RaiseGenesis raises the genesis cluster of the description
@@ -206,7 +207,11 @@ func (c *Cluster) controllerBinds() []testcontainers.ContainerCustomizer {
 }
 
 func (c *Cluster) genesis(ctx context.Context) error {
-	out, exit, err := c.runController(ctx, "genesis", controllerctr.Args("genesis", filepath.Base(controllerctr.MeshFile)))
+	args := controllerctr.Args("genesis", filepath.Base(controllerctr.MeshFile))
+	if bus := c.topology.MeshBus(); bus != topology.BusNATS {
+		args = append(args, "--bus", bus)
+	}
+	out, exit, err := c.runController(ctx, "genesis", args)
 	if err != nil {
 		return err
 	}

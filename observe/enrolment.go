@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -105,7 +106,8 @@ func RefusedLogin(err error) bool {
 	if err == nil {
 		return false
 	}
-	return errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, plane.ErrLoginRefused) ||
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation")
 }
 
 // Named are the connections whose client gave them name.
@@ -117,4 +119,44 @@ func Named(conns []Connection, name string) []Connection {
 		}
 	}
 	return out
+}
+
+// AMQPConnectionsColumns are the columns of `rabbitmqctl list_connections
+// --formatter json` that AMQPConnections reads.
+var AMQPConnectionsColumns = []string{"user", "ssl_protocol", "peer_host", "client_properties"}
+
+// AMQPConnections reads the broker's open connections, as rabbitmqctl
+// lists them with AMQPConnectionsColumns, into the shape /connz gives on
+// NATS: the user, the name the client gave its connection, the TLS
+// version ("1.3"; "" for a plain one), the peer's address as the broker
+// spells it (an address tuple: "[0 0 0 0 0 65535 44049 1]"). The broker
+// lists no closed connection: every one is open.
+func AMQPConnections(body []byte) ([]Connection, error) {
+	var list []struct {
+		User        string `json:"user"`
+		SSLProtocol any `json:"ssl_protocol"`
+		// peer_host is an Erlang address tuple, as a list of numbers.
+		PeerHost any `json:"peer_host"`
+		// client_properties is a list of [name, type, value] triples.
+		ClientProperties [][]any `json:"client_properties"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("read the broker's connections: %w", err)
+	}
+	out := make([]Connection, 0, len(list))
+	for _, c := range list {
+		conn := Connection{User: c.User, IP: fmt.Sprint(c.PeerHost)}
+		// "tlsv1.3", or the atom '' (read as "" or an empty list) for a
+		// plain connection.
+		if p, ok := c.SSLProtocol.(string); ok {
+			conn.TLSVersion = strings.TrimPrefix(p, "tlsv")
+		}
+		for _, p := range c.ClientProperties {
+			if len(p) == 3 && p[0] == "connection_name" {
+				conn.Name, _ = p[2].(string)
+			}
+		}
+		out = append(out, conn)
+	}
+	return out, nil
 }

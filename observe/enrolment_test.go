@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -109,5 +110,32 @@ func TestNamedReadsTheNameAClientGave(t *testing.T) {
 	}
 	if got := Named(conns, "pry: tried"); len(got) != 1 || got[0].User != "mod.node-a.pry" {
 		t.Fatalf("named pry: tried: %+v", got)
+	}
+}
+
+// TestAMQPConnections reads what rabbitmqctl printed for a host's
+// connection over TLS (RabbitMQ 3.10, amqp091-go, the connection named)
+// and for a plain one.
+func TestAMQPConnections(t *testing.T) {
+	body := []byte(`[
+{"user":"host.node-a","ssl_protocol":"tlsv1.3","peer_host":[0,0,0,0,0,65535,44049,1],"client_properties":[["platform","longstr","golang"],["connection_name","longstr","host node-a"],["product","longstr","AMQP 0.9.1 Client"]]},
+{"user":"predecessor","ssl_protocol":"","peer_host":[10,0,0,7],"client_properties":[]}
+]`)
+	got, err := AMQPConnections(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Connection{
+		{User: "host.node-a", Name: "host node-a", TLSVersion: "1.3", IP: "[0 0 0 0 0 65535 44049 1]"},
+		{User: "predecessor", IP: "[10 0 0 7]"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("expected %+v, got %+v", want, got)
+	}
+	if tls := OpenOverTLS(got, "predecessor"); len(tls) != 0 {
+		t.Fatalf("expected a plain connection not counted over TLS, got %+v", tls)
+	}
+	if _, err := AMQPConnections([]byte("Listing connections ...")); err == nil {
+		t.Fatal("expected what is not JSON refused")
 	}
 }

@@ -137,18 +137,10 @@ func (s *scenario) theServerShowsNoConnection(ctx context.Context, user string) 
 	})
 }
 
-// openOverTLS are user's open TLS connections, as the server's /connz
-// lists them (asked from the private network).
+// openOverTLS are user's open TLS connections, as the mesh's bus lists
+// them.
 func (s *scenario) openOverTLS(ctx context.Context, user string) ([]observe.Connection, error) {
-	r, err := s.cluster()
-	if err != nil {
-		return nil, err
-	}
-	body, err := s.monitor(ctx, observe.ConnzURL(r.mesh.Bus.Monitor, r.mesh.Bus.MonitorPort, "open"))
-	if err != nil {
-		return nil, err
-	}
-	conns, err := observe.Connections(body)
+	conns, err := s.openConnections(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +320,7 @@ func (s *scenario) claim(ctx context.Context) (wire.Credential, error) {
 	if s.live.token.Name == "" {
 		return wire.Credential{}, errors.New("no token presented in this scenario")
 	}
-	addr, err := r.cluster.BusAddress(ctx)
+	addr, err := s.busAddress(ctx, r)
 	if err != nil {
 		return wire.Credential{}, err
 	}

@@ -27,6 +27,9 @@ const teardownTimeout = 2 * time.Minute
 type scenario struct {
 	w *World
 	r *raised
+	// bus is the bus the scenario's mesh is on ("" or topology.BusNATS:
+	// NATS), as its raise step said.
+	bus string
 
 	clients map[string]*client // by user
 	it      *client            // the principal the last Given connected

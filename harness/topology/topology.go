@@ -48,7 +48,16 @@ const (
 // Kinds lists every kind, in the order the harness raises them: the store
 // before genesis, the bus before the controller that needs it, the hosts
 // after the controller that answers their enrolment.
-var Kinds = []string{KindPostgres, KindNATS, KindController, KindHost, KindSource, KindBuilder, KindRabbitMQ}
+var Kinds = []string{KindPostgres, KindNATS, KindRabbitMQ, KindController, KindHost, KindSource, KindBuilder}
+
+// Buses a mesh's own traffic can be on (Topology.Bus).
+const (
+	BusNATS = "nats"
+	BusAMQP = "amqp"
+)
+
+// busKind is the kind of member each bus is served by.
+var busKind = map[string]string{BusNATS: KindNATS, BusAMQP: KindRabbitMQ}
 
 // Networks of a cluster.
 const (
@@ -78,6 +87,19 @@ type Member struct {
 // Topology is what a bed raises.
 type Topology struct {
 	Members []Member
+	// Bus is the bus the mesh's own traffic is on: BusNATS (the default)
+	// or BusAMQP, the bus it has today, with the controller's genesis on
+	// it. Its member is raised with the cluster; the other bus may stand
+	// beside it, raised with the cluster or on demand.
+	Bus string
+}
+
+// MeshBus is t's Bus, BusNATS when unset.
+func (t Topology) MeshBus() string {
+	if t.Bus == "" {
+		return BusNATS
+	}
+	return t.Bus
 }
 
 // ErrBadTopology is wrapped by every refusal of a topology.
@@ -117,11 +139,21 @@ func (t Topology) Check() error {
 			}
 		}
 	}
-	if count[KindNATS] == 0 {
-		bad("no member of kind %s: nothing can run without the bus", KindNATS)
+	bus := t.MeshBus()
+	kind, ok := busKind[bus]
+	switch {
+	case !ok:
+		bad("bus %q: unknown (valid: %s, %s)", t.Bus, BusNATS, BusAMQP)
+	case count[kind] == 0:
+		bad("no member of kind %s: nothing can run without the bus (the mesh is on %s)", kind, bus)
+	case slices.ContainsFunc(t.Members, func(m Member) bool { return m.Kind == kind && m.OnDemand }):
+		bad("the member of kind %s carries the mesh (bus %s): it is raised with the cluster, not on demand", kind, bus)
 	}
 	if count[KindNATS] > 1 {
 		bad("%d members of kind %s: the harness raises one server yet (a cluster of three is to come)", count[KindNATS], KindNATS)
+	}
+	if count[KindRabbitMQ] > 1 {
+		bad("%d members of kind %s: the harness raises one broker", count[KindRabbitMQ], KindRabbitMQ)
 	}
 	if count[KindController] > 1 {
 		bad("%d members of kind %s: a mesh has one controller", count[KindController], KindController)
@@ -129,8 +161,11 @@ func (t Topology) Check() error {
 	if count[KindPostgres] > 1 {
 		bad("%d members of kind %s: the controller has one store", count[KindPostgres], KindPostgres)
 	}
-	if count[KindHost] > 0 && (count[KindController] == 0 || count[KindNATS] == 0) {
-		bad("members of kind %s need a member of kind %s and one of kind %s: a host enrols over the bus with the controller", KindHost, KindController, KindNATS)
+	if count[KindHost] > 0 && (count[KindController] == 0 || count[kind] == 0) {
+		bad("members of kind %s need a member of kind %s and one of kind %s: a host enrols over the bus with the controller", KindHost, KindController, kind)
+	}
+	if count[KindSource]+count[KindBuilder] > 0 && bus != BusNATS {
+		bad("members of kinds %s and %s run on %s only yet: artifacts are not carried on %s (docs/control-plane.md)", KindSource, KindBuilder, BusNATS, bus)
 	}
 	if count[KindSource]+count[KindBuilder] > 0 && (count[KindController] == 0 || count[KindNATS] == 0) {
 		bad("members of kinds %s and %s need a member of kind %s and one of kind %s: their credentials are the controller's, their work comes over the bus", KindSource, KindBuilder, KindController, KindNATS)
@@ -162,9 +197,13 @@ func (t Topology) Names() []string {
 }
 
 // String is the topology in one line per member, as `bedrun list` shows
-// it: "bus (nats) on private, outside".
+// it: "bus (nats) on private, outside", after a line naming the mesh's
+// bus when it is not NATS.
 func (t Topology) String() string {
 	var b strings.Builder
+	if t.MeshBus() != BusNATS {
+		fmt.Fprintf(&b, "the mesh on %s\n", t.MeshBus())
+	}
 	for i, m := range t.Members {
 		if i > 0 {
 			b.WriteString("\n")
@@ -201,6 +240,19 @@ func Living() Topology {
 	}}
 }
 
+// LivingOnAMQP is Living on the bus the mesh has today: the broker
+// instead of the NATS server, the controller's genesis on it. The build
+// path stays on NATS until artifacts are carried on AMQP.
+func LivingOnAMQP() Topology {
+	return Topology{Bus: BusAMQP, Members: []Member{
+		{Name: "store", Kind: KindPostgres, Networks: []string{Private}},
+		{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}},
+		{Name: "controller", Kind: KindController, Networks: []string{Private}},
+		{Name: "node-a", Kind: KindHost, Networks: []string{Private}},
+		{Name: "node-b", Kind: KindHost, Networks: []string{Private}},
+	}}
+}
+
 // Has reports whether t has a member of kind.
 func (t Topology) Has(kind string) bool {
 	return slices.ContainsFunc(t.Members, func(m Member) bool { return m.Kind == kind })
@@ -219,7 +271,7 @@ func (t Topology) OfKind(kind string) []Member {
 
 // WithAMQP is t with the AMQP bus of today beside it, raised on demand.
 func (t Topology) WithAMQP() Topology {
-	out := Topology{Members: slices.Clone(t.Members)}
+	out := Topology{Members: slices.Clone(t.Members), Bus: t.Bus}
 	out.Members = append(out.Members, Member{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}, OnDemand: true})
 	return out
 }

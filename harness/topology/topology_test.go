@@ -7,7 +7,7 @@ import (
 )
 
 func TestTheBedsTopologiesAreValid(t *testing.T) {
-	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP(), "living": Living()} {
+	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP(), "living": Living(), "living on amqp": LivingOnAMQP()} {
 		if err := top.Check(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -21,6 +21,12 @@ func TestTheBedsTopologiesAreValid(t *testing.T) {
 	if !Living().Has(KindPostgres) || Genesis().Has(KindPostgres) || len(Living().OfKind(KindHost)) != 2 {
 		t.Error("Has/OfKind do not see the living topology's store and hosts")
 	}
+	if got := LivingOnAMQP().String(); !strings.HasPrefix(got, "the mesh on amqp\nstore (postgres) on private\namqp (rabbitmq) on private\n") {
+		t.Errorf("String:\n%s", got)
+	}
+	if Living().MeshBus() != BusNATS || LivingOnAMQP().MeshBus() != BusAMQP {
+		t.Error("expected living on nats and living on amqp on their buses")
+	}
 	if len(Genesis().Members) != 2 {
 		t.Error("WithAMQP changed the topology it was called on")
 	}
@@ -32,7 +38,7 @@ func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
 		want string
 	}{
 		"empty":          {Topology{}, "no members"},
-		"unknown kind":   {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "mysql", Networks: []string{Private}}}}, `unknown kind "mysql" (the harness runs: postgres, nats, controller, host, source, builder, rabbitmq)`},
+		"unknown kind":   {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "mysql", Networks: []string{Private}}}}, `unknown kind "mysql" (the harness runs: postgres, nats, rabbitmq, controller, host, source, builder)`},
 		"two stores":     {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "s1", Kind: KindPostgres, Networks: []string{Private}}, {Name: "s2", Kind: KindPostgres, Networks: []string{Private}}}}, "the controller has one store"},
 		"host alone":     {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind nats"},
 		"store later":    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "store", Kind: KindPostgres, Networks: []string{Private}, OnDemand: true}}}, "raised with the cluster, not on demand"},
@@ -41,6 +47,11 @@ func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
 		"off private":    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Outside}}}}, "every member is on the private network"},
 		"unknown net":    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private, "dmz"}}}}, `unknown network "dmz" (valid: private, outside)`},
 		"two servers":    {Topology{Members: []Member{{Name: "a", Kind: KindNATS, Networks: []string{Private}}, {Name: "b", Kind: KindNATS, Networks: []string{Private}}}}, "raises one server yet"},
+		"amqp bus on demand": {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}, OnDemand: true}}}, "carries the mesh (bus amqp): it is raised with the cluster"},
+		"amqp bus missing":   {Topology{Bus: BusAMQP, Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}}, "no member of kind rabbitmq: nothing can run without the bus (the mesh is on amqp)"},
+		"unknown bus":        {Topology{Bus: "kafka", Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}}, `bus "kafka": unknown (valid: nats, amqp)`},
+		"amqp host alone":    {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind rabbitmq"},
+		"builds on amqp":     {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "controller", Kind: KindController, Networks: []string{Private}}, {Name: "b", Kind: KindBuilder, Networks: []string{Private}}}}, "run on nats only yet"},
 		"two controller": {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "c1", Kind: KindController, Networks: []string{Private}}, {Name: "c2", Kind: KindController, Networks: []string{Private}}}}, "one controller"},
 	} {
 		err := c.top.Check()

@@ -156,7 +156,9 @@ func TestGenesisOnAMQPWithoutABroker(t *testing.T) {
 	ctx := controllertest.Ctx(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	st := store.FileStore(dir)
-	_, err := rollout.Genesis(ctx, controllertest.SampleMesh(t), st, dir, rollout.Options{BcryptCost: bcrypt.MinCost, Bus: rollout.AMQP})
+	m := controllertest.SampleMesh(t)
+	m.AMQP = nil
+	_, err := rollout.Genesis(ctx, m, st, dir, rollout.Options{BcryptCost: bcrypt.MinCost, Bus: rollout.AMQP})
 	if !errors.Is(err, rollout.ErrUnfit) || !strings.Contains(err.Error(), "names no broker") {
 		t.Fatalf("expected a refusal naming the missing broker, got %v", err)
 	}
