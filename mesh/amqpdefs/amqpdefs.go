@@ -206,7 +206,9 @@ func Build(m *meshdesc.Mesh, in Inputs) (Definitions, error) {
 	}
 
 	// The controller is the mesh's own principal: it may assert the
-	// topology and read the dead letters. No topic permission: every key.
+	// topology and read the dead letters and its status queue, which no
+	// module or person may (their reads are their own queues, by exact
+	// name). No topic permission: every key.
 	d.Permissions = append(d.Permissions, permission(wire.ControllerMeshUser, ".*", ".*", ".*"))
 	for _, pl := range m.Placements() {
 		g := moduleGrants(m, pl.Node, pl.Module)
@@ -232,6 +234,25 @@ func Build(m *meshdesc.Mesh, in Inputs) (Definitions, error) {
 		},
 	})
 	d.Bindings = append(d.Bindings, binding(wire.ExchangeDead, wire.QueueDead, ""))
+	// The controller's status queue: what the status consumer is on NATS.
+	// The status is a fold in the order the providers spoke, so one
+	// consumer at a time takes its events, one at a time, and a delivery
+	// held comes back before those behind it: a classic queue puts a
+	// requeued message back in its place, where RabbitMQ 3.10's quorum
+	// queue puts it last (measured: linktest's status body, run by
+	// amqpplane's TestContract, fails on a quorum queue).
+	// No delivery limit, no dead-letter exchange, no bound: a failing word
+	// lost would be a failure nobody hears of.
+	d.Queues = append(d.Queues, Queue{
+		Name: wire.QueueStatus, Vhost: wire.AMQPVhost, Durable: true,
+		Arguments: map[string]any{
+			wire.ArgQueueType:            wire.QueueClassic,
+			wire.ArgSingleActiveConsumer: true,
+		},
+	})
+	for _, key := range wire.StatusRoutingKeys() {
+		d.Bindings = append(d.Bindings, binding(wire.ExchangeEvents, wire.QueueStatus, key))
+	}
 	for _, pl := range m.Placements() {
 		if len(pl.Module.Consumes) == 0 {
 			continue

@@ -350,3 +350,98 @@ func findTopics(d Definitions, user string) []TopicPermission {
 	}
 	return out
 }
+
+// TestTheStatusQueueIsTheControllersAlone: the controller's status queue
+// is declared (and so asserted) in the mesh's vhost, bound to mesh.events
+// with exactly the provisioner status keys of any provider, kept without
+// a delivery limit or a dead-letter exchange, and read by no principal
+// but the controller: no module or person may read it, nor the dead
+// letters, nor configure either.
+func TestTheStatusQueueIsTheControllersAlone(t *testing.T) {
+	for _, name := range []string{"mesh.yaml", "conformance.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			m := load(t, name)
+			d, err := Build(m, Inputs{Hashes: fakeHashes(m)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			objects, err := Objects(m, Inputs{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(objects.Queues, func(q Queue) bool { return q.Name == wire.QueueStatus })
+			if i < 0 {
+				t.Fatalf("expected %s among the objects the controller asserts", wire.QueueStatus)
+			}
+			q := objects.Queues[i]
+			want := map[string]any{"x-queue-type": "classic", "x-single-active-consumer": true}
+			if q.Vhost != "mesh" || !q.Durable || q.AutoDelete || len(q.Arguments) != len(want) {
+				t.Fatalf("expected a durable classic queue of vhost mesh with %v, got %+v", want, q)
+			}
+			for k, v := range want {
+				if q.Arguments[k] != v {
+					t.Errorf("expected %s %v, got %+v", k, v, q.Arguments)
+				}
+			}
+			var keys []string
+			for _, b := range objects.Bindings {
+				if b.Destination == wire.QueueStatus {
+					if b.Source != "mesh.events" || b.Vhost != "mesh" {
+						t.Errorf("expected %s bound to mesh.events of vhost mesh only, got %+v", wire.QueueStatus, b)
+					}
+					keys = append(keys, b.RoutingKey)
+				}
+			}
+			if !slices.Equal(keys, []string{"*.provisioner.failing", "*.provisioner.recovered"}) {
+				t.Errorf("expected the status keys of any provider, got %v", keys)
+			}
+			// What the bindings route: a provider's status words, and
+			// nothing else it emits.
+			for key, routed := range map[string]bool{
+				"provider.provisioner.failing":    true,
+				"provider.provisioner.recovered":  true,
+				"provider.provisioner.retirement": false,
+				"sensor.reading":                  false,
+				"a.b.provisioner.failing":         false,
+			} {
+				if got := slices.ContainsFunc(keys, func(k string) bool { return topicMatch(k, key) }); got != routed {
+					t.Errorf("routing key %s: expected routed to %s %v, got %v", key, wire.QueueStatus, routed, got)
+				}
+			}
+			readers := map[string][]string{}
+			for _, p := range d.Permissions {
+				if p.Vhost != "mesh" {
+					continue
+				}
+				for _, queue := range []string{wire.QueueStatus, wire.QueueDead} {
+					if regexp.MustCompile(p.Read).MatchString(queue) {
+						readers[queue] = append(readers[queue], p.User)
+					}
+					if regexp.MustCompile(p.Configure).MatchString(queue) && p.User != wire.ControllerMeshUser {
+						t.Errorf("expected only %s to configure %s, %s may (%q)", wire.ControllerMeshUser, queue, p.User, p.Configure)
+					}
+				}
+			}
+			for _, queue := range []string{wire.QueueStatus, wire.QueueDead} {
+				if !slices.Equal(readers[queue], []string{wire.ControllerMeshUser}) {
+					t.Errorf("expected %s read by %s alone, got %v", queue, wire.ControllerMeshUser, readers[queue])
+				}
+			}
+		})
+	}
+}
+
+// topicMatch is RabbitMQ's topic matching for binding keys whose
+// wildcards are '*' alone (one word), which is all the status keys use.
+func topicMatch(binding, key string) bool {
+	b, k := strings.Split(binding, "."), strings.Split(key, ".")
+	if len(b) != len(k) {
+		return false
+	}
+	for i := range b {
+		if b[i] != "*" && b[i] != k[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -104,7 +104,7 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 		return err
 	}
 	defer bus.Close()
-	stopFollowing, err := optional(o.Logger, "the provisioner status")(status.FollowStatus(ctx, bus, st, o.Logger))
+	stopFollowing, err := status.FollowStatus(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow status: %w", err)
 	}
@@ -114,7 +114,7 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 		return err
 	}
 	defer stopAnswering()
-	stopDead, err := optional(o.Logger, "the dead letters")(status.FollowDead(ctx, bus, st, o.Logger))
+	stopDead, err := status.FollowDead(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow the dead letters: %w", err)
 	}
@@ -142,20 +142,6 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 	<-ctx.Done()
 	o.Logger.Info("stopping", "why", context.Cause(ctx))
 	return nil
-}
-
-// optional is a follower the bus may not carry yet (plane.ErrUnsupported:
-// on AMQP, the provisioner status and the dead letters, folded by
-// position on NATS): the controller runs without it, and status says
-// nothing of it (the log says so), rather than not run at all.
-func optional(log *slog.Logger, what string) func(stop func(), err error) (func(), error) {
-	return func(stop func(), err error) (func(), error) {
-		if errors.Is(err, plane.ErrUnsupported) {
-			log.Warn("not followed on this bus yet", "what", what, "err", err)
-			return func() {}, nil
-		}
-		return stop, err
-	}
 }
 
 // keepLive makes the store's users and grants live on the broker of a

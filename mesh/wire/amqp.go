@@ -54,6 +54,12 @@ const (
 	// (""), through which a tool's answer is published to the caller's
 	// direct reply-to address.
 	ExchangeDefault = "amq.default"
+	// QueueStatus is the controller's own queue of the provisioner events
+	// its status is folded from (StatusConsumer on NATS): bound to
+	// ExchangeEvents with StatusRoutingKeys, read by ControllerMeshUser
+	// alone. No module's events queue has this name: theirs end in
+	// ".events".
+	QueueStatus = "controller.status"
 	// DirectReplyTo is the pseudo-queue a caller consumes (with no ack)
 	// and names as reply-to: RabbitMQ routes the answer to the caller's
 	// channel without any queue being declared, which a scoped account
@@ -82,6 +88,10 @@ const (
 	ArgDeadLetterExchange = "x-dead-letter-exchange"
 	// ArgMessageTTL bounds how long a queue keeps a message, in ms.
 	ArgMessageTTL = "x-message-ttl"
+	// ArgSingleActiveConsumer has the queue deliver to one consumer at a
+	// time, the others standing by: a second controller started beside
+	// the first does not fold the status in another order.
+	ArgSingleActiveConsumer = "x-single-active-consumer"
 	// AMQPDeliveryCount is the header a quorum queue adds to a message it
 	// delivers again: how often it was given back before. It is the
 	// broker's, not the emitter's, and is ignored as any unknown header is.
@@ -135,7 +145,55 @@ func EventBindingKey(pattern string) string {
 
 // EventsQueue is the durable queue module consumes from on node: one per
 // module per node, like its NATS consumer <node>_<module>.
-func EventsQueue(node, module string) string { return node + "." + module + ".events" }
+func EventsQueue(node, module string) string { return node + "." + module + eventsQueueSuffix }
+
+const eventsQueueSuffix = ".events"
+
+// EventsQueueOwner is the node and module an events queue is named for
+// (EventsQueue); false for a queue of no module's. A name holds no dot,
+// so the split is the one EventsQueue made.
+func EventsQueueOwner(queue string) (node, module string, ok bool) {
+	rest, ok := strings.CutSuffix(queue, eventsQueueSuffix)
+	if !ok {
+		return "", "", false
+	}
+	node, module, ok = strings.Cut(rest, ".")
+	return node, module, ok && CheckName(node) == nil && CheckName(module) == nil
+}
+
+// StatusRoutingKeys are the binding keys of QueueStatus on ExchangeEvents:
+// ProvisionerStatusEvents as routing keys, any provider's. '*' is one
+// token, the provider's name, which holds no dot.
+func StatusRoutingKeys() []string {
+	return []string{EventRoutingKey("*", EventProvisionerFailing), EventRoutingKey("*", EventProvisionerRecovered)}
+}
+
+// A dead letter on AMQP. A module's events queue dead-letters to
+// ExchangeDead, which RabbitMQ publishes to with the event's own routing
+// key, its headers and body kept, and an x-death header prepended: a list
+// of tables, the newest death first, each naming the queue it died in
+// (the consumer), why, how often, and when. Only the broker publishes
+// to ExchangeDead: no module may write it, and a message put into
+// QueueDead by name through the default exchange (which a module serving
+// a tool may write) arrives from exchange "", so a delivery of QueueDead
+// from any other exchange is not a dead letter, whatever x-death it
+// carries.
+const (
+	// AMQPDeath is the header RabbitMQ gives a dead-lettered message.
+	AMQPDeath = "x-death"
+	// Fields of one x-death table.
+	DeathQueue       = "queue"
+	DeathReason      = "reason"
+	DeathCount       = "count"
+	DeathTime        = "time"
+	DeathExchange    = "exchange"
+	DeathRoutingKeys = "routing-keys"
+	// DeathDeliveryLimit is the reason of a message a quorum queue gave
+	// up on at its delivery limit: a dead letter, as JetStream's
+	// max-deliveries advisory is one. A module's Term is "rejected", which
+	// NATS does not record as a dead letter either.
+	DeathDeliveryLimit = "delivery_limit"
+)
 
 // ServiceQueue is the queue tool of module is served from, shared by every
 // runtime serving it. It is also the call's routing key on mesh.rpc.

@@ -236,3 +236,35 @@ func TestCheckEnrolQueue(t *testing.T) {
 		t.Errorf("expected an empty token refused, got %v", err)
 	}
 }
+
+func TestEventsQueueOwner(t *testing.T) {
+	node, module, ok := EventsQueueOwner(EventsQueue("node-b", "logger"))
+	if !ok || node != "node-b" || module != "logger" {
+		t.Fatalf("expected node-b and logger, got %q %q %v", node, module, ok)
+	}
+	for _, bad := range []string{"", ".events", "node-b.events", "node-b.logger", "a.b.c.events", QueueStatus, QueueDead, ServiceQueue("sensor", "calibrate"), "Node.logger.events"} {
+		if n, m, ok := EventsQueueOwner(bad); ok {
+			t.Errorf("%q: expected no module's queue, got %q %q", bad, n, m)
+		}
+	}
+}
+
+// TestStatusRoutingKeysAreTheStatusSubjects: the status queue is bound
+// with exactly the subjects the status consumer filters on NATS, and no
+// module's events queue can be named like it.
+func TestStatusRoutingKeysAreTheStatusSubjects(t *testing.T) {
+	var want []string
+	for _, s := range ProvisionerStatusEvents {
+		module, key, ok := strings.Cut(strings.TrimPrefix(s, "mesh.mod."), ".event.")
+		if !ok || module != "*" {
+			t.Fatalf("unexpected status subject %q", s)
+		}
+		want = append(want, EventRoutingKey(module, key))
+	}
+	if got := StatusRoutingKeys(); !slices.Equal(got, want) {
+		t.Fatalf("expected %v, got %v", want, got)
+	}
+	if _, _, ok := EventsQueueOwner(QueueStatus); ok {
+		t.Fatalf("%s reads as a module's events queue", QueueStatus)
+	}
+}

@@ -899,7 +899,9 @@ func (t *pgTx) DeletePerson(ctx context.Context, name string) error {
 }
 
 func (v view) DeadLetters(ctx context.Context) ([]store.DeadLetter, error) {
-	return documents[store.DeadLetter](ctx, v.q, "read dead letters", `SELECT document FROM dead_letters ORDER BY dead_seq`)
+	ds, err := documents[store.DeadLetter](ctx, v.q, "read dead letters", `SELECT document FROM dead_letters`)
+	store.SortDeadLetters(ds)
+	return ds, err
 }
 
 func (t *pgTx) DeadLetters(ctx context.Context) ([]store.DeadLetter, error) {
@@ -915,8 +917,8 @@ func (t *pgTx) PutDeadLetter(ctx context.Context, d store.DeadLetter) error {
 		return fmt.Errorf("put dead letter: %w", err)
 	}
 	return t.write(ctx, "put dead letter",
-		`INSERT INTO dead_letters (dead_seq, document) VALUES ($1, $2) ON CONFLICT (dead_seq) DO UPDATE SET document = excluded.document`,
-		int64(d.DeadSeq), string(doc))
+		`INSERT INTO dead_letters (key, dead_seq, document) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET dead_seq = excluded.dead_seq, document = excluded.document`,
+		d.Key(), int64(d.DeadSeq), string(doc))
 }
 
 func (v view) Refusals(ctx context.Context) (store.Refusals, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // statusRetry is how long a delivery whose status the store refused waits
@@ -44,6 +45,13 @@ const (
 // one from its start. (A stream recreated under a running controller takes
 // the controller's consumer with it; the controller asserts the consumer,
 // and so follows the new stream, when it starts again.)
+//
+// A bus that keeps no positions (AMQP: the zero plane.EventsOrigin) has
+// no stream to compare with. Its events come from the controller's own
+// queue one at a time, in order, and the one handed again after a stop is
+// the last handed over: it is known by its event id (store.Status.Folded).
+// Through and EventsCreated are left as they are, those of the stream the
+// status was last folded from, should the mesh go back to it.
 func FollowStatus(ctx context.Context, bus plane.StatusFeed, st store.Store, log *slog.Logger) (stop func(), err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -56,12 +64,14 @@ func FollowStatus(ctx context.Context, bus plane.StatusFeed, st store.Store, log
 	if err != nil {
 		return nil, err
 	}
-	if changed, why := status.Rebase(origin.Created, origin.Last); changed {
-		if why != "" {
-			log.Warn("EVENTS is not the stream the status was folded from; folding it from its start", "why", why)
-		}
-		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutStatus(ctx, status) }); err != nil {
-			return nil, fmt.Errorf("save status: %w", err)
+	if origin != (plane.EventsOrigin{}) {
+		if changed, why := status.Rebase(origin.Created, origin.Last); changed {
+			if why != "" {
+				log.Warn("EVENTS is not the stream the status was folded from; folding it from its start", "why", why)
+			}
+			if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutStatus(ctx, status) }); err != nil {
+				return nil, fmt.Errorf("save status: %w", err)
+			}
 		}
 	}
 	// The deliveries are saved after the caller's ctx served to bind: it
@@ -87,28 +97,28 @@ type follower struct {
 // the delivery. Unsaved, the status stays as it was and the delivery is
 // asked again: nothing is acknowledged that is not in the store.
 func (f *follower) fold(msg plane.EventMsg) {
-	log := f.log
-	seq := msg.Position()
-	if seq == 0 {
-		log.Error("status delivery at no position; terminated", "subject", msg.Subject())
+	seq, id := msg.Position(), wire.HeaderValue(msg.Header(), wire.HeaderEventID)
+	log := f.log.With("seq", seq, "event", id)
+	if seq == 0 && id == "" {
+		log.Error("status delivery with neither a position nor an event id; terminated, since nothing would know it again", "subject", msg.Subject())
 		_ = msg.Term()
 		return
 	}
-	next := f.status.Clone()
-	changed, applyErr := next.Apply(seq, msg.Subject(), msg.Header(), msg.Data())
-	if next.Through == f.status.Through {
+	if f.status.Folded(seq, id) {
 		// A redelivery of what is already saved.
 		ackStatus(msg, log)
 		return
 	}
+	next := f.status.Clone()
+	changed, applyErr := next.Apply(seq, msg.Subject(), msg.Header(), msg.Data())
 	if err := f.save(next); err != nil {
 		delay := statusRetry
 		if errors.Is(err, store.ErrStoreUnavailable) {
 			f.away = min(max(2*f.away, statusRetry), statusRetryMax)
 			delay = f.away
-			log.Warn("status not saved: the store is unavailable; the event is held and comes again", "seq", seq, "delay", delay, "err", err)
+			log.Warn("status not saved: the store is unavailable; the event is held and comes again", "delay", delay, "err", err)
 		} else {
-			log.Error("status not saved; the event will come again", "seq", seq, "delay", delay, "err", err)
+			log.Error("status not saved; the event will come again", "delay", delay, "err", err)
 		}
 		_ = msg.Hold(delay)
 		return
@@ -116,12 +126,12 @@ func (f *follower) fold(msg plane.EventMsg) {
 	f.away = 0
 	f.status = next
 	if applyErr != nil { // store.ErrBadStatusEvent: its sequence is passed and saved
-		log.Warn("provisioner event refused; terminated", "seq", seq, "err", applyErr)
+		log.Warn("provisioner event refused; terminated", "err", applyErr)
 		_ = msg.Term()
 		return
 	}
 	if changed {
-		log.Info("status changed", "seq", seq, "subject", msg.Subject(), "failing", len(next.Failing))
+		log.Info("status changed", "subject", msg.Subject(), "failing", len(next.Failing))
 	}
 	ackStatus(msg, log)
 }

@@ -65,7 +65,7 @@ type regState struct {
 	description []byte
 	reports     map[string]Reported
 	liveness    Liveness
-	dead        map[uint64]DeadLetter
+	dead        map[string]DeadLetter // by DeadLetter.Key
 	refusals    Refusals
 	persons     map[string]Person
 	builds      map[string]Build
@@ -74,7 +74,7 @@ type regState struct {
 func newRegState() *regState {
 	return &regState{
 		tokens: map[string]Token{}, nodes: map[string]Node{}, ledger: map[string]Applied{},
-		declared: map[string]wire.Declaration{}, reports: map[string]Reported{}, dead: map[uint64]DeadLetter{},
+		declared: map[string]wire.Declaration{}, reports: map[string]Reported{}, dead: map[string]DeadLetter{},
 		persons: map[string]Person{}, builds: map[string]Build{},
 	}
 }
@@ -103,7 +103,7 @@ func fromRegistry(r registry) *regState {
 	}
 	st.liveness = r.Liveness
 	for _, d := range r.Dead {
-		st.dead[d.DeadSeq] = d
+		st.dead[d.Key()] = d
 	}
 	st.refusals = r.Refusals
 	for _, p := range r.Persons {
@@ -181,7 +181,7 @@ func (st *regState) apply(op regOp) {
 	case op.Liveness != nil:
 		st.liveness = *op.Liveness
 	case op.Dead != nil:
-		st.dead[op.Dead.DeadSeq] = *op.Dead
+		st.dead[op.Dead.Key()] = *op.Dead
 	case op.Refusals != nil:
 		st.refusals = *op.Refusals
 	case op.Person != nil:

@@ -80,12 +80,14 @@ func (v regView) reports() []Reported {
 }
 
 func (v regView) dead() []DeadLetter {
-	return overlay(v.base.dead, v.ops, func(op regOp) (uint64, *DeadLetter, bool) {
+	ds := overlay(v.base.dead, v.ops, func(op regOp) (string, *DeadLetter, bool) {
 		if op.Dead == nil {
-			return 0, nil, false
+			return "", nil, false
 		}
-		return op.Dead.DeadSeq, op.Dead, true
+		return op.Dead.Key(), op.Dead, true
 	}, asIs[DeadLetter])
+	SortDeadLetters(ds)
+	return ds
 }
 
 func (v regView) persons() []Person {

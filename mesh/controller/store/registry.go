@@ -136,7 +136,7 @@ func (r registry) marshal() []byte {
 	slices.SortFunc(r.Builds, func(a, b Build) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(r.Ledger, func(a, b Applied) int { return strings.Compare(a.Key, b.Key) })
 	slices.SortFunc(r.Declared, func(a, b wire.Declaration) int { return strings.Compare(a.Node, b.Node) })
-	sortDead(r.Dead)
+	SortDeadLetters(r.Dead)
 	slices.SortFunc(r.Reports, func(a, b Reported) int { return strings.Compare(a.Report.Node, b.Report.Node) })
 	b, _ := json.MarshalIndent(r, "", "  ")
 	return append(b, '\n')
@@ -185,11 +185,11 @@ func CheckNode(n Node) error {
 	return nil
 }
 
-// CheckDeadLetter refuses a dead letter without its DEAD sequence or its
-// consumer.
+// CheckDeadLetter refuses a dead letter without its consumer, or without
+// both its DEAD sequence and its event id: nothing would know it again.
 func CheckDeadLetter(d DeadLetter) error {
-	if d.DeadSeq == 0 || d.Consumer == "" {
-		return fmt.Errorf("put dead letter: a DEAD sequence and a consumer are required, got %+v", d)
+	if d.Consumer == "" || (d.DeadSeq == 0 && d.EventID == "") {
+		return fmt.Errorf("put dead letter: a consumer, and a DEAD sequence or an event id, are required, got %+v", d)
 	}
 	return nil
 }

@@ -22,7 +22,9 @@ import (
 //
 // Status is folded from EVENTS in stream order (status.FollowStatus) and kept in
 // the controller's store, so a restarted controller resumes where it
-// stopped and a person can read it without asking the running one.
+// stopped and a person can read it without asking the running one. On a
+// bus that keeps no positions (AMQP) it is folded in the order the
+// controller's status queue hands the events over, one at a time.
 type Status struct {
 	// Failing is the newest failing word per provider, machine and
 	// consumer, sorted by provider, node and consumer.
@@ -36,6 +38,12 @@ type Status struct {
 	// 1: Rebase sees it by this time (or by a last sequence below
 	// Through) and starts Through again.
 	EventsCreated time.Time `json:"events_created,omitzero"`
+	// LastEventID is the x-event-id of the last event folded in, ""
+	// when it had none fit to keep. A bus that keeps no positions hands
+	// the status its events one at a time, in order, and hands one again
+	// only while it is the last handed over (a controller stopped between
+	// saving and acknowledging): there a redelivery is known by this id.
+	LastEventID string `json:"last_event_id,omitempty"`
 }
 
 // What the status holds is bounded, since it is folded from what
@@ -82,15 +90,35 @@ type FailingProvision struct {
 // controller cannot read; the event is consumed and its sequence passed.
 var ErrBadStatusEvent = errors.New("unreadable provisioner event")
 
+// Folded reports whether the event at sequence seq of EVENTS, with event
+// id id, is one the status has folded already: at or below Through; on a
+// bus that keeps no positions (seq 0), the last one folded, by its id.
+func (s *Status) Folded(seq uint64, id string) bool {
+	if seq == 0 {
+		return id != "" && id == s.LastEventID
+	}
+	return seq <= s.Through
+}
+
 // Apply folds the event stored at sequence seq of EVENTS into the status.
-// It reports whether the failing list changed. An event at or below Through
-// changes nothing; any other moves Through to seq, even when it is refused
-// with ErrBadStatusEvent, since reading it again cannot make it readable.
+// It reports whether the failing list changed. An event Folded already
+// changes nothing; any other moves Through to seq and LastEventID to its
+// id, even when it is refused with ErrBadStatusEvent, since reading it
+// again cannot make it readable. seq 0 is an event of a bus that keeps no
+// positions: Through, which counts in the EVENTS stream the status was
+// last folded from, stays where it is.
 func (s *Status) Apply(seq uint64, subject string, header map[string][]string, body []byte) (changed bool, err error) {
-	if seq <= s.Through {
+	id := wire.HeaderValue(header, wire.HeaderEventID)
+	if s.Folded(seq, id) {
 		return false, nil
 	}
-	s.Through = seq
+	if seq != 0 {
+		s.Through = seq
+	}
+	s.LastEventID = ""
+	if len(id) <= maxEventID && printable(id) {
+		s.LastEventID = id
+	}
 	provider, key, ok := wire.EventOf(subject)
 	if !ok {
 		return false, fmt.Errorf("%w: %s is not a module's event subject", ErrBadStatusEvent, subject)

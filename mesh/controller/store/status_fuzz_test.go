@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -24,8 +25,9 @@ func fuzzBase(t *testing.T) Status {
 
 // FuzzStatusApply folds one event, whatever its subject, envelope, body
 // and sequence, into a status holding some failing words, and checks what
-// the fold promises: it never panics; an event at or below Through changes
-// nothing; any other passes Through to its sequence, and when refused
+// the fold promises: it never panics; an event folded already (at or below
+// Through; at no position, the last one's id) changes nothing; any other
+// passes Through to its sequence (at no position, leaves it), and when refused
 // (always with ErrBadStatusEvent) changes nothing else; what the status
 // holds stays sorted, unique per provider, machine and consumer, and
 // within its bounds; a failing word is then held as said, a recovered one
@@ -46,14 +48,21 @@ func FuzzStatusApply(f *testing.F) {
 		s := base.Clone()
 		changed, err := s.Apply(seq, subject, header, body)
 
-		if seq <= base.Through {
+		if base.Folded(seq, wire.HeaderValue(header, wire.HeaderEventID)) {
 			if changed || err != nil || !reflect.DeepEqual(s, base) {
-				t.Fatalf("an event at %d, at or below through %d, changed the status (changed %v, err %v)", seq, base.Through, changed, err)
+				t.Fatalf("an event at %d, folded already (through %d, last %q), changed the status (changed %v, err %v)", seq, base.Through, base.LastEventID, changed, err)
 			}
 			return
 		}
-		if s.Through != seq {
-			t.Fatalf("through %d after an event at %d", s.Through, seq)
+		// Seq 0 is a bus keeping no positions: Through stays.
+		if want := cmp.Or(seq, base.Through); s.Through != want {
+			t.Fatalf("through %d after an event at %d, want %d", s.Through, seq, want)
+		}
+		if s.LastEventID != "" && s.LastEventID != eventID {
+			t.Fatalf("last event id %q after an event of id %q", s.LastEventID, eventID)
+		}
+		if seq == 0 && s.LastEventID != "" && !s.Folded(0, eventID) {
+			t.Fatalf("an event of id %q at no position is not known again once folded", eventID)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrBadStatusEvent) {
@@ -129,7 +138,7 @@ func checkStatusInvariants(t *testing.T, s Status) {
 }
 
 func equalStatus(a, b Status) bool {
-	if a.Through != b.Through || !a.EventsCreated.Equal(b.EventsCreated) || len(a.Failing) != len(b.Failing) {
+	if a.Through != b.Through || !a.EventsCreated.Equal(b.EventsCreated) || a.LastEventID != b.LastEventID || len(a.Failing) != len(b.Failing) {
 		return false
 	}
 	for i := range a.Failing {

@@ -281,3 +281,45 @@ func TestStatusRebase(t *testing.T) {
 		t.Fatalf("a stream ending below through: changed %v, why %q, %+v", changed, why, old)
 	}
 }
+
+// TestStatusAtNoPositionIsFoldedInOrderAndKnowsItsLastEvent: on a bus that
+// keeps no positions (seq 0) every event is folded in the order handed
+// over, Through is left to the stream it counts in, and the one handed
+// again (the last folded, a controller stopped before acknowledging it) is
+// known by its id and changes nothing, even after a restart (the status's
+// JSON).
+func TestStatusAtNoPositionIsFoldedInOrderAndKnowsItsLastEvent(t *testing.T) {
+	s := Status{Through: 7}
+	fail := failingWord("pg", "billing", "node-a", wire.ClassUnreachable, said0)
+	if !fail.applyTo(t, &s, 0) || len(s.Failing) != 1 || s.Through != 7 || s.LastEventID != wire.HeaderValue(fail.header, wire.HeaderEventID) {
+		t.Fatalf("a failing word at no position: expected it held, through 7 and its id kept, got %+v", s)
+	}
+	recovered := recoveredWord("pg", "billing", "node-a")
+	recovered.applyTo(t, &s, 0)
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Status
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.Folded(0, wire.HeaderValue(recovered.header, wire.HeaderEventID)) || recovered.applyTo(t, &back, 0) {
+		t.Fatalf("the last event handed again was not known by its id: %s", data)
+	}
+	if back.Folded(0, "") || back.Folded(0, wire.HeaderValue(fail.header, wire.HeaderEventID)) {
+		t.Fatal("expected an event without an id, or one not the last, not taken for folded")
+	}
+	// An older word handed after (a new event, as far as a bus without
+	// positions tells) is folded: the order is the bus's.
+	if !fail.applyTo(t, &back, 0) || len(back.Failing) != 1 {
+		t.Fatalf("expected the failing word folded again, got %+v", back)
+	}
+	// An id unfit to keep is not kept (its event is refused): nothing is
+	// known by it.
+	odd := recoveredWord("pg", "billing", "node-a")
+	odd.header[wire.HeaderEventID] = []string{strings.Repeat("x", maxEventID+1)}
+	if _, err := back.Apply(0, odd.subject, odd.header, odd.body); !errors.Is(err, ErrBadStatusEvent) || back.LastEventID != "" || len(back.Failing) != 1 {
+		t.Fatalf("expected the word refused, nothing else changed and no id kept, got %v, %+v", err, back)
+	}
+}

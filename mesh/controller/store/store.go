@@ -142,8 +142,8 @@ type Tx interface {
 	PutReport(ctx context.Context, r Reported) error
 	// PutLiveness replaces the liveness record.
 	PutLiveness(ctx context.Context, l Liveness) error
-	// PutDeadLetter records a dead letter, replacing one of its DEAD
-	// sequence.
+	// PutDeadLetter records a dead letter, replacing the one of its key
+	// (DeadLetter.Key: its DEAD sequence, or its consumer and event id).
 	PutDeadLetter(ctx context.Context, d DeadLetter) error
 	// PutRefusals replaces the refusals record.
 	PutRefusals(ctx context.Context, r Refusals) error

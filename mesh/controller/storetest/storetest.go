@@ -577,6 +577,33 @@ func declaredAndReported(t *testing.T, open func() store.Store) {
 	if dead, err := open().DeadLetters(ctx); err != nil || len(dead) != 2 || dead[0].DeadSeq != 3 || dead[1].EventID != "e1" || !dead[1].At.Equal(at) {
 		t.Fatalf("dead letters: expected 3 then 7, got %+v (%v)", dead, err)
 	}
+	// A bus that keeps no positions (AMQP): a letter is known by its
+	// consumer and event id, one record however often it is put, apart
+	// from DEAD's sequences; those without a sequence come first, by time.
+	n1 := store.DeadLetter{Consumer: "node-b_logger", Node: "node-b", Module: "logger", EventID: "e1", Deliveries: 4, At: at.Add(time.Minute)}
+	n2 := n1
+	n2.EventID, n2.At = "e2", at.Add(-time.Minute)
+	n1again := n1
+	n1again.Deliveries = 5
+	update(t, open(), func(ctx context.Context, tx store.Tx) error {
+		return errors.Join(tx.PutDeadLetter(ctx, n1), tx.PutDeadLetter(ctx, n2), tx.PutDeadLetter(ctx, n1again))
+	})
+	dead, err := open().DeadLetters(ctx)
+	var letters []string
+	for _, d := range dead {
+		letters = append(letters, fmt.Sprintf("%d/%s/%d", d.DeadSeq, d.EventID, d.Deliveries))
+	}
+	if want := []string{"0/e2/4", "0/e1/5", "3/e0/5", "7/e1/5"}; err != nil || !slices.Equal(letters, want) {
+		t.Fatalf("dead letters with and without a sequence: expected %v, got %v (%v)", want, letters, err)
+	}
+	if err := open().Update(ctx, func(tx store.Tx) error {
+		return tx.PutDeadLetter(ctx, store.DeadLetter{Consumer: "node-b_logger", Deliveries: 5, At: at})
+	}); err == nil {
+		t.Fatal("expected a dead letter with neither a sequence nor an event id refused")
+	}
+	if dead, _ := open().DeadLetters(ctx); len(dead) != 4 {
+		t.Fatalf("a refused dead letter was kept: %+v", dead)
+	}
 	if r, err := open().Refusals(ctx); err != nil || r.Total() != 0 || r.Counts == nil || r.Last == nil {
 		t.Fatalf("refusals before any: expected none, with a map and a list, got %+v (%v)", r, err)
 	}

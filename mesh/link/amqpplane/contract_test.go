@@ -13,21 +13,22 @@ import (
 	"github.com/meshbus/mesh/mesh/link/amqpplane"
 	"github.com/meshbus/mesh/mesh/link/linktest"
 	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // TestContract runs the control plane's contract on RabbitMQ, in its
-// container, with the definitions the controller mints: one broker for
-// the suite, given back as declared and empty before each body
-// (amqptest.Reset).
+// container, with the definitions the controller mints, and then what
+// AMQP alone has to close: one broker for the suite, given back as
+// declared and empty before each body (amqptest.Reset).
 func TestContract(t *testing.T) {
-	m := sample(t)
-	br := amqptest.Start(t, m)
-	linktest.Run(t, func(t *testing.T) linktest.Bus {
+	m := withProvider(t, sample(t))
+	br := amqptest.Start(t, m, amqptest.WithMaxDeliver(eventsMaxDeliver))
+	raise := func(t *testing.T) linktest.Bus {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		br.Reset(ctx, t)
-		c, err := amqpplane.DialController(ctx, br.Creds[wire.ControllerUser], br.Creds[wire.ControllerMeshUser], amqpplane.ControllerOptions{})
+		c, err := amqpplane.DialController(ctx, br.Creds[wire.ControllerUser], br.Creds[wire.ControllerMeshUser], amqpplane.ControllerOptions{MaxDeliver: eventsMaxDeliver})
 		if err != nil {
 			t.Fatalf("dial the controller: %v", err)
 		}
@@ -36,7 +37,10 @@ func TestContract(t *testing.T) {
 			t.Fatalf("assert the topology: %v", err)
 		}
 		return &amqpBus{t: t, br: br, ctl: c}
-	})
+	}
+	linktest.Run(t, raise)
+	// What AMQP alone has to close, on the same broker.
+	t.Run("WhatTheBrokerDidNotRouteIsNeitherStatusNorDeadLetter", func(t *testing.T) { notRouted(t, raise(t).(*amqpBus)) })
 }
 
 // amqpBus is the sample mesh's broker, its topology asserted, the
@@ -48,9 +52,103 @@ type amqpBus struct {
 }
 
 var (
-	_ linktest.Enrolling = (*amqpBus)(nil)
-	_ linktest.Outage    = (*amqpBus)(nil)
+	_ linktest.Enrolling     = (*amqpBus)(nil)
+	_ linktest.Outage        = (*amqpBus)(nil)
+	_ linktest.DeadLettering = (*amqpBus)(nil)
+	_ linktest.Provisioning  = (*amqpBus)(nil)
 )
+
+// eventsMaxDeliver is how often a module's events queue delivers an event
+// on the contract's broker before it dead-letters it.
+const eventsMaxDeliver = 2
+
+// provider is the module that provides on the contract's broker: the
+// sample mesh has none, so its sensor is made one, and may emit the
+// provisioner events (meshdesc.Module.AllEmits, amqpdefs's grants).
+const provider = "sensor"
+
+// withProvider makes provider a provider of m.
+func withProvider(t *testing.T, m *meshdesc.Mesh) *meshdesc.Mesh {
+	t.Helper()
+	for i := range m.Modules {
+		if m.Modules[i].Name == provider {
+			m.Modules[i].Provides = []string{"store"}
+			return m
+		}
+	}
+	t.Fatalf("the sample mesh has no module %s", provider)
+	return nil
+}
+
+// emit publishes an event as module on node, through the events exchange
+// with its routing key, persistent, and waits for the broker's confirm.
+func (b *amqpBus) emit(node, module, key, eventID string, body []byte) string {
+	b.t.Helper()
+	ch, err := b.br.Dial(b.t, wire.AMQPUser(node, module)).Channel()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dc, err := ch.PublishWithDeferredConfirm(wire.ExchangeEvents, wire.EventRoutingKey(module, key), false, false, amqp.Publishing{
+		Headers:      amqp.Table{wire.HeaderEventID: eventID},
+		ContentType:  wire.ContentTypeJSON,
+		DeliveryMode: amqp.Persistent,
+		Body:         body,
+	})
+	if err != nil {
+		b.t.Fatalf("emit %s.%s as %s on %s: %v", module, key, module, node, err)
+	}
+	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
+		b.t.Fatalf("emit %s.%s as %s on %s: not confirmed (%v)", module, key, module, node, err)
+	}
+	return wire.EventSubject(module, key)
+}
+
+// Provide has node-a's provider emit a provisioner event with its own
+// credential.
+func (b *amqpBus) Provide(key, eventID string, body []byte) string {
+	return b.emit("node-a", provider, key, eventID, body)
+}
+
+// Poison has node-a's sensor emit a reading and node-b's logger, which
+// consumes readings, give each delivery of it back until its queue's
+// delivery limit dead-letters it to mesh.dead.
+func (b *amqpBus) Poison(eventID string) (consumer, subject string, deliveries int) {
+	b.t.Helper()
+	subject = b.emit("node-a", "sensor", "reading", eventID, []byte(`{}`))
+	ch, err := b.br.Dial(b.t, wire.AMQPUser("node-b", "logger")).Channel()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.Qos(1, 0, false); err != nil {
+		b.t.Fatal(err)
+	}
+	queue := wire.EventsQueue("node-b", "logger")
+	ds, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		b.t.Fatalf("consume %s: %v", queue, err)
+	}
+	for range eventsMaxDeliver {
+		select {
+		case d := <-ds:
+			if got := d.Headers[wire.HeaderEventID]; got != eventID {
+				b.t.Fatalf("expected event %s delivered to %s, got %v", eventID, queue, got)
+			}
+			if err := d.Nack(false, true); err != nil {
+				b.t.Fatalf("give back %s: %v", eventID, err)
+			}
+		case <-time.After(10 * time.Second):
+			b.t.Fatalf("expected event %s delivered to %s", eventID, queue)
+		}
+	}
+	return wire.ModuleConsumer("node-b", "logger"), subject, eventsMaxDeliver
+}
 
 func (b *amqpBus) Nodes() (string, string)      { return "node-a", "node-b" }
 func (b *amqpBus) Controller() plane.Controller { return b.ctl }

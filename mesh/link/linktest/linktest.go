@@ -90,6 +90,14 @@ type DeadLettering interface {
 	Poison(eventID string) (consumer, subject string, deliveries int)
 }
 
+// Provisioning is a Bus with a provider module among its modules.
+type Provisioning interface {
+	// Provide has the provider emit, with its own credential, a
+	// provisioner event of key (wire.EventProvisioner*) with id eventID
+	// and body; it returns the event's subject once the bus holds it.
+	Provide(key, eventID string, body []byte) (subject string)
+}
+
 // Run runs the contract as subtests of t, each on a bus raise makes for
 // it.
 func Run(t *testing.T, raise func(t *testing.T) Bus) {
@@ -107,6 +115,7 @@ func Run(t *testing.T, raise func(t *testing.T) Bus) {
 		{"TheCredentialDeskAnswersOnlyTheNodeTheBusVouchesFor", credentialDesk},
 		{"HeartbeatsAreHeardWithTheirNodeAndConnectedFollows", heartbeats},
 		{"AnEventGivenUpOnIsADeadLetterInOrder", deadLetters},
+		{"TheStatusFeedHandsTheProvidersStatusWordsInOrderOneAtATime", statusEvents},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, raise(t)) })
 	}

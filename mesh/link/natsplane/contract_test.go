@@ -55,7 +55,26 @@ var (
 	_ linktest.Enrolling     = (*natsBus)(nil)
 	_ linktest.Outage        = (*natsBus)(nil)
 	_ linktest.DeadLettering = (*natsBus)(nil)
+	_ linktest.Provisioning  = (*natsBus)(nil)
 )
+
+// provider is the module that provides on the contract's bus: the sample
+// mesh has none, so its sensor is made one, and may emit the provisioner
+// events (meshdesc.Module.AllEmits).
+const provider = "sensor"
+
+// withProvider makes provider a provider of m.
+func withProvider(t *testing.T, m *meshdesc.Mesh) *meshdesc.Mesh {
+	t.Helper()
+	for i := range m.Modules {
+		if m.Modules[i].Name == provider {
+			m.Modules[i].Provides = []string{"store"}
+			return m
+		}
+	}
+	t.Fatalf("the sample mesh has no module %s", provider)
+	return nil
+}
 
 func raiseNATS(t *testing.T) linktest.Bus {
 	t.Helper()
@@ -63,6 +82,7 @@ func raiseNATS(t *testing.T) linktest.Bus {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m = withProvider(t, m)
 	srv := natstest.Start(t, m)
 	b := &natsBus{t: t, srv: srv, cur: srv.Server, addr: srv.Addr()}
 	t.Cleanup(func() { b.done.Store(true) })
@@ -206,6 +226,23 @@ func (b *natsBus) Poison(eventID string) (consumer, subject string, deliveries i
 		b.t.Fatalf("expected event %s given up after %d deliveries, got %s delivered again", eventID, eventsMaxDeliver, m.Headers().Get(wire.HeaderEventID))
 	}
 	return consumer, subject, eventsMaxDeliver
+}
+
+// Provide has node-a's provider emit a provisioner event into EVENTS with
+// its own credential, the event id as message id.
+func (b *natsBus) Provide(key, eventID string, body []byte) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subject := wire.EventSubject(provider, key)
+	msg := nats.NewMsg(subject)
+	msg.Header.Set(wire.HeaderEventID, eventID)
+	msg.Header.Set(wire.HeaderContentType, wire.ContentTypeJSON)
+	msg.Data = body
+	if _, err := b.dial(wire.ModuleUser("node-a", provider)).PublishMsg(ctx, msg, jetstream.WithMsgID(eventID)); err != nil {
+		b.t.Fatalf("emit %s as %s: %v", subject, provider, err)
+	}
+	return subject
 }
 
 // Builder is a builder as package build is one: the builder's user, its

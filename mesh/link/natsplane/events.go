@@ -59,8 +59,9 @@ func (m eventMsg) Term() error                    { return m.m.Term() }
 // FollowDead reads DEAD with an ordered consumer (the controller acks
 // nothing there) from the sequence after after, each max-deliveries
 // advisory with the event it names read from EVENTS while it still holds
-// it.
-func (c *Controller) FollowDead(ctx context.Context, after uint64, deliver func(plane.Dead)) (stop func(), err error) {
+// it. A letter deliver did not record stays in DEAD, after the position
+// the next follower is given: nothing here takes it back.
+func (c *Controller) FollowDead(ctx context.Context, after uint64, deliver func(plane.Dead) error) (stop func(), err error) {
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1}
@@ -86,7 +87,7 @@ func (c *Controller) FollowDead(ctx context.Context, after uint64, deliver func(
 				d.Subject, d.EventID = m.Subject, m.Header.Get(wire.HeaderEventID)
 			}
 		}
-		deliver(d)
+		_ = deliver(d)
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		c.log.Warn("reading DEAD", "err", err)
 	}))

@@ -254,32 +254,55 @@ type Keeper interface {
 // EventMsg is one provisioner event delivered to the controller's status
 // consumer.
 type EventMsg interface {
+	// Position is where EVENTS keeps it (0: the bus keeps none).
 	Position() uint64
+	// Subject is the wire subject it was emitted on (on AMQP, its routing
+	// key on the events exchange mapped back); what did not come from a
+	// provider's emit has no event subject.
 	Subject() string
+	// Header is its envelope's headers, x-event-id among them.
 	Header() map[string][]string
 	Data() []byte
+	// Ack settles it as folded and waits for the bus to confirm, where the
+	// bus confirms acknowledgements.
 	Ack(ctx context.Context) error
+	// Hold asks for it again no sooner than delay; the events behind it
+	// wait (the status is a fold in order).
 	Hold(delay time.Duration) error
+	// Term refuses it for good: it does not come again.
 	Term() error
 }
 
 // EventsOrigin identifies the events the status is folded from: when the
-// bus's EVENTS was made, and its last position.
+// bus's EVENTS was made, and its last position. The zero EventsOrigin is a
+// bus that keeps no positions (AMQP): there is no stream to compare the
+// status with; the events come from the controller's own queue one at a
+// time, in the order the providers emitted them, and the only one handed
+// again is the last handed over, known by its event id
+// (store.Status.Folded).
 type EventsOrigin struct {
 	Created time.Time
 	Last    uint64
 }
 
-// StatusFeed delivers the provisioner events to the controller's status.
+// StatusFeed delivers the provisioner events (wire.ProvisionerStatusEvents
+// of any provider, nothing else) to the controller's status, one at a
+// time, in the order emitted: deliver is not called again before the
+// delivery in hand is settled, and a held one comes again before those
+// behind it. What is not settled when the feed stops comes again.
 type StatusFeed interface {
 	EventsOrigin(ctx context.Context) (EventsOrigin, error)
 	FollowEvents(ctx context.Context, deliver func(EventMsg)) (stop func(), err error)
 }
 
 // Dead is a dead letter as the bus recorded it: which consumer gave up on
-// which event after how many deliveries.
+// which event after how many deliveries. On a bus that keeps no positions
+// (AMQP) Position and EventPos are 0, and the letter is known by its
+// consumer and event id.
 type Dead struct {
-	Position   uint64
+	Position uint64
+	// Consumer is the module's consumer as NATS names it
+	// (wire.ModuleConsumer), whichever the bus.
 	Consumer   string
 	EventPos   uint64
 	Subject    string
@@ -290,9 +313,12 @@ type Dead struct {
 
 // DeadFeed follows the dead letters after position after, in order, one
 // at a time: a deliver that has not returned holds the ones after it.
-// What the bus holds that is not a dead letter is passed over.
+// deliver returns nil once the letter is recorded; a bus that takes
+// letters away as they are read (AMQP, where after means nothing) takes
+// it then, and keeps it for the next follower otherwise, so it comes
+// again. What the bus holds that is not a dead letter is passed over.
 type DeadFeed interface {
-	FollowDead(ctx context.Context, after uint64, deliver func(Dead)) (stop func(), err error)
+	FollowDead(ctx context.Context, after uint64, deliver func(Dead) error) (stop func(), err error)
 }
 
 // HeartbeatFeed hears the nodes' heartbeats.
