@@ -13,12 +13,13 @@ func living() Bed {
 		Name:    "living",
 		Step:    4,
 		Owner:   "controller",
-		Summary: "the mesh living on its bus: a node enrols over TLS with a claimed token, the enrolment user cannot read a declaration, a spent token is refused",
+		Summary: "the mesh living on its bus, each flow on NATS and, where it exists there, on AMQP alone: a node enrols over TLS with a claimed token, an upgrade rolls out, a spent token is refused",
 		Features: []string{
 			"4-living.feature",
 		},
-		// Raising the store, genesis and two enrolments per cluster.
-		Timeout:  15 * time.Minute,
+		// Raising the store, genesis and two enrolments per cluster, a
+		// cluster per bus.
+		Timeout:  20 * time.Minute,
 		Topology: topology.Living(),
 		// A flow that exists on both buses is an outline with a row per
 		// bus; the build path (source, builder, artifacts) is on NATS only.

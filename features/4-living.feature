@@ -17,7 +17,7 @@ Feature: Living — the mesh living on its bus
   one bus only says which, and why.
 
   @enrol
-  Scenario Outline: A node enrols over TLS with its token and connects as itself (<bus>)
+  Scenario Outline: A node enrols over TLS with its token and connects as itself
     Design 25 §6: the node connects with the enrolment user, the controller spends the token,
     records the node and composes the node's own user, and the node reconnects as itself.
 
@@ -58,7 +58,7 @@ Feature: Living — the mesh living on its bus
     And the store still records "node-a" enrolled once, as it first did
 
   @enrol
-  Scenario Outline: An expired token is refused by the controller, with the reason, and status counts it (<bus>)
+  Scenario Outline: An expired token is refused by the controller, with the reason, and status counts it
     A token's user may log in until a composition drops it; a claim made after the token's
     lifetime reaches the controller, which answers it with the reason and counts it once.
 
@@ -74,7 +74,7 @@ Feature: Living — the mesh living on its bus
       | amqp |
 
   @enrol
-  Scenario Outline: A host stopped or killed comes back as itself, with no token to spend (<bus>)
+  Scenario Outline: A host stopped or killed comes back as itself, with no token to spend
     The node's sealing key and its own credential are in the host's state: started again, it
     connects as itself at once, and the store's record of it is the one its enrolment made.
 
@@ -96,7 +96,7 @@ Feature: Living — the mesh living on its bus
       | amqp |
 
   @upgrade
-  Scenario Outline: An upgrade rolls out to both nodes (<bus>)
+  Scenario Outline: An upgrade rolls out to both nodes
     A push that changes the modules' version gives each node whose modules changed its next
     revision; each host takes it from its declaration on the bus (NODES; its node.<node> queue),
     fetches its modules' credentials, and reports running the new version. Status shows the
@@ -115,7 +115,7 @@ Feature: Living — the mesh living on its bus
       | amqp |
 
   @isolation
-  Scenario: A module is not its host: it reads its own credential and nothing of the host's or a sibling's
+  Scenario: A module is not its host: it reads its own credential and nothing of the host's or a sibling's (nats)
     ADR 0047 and issue 18. The host runs each module as an OS user and group of its own, which it
     allots and keeps, in a home of its own, with an environment made for it; the host's state,
     the node's sealing key, the enrolment token and the other modules' credentials are files the
@@ -123,6 +123,9 @@ Feature: Living — the mesh living on its bus
     own credential's path names the host's state) and connects as whatever it found, naming each
     such connection "pry"; then it connects as itself, named "pry: tried". The server is asked,
     from outside, who connected.
+    On NATS only yet: the proof is the server's record of every connection, closed ones
+    included (/connz); the broker keeps no record of a closed connection, and reading its
+    equivalent from outside is to come.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When a push adds these modules to "node-a":
@@ -134,12 +137,15 @@ Feature: Living — the mesh living on its bus
     And the host of each node runs each module declared to it as a process and a user of its own
 
   @newest
-  Scenario: A node that was away gets exactly the newest declaration, and an older one published again is refused
+  Scenario: A node that was away gets exactly the newest declaration, and an older one published again is refused (nats)
     NODES keeps the newest declaration per node (last per subject): a host away while two pushes
     went by finds only the second. A genuine older declaration, published again by hand with the
     controller's credential, lands at a later sequence but an older revision: the host refuses it
     and reports why. The controller is paused meanwhile, or its guard would put the newest back
     before the host ever read it.
+    On NATS only yet: the steps keep and publish again NODES's message. The rule itself (the
+    signed revision orders, on either bus) is proved on both buses by the link contract suite
+    (mesh/link/linktest); the steps for node.<node> on the broker are to come.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     And I keep the declaration NODES holds for "node-b"
@@ -157,10 +163,13 @@ Feature: Living — the mesh living on its bus
     And NODES holds one declaration for "node-b", the one status shows declared
 
   @store-away
-  Scenario: A push sent while the store is away is held, and applied once when it returns
+  Scenario: A push sent while the store is away is held, and applied once when it returns (nats)
     ADR 0083's store window: the controller cannot commit the push, so it naks it with a growing
     delay and CONTROL keeps it; nothing is dropped. Once the store is back the push applies, once:
     each node one revision on, and CONTROL settled.
+    On NATS only yet: the steps count CONTROL's deliveries from its stream; on AMQP a held
+    message is an unsettled delivery of a control queue. The hold and the single apply are
+    proved on both buses by the link contract suite; the steps for the broker are to come.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     And I note the revisions status shows declared
@@ -175,19 +184,25 @@ Feature: Living — the mesh living on its bus
     And within 10 seconds the controller has settled every message CONTROL held, and CONTROL holds none
 
   @dead-letter
-  Scenario: An event whose consumer keeps failing is dead-lettered, and status names it
+  Scenario: An event whose consumer keeps failing is dead-lettered, and status names it (nats)
     After max-deliver deliveries the server gives the event up and DEAD records it; the controller
     folds DEAD into its store, and status names the module, its consumer and the event.
+    On NATS only yet: the controller folds the broker's dead letters (mesh.dead) too, proved
+    against RabbitMQ in mesh/controller/status; the steps that make a consumer fail on the
+    broker are to come.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When the module "logger" on "node-b" fails every delivery of "sensor.reading" until its deliveries run out
     Then within 30 seconds status names the dead letter of "logger" on "node-b" for that event
 
   @catch-up
-  Scenario: A node cut off catches up on its reports rather than losing them
+  Scenario: A node cut off catches up on its reports rather than losing them (nats)
     The host reports every few seconds; a report it cannot send waits in its outbox on disk and
     goes, in order, once the bus is in reach again. The controller is paused, so that CONTROL
     still holds what arrived when the scenario looks.
+    On NATS only yet: the steps read the reports CONTROL's stream holds; the outbox and its
+    order are the host's, on either bus (link contract suite), and the steps for the broker's
+    control queues are to come.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     And the controller is paused
@@ -197,11 +212,14 @@ Feature: Living — the mesh living on its bus
     Then within 20 seconds the controller has settled every message CONTROL held, and CONTROL holds none
 
   @nak-reply
-  Scenario: An enrolment held while the store is away still reaches the enrolling node's inbox
+  Scenario: An enrolment held while the store is away still reaches the enrolling node's inbox (nats)
     Design 25 §2: a CONTROL message that expects an answer carries its reply subject in its
     payload, because the delivery's own reply is the consumer's ack address. The claim is held by
     nak-with-delay cycles while the store is away; the node waits on its token's inbox, and the
     answer reaches it there once the controller can commit.
+    On NATS only yet: the steps count CONTROL's deliveries; on AMQP the answer goes to the
+    token's durable queue (enrol.<token>), proved in the link contract suite; the steps for the
+    broker are to come.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     And the controller issues a token for "node-b" and its enrolment user connects with it
@@ -213,7 +231,7 @@ Feature: Living — the mesh living on its bus
     Then within 90 seconds the claim is answered on its inbox with the credential of "host.node-b"
 
   @tools
-  Scenario: A module's tool is called from another node and from a person's client, and refused where no grant allows it
+  Scenario: A module's tool is called from another node and from a person's client, and refused where no grant allows it (nats)
     Design 25 §7 and design 19's tools. A push raises relay and stranger on node-b, each under its
     host as a process of its own. Each serves "call", which calls a tool on its own account and
     says what happened; relay's manifest uses sensor.calibrate, stranger's uses nothing. The
@@ -222,6 +240,9 @@ Feature: Living — the mesh living on its bus
     the catalogue offers her and calls one; what she was not issued, the server refuses her. A
     person the controller issues on the spot, sealed to her own key, is closed by the server when
     revoked.
+    On NATS only yet: a call over AMQP is proved by the conformance bed (a module built once,
+    first run on AMQP); the person's client and the steps that read the broker's refusals are
+    to come.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When a push adds these modules to "node-b":
@@ -250,7 +271,7 @@ Feature: Living — the mesh living on its bus
     And the person "carol" calling "sensor.calibrate" through her client is refused at login, as revoked
 
   @builds
-  Scenario: A build source's change reaches the builder over the bus, and the build that follows is the one it asked for
+  Scenario: A build source's change reaches the builder over the bus, and the build that follows is the one it asked for (nats)
     Design 25 §9 step 4. The repository (the stand-in "modules") commits a revision and announces
     it on CONTROL; the controller asks for the build on BUILDS, whose one consumer lets a builder
     take one build at a time; the builder fetches exactly that revision from the repository, builds
@@ -258,6 +279,9 @@ Feature: Living — the mesh living on its bus
     in ARTIFACTS and says so on mesh.control.built; the controller records it once. A revision the
     repository does not have is a build that failed, saying so. A builder killed mid-build has its
     request handed to the builder started again, and the build is recorded once.
+    On NATS only: the build path (its requests, outcomes and artifacts) stays on NATS, and the
+    topology refuses a builder on a mesh on AMQP; artifacts are not carried on the broker
+    (docs/control-plane.md).
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
@@ -274,12 +298,14 @@ Feature: Living — the mesh living on its bus
     And the artifact ARTIFACTS holds for that build is the program of "sensor" with the provenance of revision "r3" and its content
 
   @install
-  Scenario: An installation completes over the bus, with the outcome the path it replaces produced
+  Scenario: An installation completes over the bus, with the outcome the path it replaces produced (nats)
     The push declares the artifact a build produced; the node's host fetches it from ARTIFACTS (its
     grant names that artifact's chunks and no other's), checks its digest, installs it as the
     module's program, runs it as a process of its own and reports it installed. The record status
     keeps of it has the fields and values of the one the AMQP path kept. An artifact whose bytes
     are not its digest is refused by the node that fetched it, naming both.
+    On NATS only: an installation fetches its artifact from ARTIFACTS, which the broker does not
+    carry (docs/control-plane.md).
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on nats
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"

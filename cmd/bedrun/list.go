@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,6 +34,9 @@ func list(cfg config, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s · owner %s · timeout %s\n   %s\n", head, b.Owner, b.Timeout, b.Summary)
 		fmt.Fprintf(stdout, "   raises: %s\n", strings.ReplaceAll(b.TopologyOrDefault().String(), "\n", "\n           "))
+		for _, bus := range slices.Sorted(maps.Keys(b.OnBus)) {
+			fmt.Fprintf(stdout, "   and for a scenario on %s: %s\n", bus, strings.ReplaceAll(b.OnBus[bus].String(), "\n", "\n           "))
+		}
 		scenarios, err := beds.Scenarios(features, b, cfg.tags)
 		if errors.Is(err, beds.ErrBadTags) {
 			fmt.Fprintf(stderr, "bedrun: %v\n", err)
