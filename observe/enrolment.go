@@ -134,7 +134,7 @@ var AMQPConnectionsColumns = []string{"user", "ssl_protocol", "peer_host", "clie
 func AMQPConnections(body []byte) ([]Connection, error) {
 	var list []struct {
 		User        string `json:"user"`
-		SSLProtocol any `json:"ssl_protocol"`
+		SSLProtocol any    `json:"ssl_protocol"`
 		// peer_host is an Erlang address tuple, as a list of numbers.
 		PeerHost any `json:"peer_host"`
 		// client_properties is a list of [name, type, value] triples.
