@@ -205,9 +205,8 @@ Feature: Living — the mesh living on its bus
   Scenario Outline: An event whose consumer keeps failing is dead-lettered, and status names it
     After max-deliver deliveries the server gives the event up and DEAD records it; the controller
     folds DEAD into its store, and status names the module, its consumer and the event.
-    On NATS only yet: the controller folds the broker's dead letters (mesh.dead) too, proved
-    against RabbitMQ in mesh/controller/status; the steps that make a consumer fail on the
-    broker are to come.
+    On AMQP the broker dead-letters the event from the consumer's queue after its delivery
+    limit into mesh.dead, which the controller consumes into its store.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When the module "logger" on "node-b" fails every delivery of "sensor.reading" until its deliveries run out
@@ -216,6 +215,7 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |
 
   @catch-up
   Scenario Outline: A node cut off catches up on its reports rather than losing them
@@ -269,10 +269,8 @@ Feature: Living — the mesh living on its bus
     sensor on node-a answers relay, and the server refuses stranger. alice's client lists the tools
     the catalogue offers her and calls one; what she was not issued, the server refuses her. A
     person the controller issues on the spot, sealed to her own key, is closed by the server when
-    revoked.
-    On NATS only yet: a call over AMQP is proved by the conformance bed (a module built once,
-    first run on AMQP); the person's client and the steps that read the broker's refusals are
-    to come.
+    revoked. On AMQP a call goes to the tool's service queue through mesh.rpc, the broker
+    refusing with ACCESS_REFUSED what the grants do not allow (docs/decisions/0009).
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When a push adds these modules to "node-b":
@@ -303,6 +301,7 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |
 
   @builds
   Scenario Outline: A build source's change reaches the builder over the bus, and the build that follows is the one it asked for

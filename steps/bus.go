@@ -2,10 +2,19 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness/topology"
+	"github.com/meshbus/mesh/mesh/amqpdefs"
+	"github.com/meshbus/mesh/mesh/sdk"
+	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
 )
 
@@ -78,4 +87,88 @@ func (s *scenario) busAddress(ctx context.Context, r *raised) (string, error) {
 		return "", fmt.Errorf("the mesh is on AMQP and no broker was handed over")
 	}
 	return r.amqp.Address(ctx)
+}
+
+// moduleOn connects as module on node through the SDK, on the module's
+// credential as the controller holds it, its URL naming the bus's port
+// published on this host (the broker's and the server's certificates
+// carry the loopback's names). It is closed when the scenario ends.
+func (s *scenario) moduleOn(ctx context.Context, node, module string) (*sdk.Module, error) {
+	r, err := s.cluster()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := r.cluster.Credential(ctx, wire.ModuleUser(node, module))
+	if err != nil {
+		return nil, err
+	}
+	addr, err := s.busAddress(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	cred.URL = wire.BusURL(cred.User(), cred.Password(), addr)
+	if s.onAMQP() {
+		cred.URL = wire.AMQPBusURL(cred.User(), cred.Password(), addr)
+	}
+	dir, err := os.MkdirTemp("", "mesh-module-")
+	if err != nil {
+		return nil, err
+	}
+	s.cleanups = append(s.cleanups, func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "credential.json")
+	if err := os.WriteFile(path, cred.Marshal(), 0o600); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	m, err := sdk.Connect(cctx, path, sdk.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, fmt.Errorf("connect as %s on %s: %w", module, node, err)
+	}
+	s.cleanups = append(s.cleanups, func() { _ = m.Close() })
+	return m, nil
+}
+
+// failOnAMQP emits one event of emitter with key and has module on node
+// fail every delivery of it, through the SDK as the module's own
+// handler would (each failure asks for it again, after the SDK's growing
+// delay), until the broker has delivered it as often as the mesh lets it
+// (amqpdefs.DefaultMaxDeliver) and dead-letters it.
+func (s *scenario) failOnAMQP(ctx context.Context, module, node, emitter, key string) error {
+	consumer, err := s.moduleOn(ctx, node, module)
+	if err != nil {
+		return err
+	}
+	id := wire.NewID()
+	var mu sync.Mutex
+	delivered := 0
+	if err := consumer.Subscribe(emitter+"."+key, func(_ context.Context, ev sdk.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.ID == id {
+			delivered++
+		}
+		return errors.New("failing every delivery, on purpose")
+	}); err != nil {
+		return err
+	}
+	e, err := s.moduleOn(ctx, nodeOf(s.r.mesh, emitter), emitter)
+	if err != nil {
+		return err
+	}
+	if _, err := e.Publish(ctx, key, []byte(`{"value":1}`), sdk.WithEventID(id)); err != nil {
+		return fmt.Errorf("%s emits %s: %w", emitter, key, err)
+	}
+	s.ro.emitted = observe.Acked{ID: id}
+	// The SDK's delays (1 s, 2 s, 4 s, 8 s) put the last delivery about
+	// 15 s after the first.
+	return eventually(ctx, 45*time.Second, func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if delivered < amqpdefs.DefaultMaxDeliver {
+			return fmt.Errorf("expected %s delivered %d times to %s, it was %d times", id, amqpdefs.DefaultMaxDeliver, module, delivered)
+		}
+		beds.Logf(ctx, "%s failed %d deliveries of %s", module, delivered, id)
+		return nil
+	})
 }

@@ -487,6 +487,9 @@ func (s *scenario) heldOn(ctx context.Context, seconds, times int, subject strin
 
 func (s *scenario) aConsumerFailsEveryDelivery(ctx context.Context, module, node, emitter, key string) error {
 	s.r.tainted = true
+	if s.onAMQP() {
+		return s.failOnAMQP(ctx, module, node, emitter, key)
+	}
 	e, err := s.connectEmitter(ctx, emitter)
 	if err != nil {
 		return err

@@ -104,8 +104,10 @@ func TestAMQPMeshEnrolsAHostAndItsModulesTalk(t *testing.T) {
 		// is live on the broker.
 		var h plane.Host
 		controllertest.Eventually(t, 30*time.Second, node+" dials as its host", func() bool {
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
 			var err error
-			h, err = buses.DialHost(ctx, cred)
+			h, err = buses.DialHost(c, cred)
 			return err == nil
 		})
 		defer h.Close()

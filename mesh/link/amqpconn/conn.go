@@ -99,12 +99,15 @@ func Dial(ctx context.Context, cred wire.Credential, o Options) (*Conn, error) {
 	return c, nil
 }
 
-// dialConn makes one connection as cred, whose URL is u, within ctx (or
-// o.Timeout when ctx has no deadline).
+// dialConn makes one connection as cred, whose URL is u, within ctx and
+// within o.Timeout: a handshake the broker stalls (a login it refuses
+// under load answered late, a broker frozen right after accepting) fails
+// this attempt, and the caller's retry makes the next, rather than
+// holding a caller with a long context for all of it.
 func dialConn(ctx context.Context, cred wire.Credential, o Options, u *url.URL) (*amqp.Connection, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(o.Timeout)
+	deadline := time.Now().Add(o.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(cred.User())
