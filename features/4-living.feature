@@ -269,8 +269,10 @@ Feature: Living — the mesh living on its bus
     sensor on node-a answers relay, and the server refuses stranger. alice's client lists the tools
     the catalogue offers her and calls one; what she was not issued, the server refuses her. A
     person the controller issues on the spot, sealed to her own key, is closed by the server when
-    revoked. On AMQP a call goes to the tool's service queue through mesh.rpc, the broker
-    refusing with ACCESS_REFUSED what the grants do not allow (docs/decisions/0009).
+    revoked.
+    On NATS only: the person's client speaks NATS alone (design 25 §7) and refuses an AMQP
+    credential; a module's call over AMQP is proved by the conformance bed (a module built
+    once, first run on AMQP).
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When a push adds these modules to "node-b":
@@ -301,7 +303,6 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
-      | amqp |
 
   @builds
   Scenario Outline: A build source's change reaches the builder over the bus, and the build that follows is the one it asked for

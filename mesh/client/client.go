@@ -34,8 +34,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/meshbus/mesh/mesh/link/amqpconn"
-
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -153,13 +151,11 @@ func whose(cred wire.Credential) string {
 
 // connectError says why the SDK could not connect. The server refuses a
 // user it does not know with an authorization violation, which nats.go
-// reports as nats.ErrAuthorization, and the broker with 403
-// ACCESS_REFUSED at login (amqpconn.ErrLoginRefused); the SDK wraps both:
-// it has no sentinel of its own for them.
+// reports as nats.ErrAuthorization and the SDK wraps: the SDK has no
+// sentinel of its own for it.
 func (c *Client) connectError(err error) error {
 	switch {
-	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAuthExpired),
-		errors.Is(err, amqpconn.ErrLoginRefused):
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAuthExpired):
 		return failure(KindRefused, "", err, "the bus refused person %s's credential: it was revoked, or never issued", c.cred.Name)
 	case errors.Is(err, sdk.ErrFingerprint):
 		return failure(KindFailed, "", err, "the bus at %s is not the one the credential pins: %v", c.cred.HostPort(), err)

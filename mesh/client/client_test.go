@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
-	"github.com/nats-io/nats.go"
 )
 
 // fakeBus answers calls from a table and records them: what reaches the
@@ -330,23 +328,4 @@ func declarationKey(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return wire.EncodeDeclarationKey(pub)
-}
-
-// TestALoginRefusedIsRefusedOnEitherBus: the NATS server's authorization
-// violation and the broker's 403 at login both say the credential was
-// revoked or never issued; anything else is a failure to connect.
-func TestALoginRefusedIsRefusedOnEitherBus(t *testing.T) {
-	c, _ := fakeClient(nil)
-	c.cred.Name = "alice"
-	for _, err := range []error{
-		fmt.Errorf("connect: %w", nats.ErrAuthorization),
-		fmt.Errorf("dial amqp at rabbitmq:5671 as person.alice: %w: Exception (403)", amqpconn.ErrLoginRefused),
-	} {
-		if got := c.connectError(err); KindOf(got) != KindRefused || !strings.Contains(got.Error(), "revoked, or never issued") {
-			t.Errorf("%v: expected KindRefused, got %v", err, got)
-		}
-	}
-	if got := c.connectError(errors.New("dial tcp: connection refused")); KindOf(got) != KindFailed {
-		t.Errorf("a broker not listening: expected KindFailed, got %v", got)
-	}
 }
