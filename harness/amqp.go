@@ -145,8 +145,9 @@ func (a *AMQPBus) Credential(user string) (wire.Credential, error) {
 // composed from the cluster's description: those genesis wrote when the
 // mesh is on AMQP (topology.BusAMQP), else those `mesh-controller amqp`
 // mints beside a mesh on NATS, with every principal's AMQP credential. A
-// broker raised already is returned as it is. The image is built from Debian's packages when it is
-// missing (MESH_RABBITMQ_IMAGE names another).
+// broker raised already is returned as it is. The image is built from
+// Debian's packages when it is missing (MESH_RABBITMQ_IMAGE names
+// another).
 func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
 	if !slices.ContainsFunc(c.topology.Members, func(m topology.Member) bool { return m.Kind == topology.KindRabbitMQ }) {
 		return nil, fmt.Errorf("raise the AMQP bus: %w: this cluster's topology has no member of kind %s (it has: %s)",
