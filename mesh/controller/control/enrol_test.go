@@ -543,11 +543,14 @@ func TestASealedAnswerThatDoesNotOpenIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The test takes the controller's place as CONTROL's consumer.
-	cons, err := js.Consumer(ctx, wire.StreamControl, wire.ControlConsumer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The test takes the controller's place as CONTROL's consumer. The
+	// token issued reloads the server (Watch), and a JetStream request
+	// made during a reload may find no responder: asked again.
+	var cons jetstream.Consumer
+	controllertest.Eventually(t, 10*time.Second, "CONTROL's consumer bound", func() bool {
+		cons, err = js.Consumer(ctx, wire.StreamControl, wire.ControlConsumer)
+		return err == nil
+	})
 	msg, err := controllertest.NextWithin(cons, 15*time.Second)
 	if err != nil {
 		t.Fatalf("the claim did not reach CONTROL: %v", err)
