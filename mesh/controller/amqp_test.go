@@ -47,7 +47,10 @@ func TestAMQPMeshEnrolsAHostAndItsModulesTalk(t *testing.T) {
 	st := store.FileStore(dir)
 	log := controllertest.Logger(t)
 	o := rollout.Options{BcryptCost: bcrypt.MinCost, Bus: rollout.AMQP, AMQPAdmin: amqpadmin.ApplyAs, Logger: log}
-	ctx := controllertest.Ctx(t)
+	// The broker's start alone may take most of controllertest.Ctx's 20 s
+	// on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	if _, err := rollout.Genesis(ctx, m, st, dir, o); err != nil {
 		t.Fatal(err)
 	}
