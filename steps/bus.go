@@ -102,21 +102,8 @@ func (s *scenario) moduleOn(ctx context.Context, node, module string) (*sdk.Modu
 	if err != nil {
 		return nil, err
 	}
-	addr, err := s.busAddress(ctx, r)
+	path, err := s.publishedCredential(ctx, r, cred)
 	if err != nil {
-		return nil, err
-	}
-	cred.URL = wire.BusURL(cred.User(), cred.Password(), addr)
-	if s.onAMQP() {
-		cred.URL = wire.AMQPBusURL(cred.User(), cred.Password(), addr)
-	}
-	dir, err := os.MkdirTemp("", "mesh-module-")
-	if err != nil {
-		return nil, err
-	}
-	s.cleanups = append(s.cleanups, func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "credential.json")
-	if err := os.WriteFile(path, cred.Marshal(), 0o600); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -171,4 +158,29 @@ func (s *scenario) failOnAMQP(ctx context.Context, module, node, emitter, key st
 		beds.Logf(ctx, "%s failed %d deliveries of %s", module, delivered, id)
 		return nil
 	})
+}
+
+// publishedCredential writes cred into a file of the scenario's, its URL
+// naming the mesh's bus as this host reaches it (the port published on
+// the loopback, which the server's and the broker's certificates name),
+// and returns the file's path.
+func (s *scenario) publishedCredential(ctx context.Context, r *raised, cred wire.Credential) (string, error) {
+	addr, err := s.busAddress(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	cred.URL = wire.BusURL(cred.User(), cred.Password(), addr)
+	if s.onAMQP() {
+		cred.URL = wire.AMQPBusURL(cred.User(), cred.Password(), addr)
+	}
+	dir, err := os.MkdirTemp("", "mesh-credential-")
+	if err != nil {
+		return "", err
+	}
+	s.cleanups = append(s.cleanups, func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "credential.json")
+	if err := os.WriteFile(path, cred.Marshal(), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -70,18 +68,8 @@ func (s *scenario) personClient(ctx context.Context, person string) (*meshclient
 			return nil, err
 		}
 	}
-	addr, err := r.cluster.BusAddress(ctx)
+	path, err := s.publishedCredential(ctx, r, cred)
 	if err != nil {
-		return nil, err
-	}
-	cred.URL = wire.BusURL(cred.User(), cred.Password(), addr)
-	dir, err := os.MkdirTemp("", "mesh-person-")
-	if err != nil {
-		return nil, err
-	}
-	s.cleanups = append(s.cleanups, func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "credential.json")
-	if err := os.WriteFile(path, cred.Marshal(), 0o600); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)

@@ -15,3 +15,8 @@ const AMQPOwnerTag = "mesh"
 // the controller's store beside the principals' secrets; no credential
 // document is ever written for it.
 const AMQPAdminUser = "controller.admin"
+
+// AMQPAdministratorTag is RabbitMQ's own tag for full access to the
+// management API: the controller's administrator carries it, and managing
+// users needs it.
+const AMQPAdministratorTag = "administrator"

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
@@ -119,9 +118,8 @@ type applied struct {
 	res    ApplyResult
 	conf   []byte
 	minted bool
-	// amqp are the broker's users and grants on a mesh on AMQP, and live
-	// makes them so once the update is committed.
-	amqp amqpdefs.Definitions
+	// live makes the broker's users and grants those of the store, on a
+	// mesh on AMQP, once the update is committed.
 	live func(ctx context.Context) error
 }
 
@@ -234,10 +232,11 @@ func applyIn(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, o O
 			}
 		}
 		if bus == AMQP {
-			if a.amqp, err = amqpDefinitions(m, secrets); err != nil {
+			desired, err := amqpDefinitions(m, secrets)
+			if err != nil {
 				return err
 			}
-			a.live = func(ctx context.Context) error { return makeLive(ctx, m, secrets, a.amqp, o) }
+			a.live = func(ctx context.Context) error { return makeLive(ctx, m, secrets, desired, o) }
 		}
 
 		// Everything is composed and checked; only now is anything written.

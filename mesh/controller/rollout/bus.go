@@ -193,7 +193,7 @@ func bootDefinitions(m *meshdesc.Mesh, secrets store.Secrets) ([]byte, error) {
 	}
 	d.Users = append(d.Users, amqpdefs.User{
 		Name: wire.AMQPAdminUser, PasswordHash: amqpdefs.PasswordHash(admin.Password),
-		HashingAlgorithm: amqpdefs.HashingAlgorithm, Tags: "administrator",
+		HashingAlgorithm: amqpdefs.HashingAlgorithm, Tags: wire.AMQPAdministratorTag,
 	})
 	for _, v := range d.Vhosts {
 		d.Permissions = append(d.Permissions, amqpdefs.Permission{User: wire.AMQPAdminUser, Vhost: v.Name, Configure: ".*", Write: ".*", Read: ".*"})

@@ -60,10 +60,6 @@ var (
 	ErrInvalid = errors.New("invalid desired definitions")
 )
 
-// administratorTag is RabbitMQ's tag for full access to the management
-// API; managing users needs it.
-const administratorTag = "administrator"
-
 // Admin is a connection to one broker's management API as its
 // administrator. Its methods may be called from several goroutines.
 type Admin struct {
@@ -113,9 +109,9 @@ func Dial(ctx context.Context, endpoint, user, password string, opts ...Option) 
 	if err != nil {
 		return nil, fmt.Errorf("dial rabbitmq management at %s as %s: %w", endpoint, user, err)
 	}
-	if !slices.Contains(me.Tags, administratorTag) {
+	if !slices.Contains(me.Tags, wire.AMQPAdministratorTag) {
 		return nil, fmt.Errorf("dial rabbitmq management at %s: %w: %s has tags %v, not %s",
-			endpoint, ErrRefused, user, []string(me.Tags), administratorTag)
+			endpoint, ErrRefused, user, []string(me.Tags), wire.AMQPAdministratorTag)
 	}
 	return a, nil
 }
