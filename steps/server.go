@@ -217,7 +217,11 @@ func (s *scenario) theControllerApplies(ctx context.Context, file, issued, revok
 	if exit != 0 {
 		return fmt.Errorf("mesh-controller apply exited %d:\n%s", exit, out)
 	}
-	fi, err := os.Stat(r.cluster.NATSConfigFile())
+	conf, err := capability[harness.NATSConfig](r)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(conf.NATSConfigFile())
 	if err != nil {
 		return err
 	}
