@@ -148,7 +148,7 @@ func (a *AMQPBus) Credential(user string) (wire.Credential, error) {
 // broker raised already is returned as it is. The image is built from
 // Debian's packages when it is missing (MESH_RABBITMQ_IMAGE names
 // another).
-func (c *Cluster) RaiseAMQP(ctx context.Context) (*AMQPBus, error) {
+func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	if !slices.ContainsFunc(c.topology.Members, func(m topology.Member) bool { return m.Kind == topology.KindRabbitMQ }) {
 		return nil, fmt.Errorf("raise the AMQP bus: %w: this cluster's topology has no member of kind %s (it has: %s)",
 			ErrUnknownMember, topology.KindRabbitMQ, strings.Join(c.topology.Names(), ", "))

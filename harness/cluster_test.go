@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -85,12 +84,8 @@ func TestRaiseGenesis(t *testing.T) {
 	if err := c.StageFile(c.MeshFile(), "same.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	out, exit, err := c.RunController(ctx, controllerctr.Args("apply", "same.yaml")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if exit != 0 {
-		t.Fatalf("expected apply to succeed, exit %d:\n%s", exit, out)
+	if err := c.Apply(ctx, "same.yaml"); err != nil {
+		t.Fatalf("expected apply to succeed: %v", err)
 	}
 	if _, err := c.Handle(RoleController); err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func (c *Cluster) DriverImage(ctx context.Context, impl conformance.Implementati
 // returns at once; Lines and Wait read what it printed. It runs any
 // program that is given a credential the same way: a sample module too
 // (Role "module", no Fixtures).
-func (c *Cluster) StartDriver(ctx context.Context, o DriverOptions) (*Driver, error) {
+func (c *Cluster) StartDriver(ctx context.Context, o DriverOptions) (Program, error) {
 	dir, err := os.MkdirTemp(c.s.work, "driver-")
 	if err != nil {
 		return nil, fmt.Errorf("start driver: %w", err)

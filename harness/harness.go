@@ -5,17 +5,34 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/conformance"
+	"github.com/meshbus/mesh/conformance/driverproto"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// Read this file first. Mesh is the harness as a bed's steps see it: a
-// cluster raised in containers, its members by name, the faults that
-// break them, and the ways to look at it from outside. The steps hold a
-// Mesh and nothing else of the harness's: no Docker, no testcontainers,
-// no host path of the controller's state (controller.Layout spells that,
-// here). *Cluster, raised by Session.RaiseGenesis on testcontainers-go,
-// is the one implementation.
+// Read this file first: the harness as a bed's steps see it. The steps
+// hold a Mesh and nothing else of the harness's: no Docker, no
+// testcontainers, no host path of the controller's state, no
+// mesh-controller command line (package controllerctr spells those,
+// here). *Cluster, raised by Session.RaiseGenesis on testcontainers-go, is
+// the one implementation of every interface below.
+//
+// A Mesh is the cluster's containers and what an operator does with it.
+// What only some topologies or scenarios need (the store, the NATS
+// configuration, the AMQP broker, running modules) is an optional
+// capability: a step asks for one by type assertion on its Mesh, as
+// e2e-framework's steps do with its optional provider interfaces, so that
+// a Mesh without it is refused by name rather than answering wrongly.
+
+// Mesh is a raised cluster as a bed's steps hold it.
 type Mesh interface {
+	Containers
+	Operator
+}
+
+// Containers is the cluster itself, seen from outside: its members, the
+// faults that break them, the one-shot observer, and the evidence left
+// when a scenario fails.
+type Containers interface {
 	// Members are the long-running containers by name (MemberBus,
 	// MemberController, the store, a host by its node); Member is one of
 	// them, or ErrUnknownMember naming the valid ones.
@@ -26,13 +43,28 @@ type Mesh interface {
 	// and returns once it has taken effect; Undo removes it and returns
 	// once the member is healthy again (ErrUndo if it cannot be: the
 	// cluster is not to be reused); UndoAll undoes whatever is left, as
-	// teardown does. FaultNames are those a member can take.
+	// teardown does. FaultNames are those a member can take; Fault is the
+	// one a member has now ("" for none).
 	FaultNames(member string) []string
 	Inject(ctx context.Context, member, fault string) (time.Duration, error)
 	Undo(ctx context.Context, member string) (time.Duration, error)
 	Fault(member string) string
 	UndoAll(ctx context.Context) error
 
+	// Probe runs the one-shot observer on a network (Private, Outside).
+	Probe(ctx context.Context, network string, args ...string) (ProbeResult, error)
+
+	// Evidence: how to reach what is left up, every container's output.
+	Describe() string
+	SaveLogs(ctx context.Context, dir string) error
+}
+
+// Operator is what an operator does through the controller, as
+// mesh-controller's commands in a container of their own beside its
+// state: read credentials, issue tokens and persons, change the mesh, ask
+// its status. Each method names an intent; the controller's command lines
+// are the harness's to spell.
+type Operator interface {
 	// Principals: a user's credential as the controller holds it (asked
 	// of the controller, whichever store it keeps), and the host address
 	// the bus is reached at from here (ask again after the bus was
@@ -49,6 +81,8 @@ type Mesh interface {
 	// IssueTokenFor is IssueToken for a token that may be claimed for
 	// ttl (the controller's default when zero).
 	IssueTokenFor(ctx context.Context, node string, ttl time.Duration) (wire.Credential, []byte, error)
+	Enrolment(node string) (Enrolment, error)
+
 	// IssuePerson has the controller issue the person name a user that
 	// may call tools (every declared tool when admin), its credential
 	// sealed to key (seal.EncodePublic): what mesh-controller person issue
@@ -56,43 +90,104 @@ type Mesh interface {
 	IssuePerson(ctx context.Context, name string, tools []string, admin bool, key string) ([]byte, error)
 	// RevokePerson has the controller revoke the person name.
 	RevokePerson(ctx context.Context, name string) error
+
 	// Commit has the source repository repo commit revision of module
 	// with content and announce it (source commit, in its container).
 	Commit(ctx context.Context, repo, module, revision, content string) (string, error)
-	Enrolment(node string) (Enrolment, error)
 
-	// QueryStore reads the controller's PostgreSQL store itself (psql in
-	// the store member's container): rows of tab-separated columns. Only
-	// where the topology has a store.
-	QueryStore(ctx context.Context, sql string) ([][]string, error)
-
-	// Probe runs the one-shot observer on a network (Private, Outside).
-	Probe(ctx context.Context, network string, args ...string) (ProbeResult, error)
-
-	// The controller's own commands and files, as an operator has them:
-	// RunController runs mesh-controller with args in a container of its
-	// own beside the state; StageFile puts a file where it reads the
-	// description; the nats container's watched configuration, read and
-	// written in place.
-	RunController(ctx context.Context, args ...string) (output string, exit int, err error)
+	// StageFile puts a description where the controller's commands read
+	// it, as name. Push sends the description staged as name to the
+	// running controller, which applies it whole or not at all
+	// (mesh-controller push); Apply recomposes the mesh from it beside the
+	// state (mesh-controller apply). Each returns once the command has
+	// ended; an exit other than 0 is an error quoting what it printed.
 	StageFile(hostPath, name string) error
+	Push(ctx context.Context, name string) error
+	Apply(ctx context.Context, name string) error
+	// Status is the controller's whole status as JSON (status --json),
+	// read from whichever store it keeps.
+	Status(ctx context.Context) ([]byte, error)
+
+	// RunController runs mesh-controller with args in a container of its
+	// own beside the state, for a command no method above names; a
+	// non-zero exit is the controller's answer, not an error.
+	RunController(ctx context.Context, args ...string) (output string, exit int, err error)
+}
+
+// StoreQuerier is the capability of a Mesh whose topology has a store:
+// QueryStore reads the controller's PostgreSQL store itself (psql in the
+// store member's container), rows of tab-separated columns, rather than
+// what the controller says of it.
+type StoreQuerier interface {
+	QueryStore(ctx context.Context, sql string) ([][]string, error)
+}
+
+// NATSConfig is the capability of a Mesh on NATS: the nats container's
+// watched configuration, its host path, read and written in place (a
+// torn write is a fault a bed makes on purpose).
+type NATSConfig interface {
 	NATSConfigFile() string
 	ReadNATSConfig() ([]byte, error)
 	WriteNATSConfig(content []byte) error
+}
 
-	// Modules: a conformance driver or a sample module run as a principal
-	// on the private network; ModuleImage builds a sample module's image
-	// from the checkout (ImageID says which one ran); RaiseAMQP raises the
-	// AMQP bus of today beside NATS, where the topology has one.
-	StartDriver(ctx context.Context, o DriverOptions) (*Driver, error)
+// AMQPRaiser is the capability of a Mesh whose topology has a RabbitMQ
+// member: RaiseAMQP raises the broker (the mesh's own bus, or the AMQP
+// bus of today beside NATS), or returns the one raised already.
+type AMQPRaiser interface {
+	RaiseAMQP(ctx context.Context) (AMQPBroker, error)
+}
+
+// AMQPBroker is a raised RabbitMQ broker as the steps observe it: where
+// its TLS listener is reached from here, what it holds by its own account
+// (rabbitmqctl), and the principals' AMQP credentials.
+type AMQPBroker interface {
+	// Address is host:port of the broker's TLS listener from this host;
+	// a credential names the broker as the private network knows it:
+	// dial here, check that name.
+	Address(ctx context.Context) (string, error)
+	// Queues are the names of the queues in virtual host vhost.
+	Queues(ctx context.Context, vhost string) ([]string, error)
+	// Connections are the open connections with columns, as rabbitmqctl
+	// lists them in JSON (observe.AMQPConnections reads them).
+	Connections(ctx context.Context, columns ...string) ([]byte, error)
+	// BindingKeys are the routing keys bound from exchange in vhost.
+	BindingKeys(ctx context.Context, vhost, exchange string) ([]string, error)
+	// Credential is user's credential on the AMQP bus.
+	Credential(user string) (wire.Credential, error)
+}
+
+// ModuleRunner is the capability of running programs as principals on
+// the private network: a conformance driver or a sample module.
+// ModuleImage builds a sample module's image from the checkout and
+// DriverImage a conformance driver's, each when missing or stale; ImageID
+// says which image a reference names, so a bed can tell that two runs
+// were of the same one.
+type ModuleRunner interface {
+	StartDriver(ctx context.Context, o DriverOptions) (Program, error)
 	ModuleImage(ctx context.Context, name string) (string, error)
 	DriverImage(ctx context.Context, impl conformance.Implementation) (string, error)
 	ImageID(ctx context.Context, ref string) (string, error)
-	RaiseAMQP(ctx context.Context) (*AMQPBus, error)
+}
 
-	// Evidence: how to reach what is left up, every container's output.
-	Describe() string
-	SaveLogs(ctx context.Context, dir string) error
+// Program is one program ModuleRunner started: a driver's command
+// (speaking driverproto on its standard output) or a sample module.
+type Program interface {
+	// Lines is what it printed so far, read as the protocol's lines;
+	// WaitFor polls them until one of kind; Wait waits for the end and
+	// returns the exit status and every line.
+	Lines(ctx context.Context) ([]driverproto.Line, error)
+	WaitFor(ctx context.Context, kind driverproto.Kind, within time.Duration) (driverproto.Line, error)
+	Wait(ctx context.Context, within time.Duration) (int, []driverproto.Line, error)
+	// Logs is everything it wrote, standard error included; WaitLog
+	// polls them until text appears (a program that speaks no protocol).
+	Logs(ctx context.Context) (string, error)
+	WaitLog(ctx context.Context, text string, within time.Duration) error
+	// Stop ends it if it still runs; Running says whether it does.
+	Stop(ctx context.Context) error
+	Running(ctx context.Context) (bool, error)
+	// Image is the id of the image it runs.
+	Image(ctx context.Context) (string, error)
 }
 
 // Member is one long-running container of a cluster, seen from outside.
@@ -108,8 +203,16 @@ type Member interface {
 }
 
 var (
-	_ Mesh   = (*Cluster)(nil)
-	_ Member = (*Handle)(nil)
+	_ Mesh         = (*Cluster)(nil)
+	_ Containers   = (*Cluster)(nil)
+	_ Operator     = (*Cluster)(nil)
+	_ StoreQuerier = (*Cluster)(nil)
+	_ NATSConfig   = (*Cluster)(nil)
+	_ AMQPRaiser   = (*Cluster)(nil)
+	_ ModuleRunner = (*Cluster)(nil)
+	_ AMQPBroker   = (*AMQPBus)(nil)
+	_ Program      = (*Driver)(nil)
+	_ Member       = (*Handle)(nil)
 )
 
 // Member is the member name is, or ErrUnknownMember naming the valid ones.

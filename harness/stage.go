@@ -61,6 +61,45 @@ func (c *Cluster) RunController(ctx context.Context, args ...string) (output str
 	return c.runController(ctx, base, args)
 }
 
+// Push sends the description staged as name (StageFile) to the running
+// controller: mesh-controller push. A refused push is an error quoting
+// what the command printed.
+func (c *Cluster) Push(ctx context.Context, name string) error {
+	return c.controllerOn(ctx, "push", name)
+}
+
+// Apply recomposes the mesh from the description staged as name
+// (StageFile) beside the controller's state: mesh-controller apply. A
+// refused apply is an error quoting what the command printed.
+func (c *Cluster) Apply(ctx context.Context, name string) error {
+	return c.controllerOn(ctx, "apply", name)
+}
+
+// controllerOn runs the controller's subcommand on the description staged
+// as name, as RunController would, and makes an exit other than 0 an
+// error.
+func (c *Cluster) controllerOn(ctx context.Context, subcommand, name string) error {
+	out, exit, err := c.RunController(ctx, controllerctr.Args(subcommand, name)...)
+	if err != nil {
+		return err
+	}
+	if exit != 0 {
+		return fmt.Errorf("mesh-controller %s exited %d:\n%s", subcommand, exit, out)
+	}
+	return nil
+}
+
+// Status is the controller's whole status as JSON, what
+// `mesh-controller status --json` prints on its standard output, read from
+// whichever store the cluster's controller keeps (controllerctr.StoreArgs).
+func (c *Cluster) Status(ctx context.Context) ([]byte, error) {
+	out, err := c.controllerStdout(ctx, "status", controllerctr.StatusArgs())
+	if err != nil {
+		return nil, fmt.Errorf("the controller's status: %w", err)
+	}
+	return out, nil
+}
+
 func (c *Cluster) runController(ctx context.Context, base string, args []string) (string, int, error) {
 	h, exit, err := c.runControllerOnce(ctx, base, args)
 	if err != nil {

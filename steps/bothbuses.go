@@ -24,7 +24,7 @@ type bothBuses struct {
 
 // moduleRun is one run of a module's image.
 type moduleRun struct {
-	d     *harness.Driver
+	d     harness.Program
 	image string
 	bus   string
 }
@@ -49,12 +49,7 @@ func (b *bothBuses) theAMQPBusIsRaised(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.amqp == nil {
-		if r.amqp, err = r.cluster.RaiseAMQP(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.raiseAMQP(ctx)
 }
 
 func (b *bothBuses) theModuleIsBuiltOnce(ctx context.Context, name string) error {
@@ -62,12 +57,16 @@ func (b *bothBuses) theModuleIsBuiltOnce(ctx context.Context, name string) error
 	if err != nil {
 		return err
 	}
-	ref, err := r.cluster.ModuleImage(ctx, name)
+	modules, err := capability[harness.ModuleRunner](r)
+	if err != nil {
+		return err
+	}
+	ref, err := modules.ModuleImage(ctx, name)
 	if err != nil {
 		return err
 	}
 	b.image = ref
-	b.imageID, err = r.cluster.ImageID(ctx, ref)
+	b.imageID, err = modules.ImageID(ctx, ref)
 	return err
 }
 
@@ -91,7 +90,11 @@ func (b *bothBuses) thatImageRuns(ctx context.Context, module, node, bus string)
 	if err != nil {
 		return err
 	}
-	d, err := b.s.r.cluster.StartDriver(ctx, harness.DriverOptions{Image: b.image, Credential: cred.Marshal(), Role: "module"})
+	modules, err := capability[harness.ModuleRunner](b.s.r)
+	if err != nil {
+		return err
+	}
+	d, err := modules.StartDriver(ctx, harness.DriverOptions{Image: b.image, Credential: cred.Marshal(), Role: "module"})
 	if err != nil {
 		return err
 	}

@@ -38,11 +38,9 @@ func (s *scenario) aMeshRaisedFromNothingOn(ctx context.Context, file, bus strin
 		return err
 	}
 	s.r, s.bus = r, bus
-	if bus == topology.BusAMQP && r.amqp == nil {
+	if bus == topology.BusAMQP {
 		// Raised with the cluster: this only hands it over.
-		if r.amqp, err = r.cluster.RaiseAMQP(ctx); err != nil {
-			return err
-		}
+		return r.raiseAMQP(ctx)
 	}
 	return nil
 }

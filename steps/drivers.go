@@ -30,7 +30,7 @@ const (
 // programs started the same way): each container, stopped at teardown,
 // and what the last command run to its end printed.
 type drivers struct {
-	running []*harness.Driver
+	running []harness.Program
 	last    []proto.Line
 }
 
@@ -66,7 +66,11 @@ func (s *scenario) driverImage(ctx context.Context, implementation string) (stri
 	if !ok {
 		return "", fmt.Errorf("no implementation %q in the registry", implementation)
 	}
-	return s.r.cluster.DriverImage(ctx, impl)
+	modules, err := capability[harness.ModuleRunner](s.r)
+	if err != nil {
+		return "", err
+	}
+	return modules.DriverImage(ctx, impl)
 }
 
 // driverRunOptions are the knobs of one driver command beyond the command.
@@ -78,7 +82,7 @@ type driverRunOptions struct {
 
 // startDriver runs one command of implementation's driver with the
 // credential of module on node, and returns at once.
-func (s *scenario) startDriver(ctx context.Context, implementation, module, node string, o driverRunOptions, cmd proto.Command) (*harness.Driver, error) {
+func (s *scenario) startDriver(ctx context.Context, implementation, module, node string, o driverRunOptions, cmd proto.Command) (harness.Program, error) {
 	r, err := s.cluster()
 	if err != nil {
 		return nil, err
@@ -96,7 +100,11 @@ func (s *scenario) startDriver(ctx context.Context, implementation, module, node
 	if o.fingerprint != "" {
 		cred.Fingerprint = o.fingerprint
 	}
-	d, err := r.cluster.StartDriver(ctx, harness.DriverOptions{
+	modules, err := capability[harness.ModuleRunner](r)
+	if err != nil {
+		return nil, err
+	}
+	d, err := modules.StartDriver(ctx, harness.DriverOptions{
 		Image:      image,
 		Credential: cred.Marshal(),
 		Fixtures:   s.w.fixturesDir(),

@@ -31,7 +31,7 @@ const (
 // published, and the watch on the server's termination advisories.
 type events struct {
 	s         *scenario
-	consumer  *harness.Driver
+	consumer  harness.Program
 	published []publishedDelivery
 	watch     *observe.Terminations
 }

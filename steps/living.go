@@ -10,6 +10,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/meshbus/mesh/beds"
+	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -153,7 +154,11 @@ func (s *scenario) recordedNodes(ctx context.Context) (map[string]observe.Enroll
 	if err != nil {
 		return nil, err
 	}
-	rows, err := r.cluster.QueryStore(ctx, observe.EnrolledNodesSQL)
+	st, err := capability[harness.StoreQuerier](r)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryStore(ctx, observe.EnrolledNodesSQL)
 	if err != nil {
 		return nil, err
 	}

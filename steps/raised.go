@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/meshbus/mesh/harness"
@@ -20,8 +21,9 @@ type raised struct {
 	// describe is the cluster's Describe: how to reach it and remove it.
 	describe func() string
 	poll     time.Duration
-	// amqp is the AMQP bus raised beside the NATS one, once asked for.
-	amqp *harness.AMQPBus
+	// amqp is the AMQP broker raised with the cluster or beside its NATS
+	// bus, once asked for (raiseAMQP).
+	amqp harness.AMQPBroker
 	// tainted is set by a step that changes the cluster in a way a later
 	// scenario could notice (a message stored, a user revoked).
 	tainted bool
@@ -58,6 +60,38 @@ func raise(ctx context.Context, opts Options, meshFile string, top topology.Topo
 		return nil, err
 	}
 	return &raised{meshFile: meshFile, mesh: m, session: s, cluster: c, describe: c.Describe, poll: opts.Poll}, nil
+}
+
+// capability is the cluster's optional capability T (harness.StoreQuerier,
+// harness.NATSConfig, harness.AMQPRaiser, harness.ModuleRunner), or an
+// error naming the capability when the cluster raised lacks it: a step
+// that needs one asks for it here rather than assuming every Mesh has it.
+func capability[T any](r *raised) (T, error) {
+	c, ok := r.cluster.(T)
+	if !ok {
+		var none T
+		return none, fmt.Errorf("the cluster raised (%T) lacks %s, which this step needs", r.cluster, reflect.TypeFor[T]())
+	}
+	return c, nil
+}
+
+// raiseAMQP raises the cluster's AMQP broker, once, and keeps it as
+// r.amqp: the mesh's own bus, raised with the cluster and only handed
+// over here, or the AMQP bus of today beside NATS.
+func (r *raised) raiseAMQP(ctx context.Context) error {
+	if r.amqp != nil {
+		return nil
+	}
+	raiser, err := capability[harness.AMQPRaiser](r)
+	if err != nil {
+		return err
+	}
+	broker, err := raiser.RaiseAMQP(ctx)
+	if err != nil {
+		return err
+	}
+	r.amqp = broker
+	return nil
 }
 
 // worldKey is the key the world keeps r under.

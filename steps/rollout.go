@@ -17,7 +17,6 @@ import (
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
-	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
@@ -108,15 +107,12 @@ func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {
 	if err != nil {
 		return fullStatus{}, err
 	}
-	out, exit, err := r.cluster.RunController(ctx, "status", "--state", controllerctr.StateDir, "--json")
+	out, err := r.cluster.Status(ctx)
 	if err != nil {
 		return fullStatus{}, err
 	}
-	if exit != 0 {
-		return fullStatus{}, fmt.Errorf("mesh-controller status exited %d:\n%s", exit, out)
-	}
 	// The summary is the one line that is not a log line.
-	for _, line := range strings.Split(out, "\n") {
+	for _, line := range strings.Split(string(out), "\n") {
 		var st fullStatus
 		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &st) == nil && st.Failing != nil {
 			return st, nil
@@ -163,12 +159,8 @@ func (s *scenario) pushMesh(ctx context.Context, m *meshdesc.Mesh, name string) 
 		return err
 	}
 	s.ro.pushed = time.Now()
-	out, exit, err := r.cluster.RunController(ctx, controllerctr.Args("push", name)...)
-	if err != nil {
+	if err := r.cluster.Push(ctx, name); err != nil {
 		return err
-	}
-	if exit != 0 {
-		return fmt.Errorf("mesh-controller push exited %d:\n%s", exit, out)
 	}
 	s.ro.mesh = m
 	return nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
-	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -210,14 +209,14 @@ func (s *scenario) theControllerApplies(ctx context.Context, file, issued, revok
 	// issued person's login from the moment its credential appears, so
 	// that the first accepted login measures the reload, not this step.
 	s.firstLogin = s.watchFirstLogin(ctx, wire.PersonUser(issued))
-	out, exit, err := r.cluster.RunController(ctx, controllerctr.Args("apply", name)...)
+	if err := r.cluster.Apply(ctx, name); err != nil {
+		return err
+	}
+	conf, err := capability[harness.NATSConfig](r)
 	if err != nil {
 		return err
 	}
-	if exit != 0 {
-		return fmt.Errorf("mesh-controller apply exited %d:\n%s", exit, out)
-	}
-	fi, err := os.Stat(r.cluster.NATSConfigFile())
+	fi, err := os.Stat(conf.NATSConfigFile())
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ type tools struct {
 // servingDriver is a driver serving a tool in the scenario.
 type servingDriver struct {
 	tool string
-	d    *harness.Driver
+	d    harness.Program
 }
 
 func (s *scenario) bindTools(sc *godog.ScenarioContext) {

@@ -34,7 +34,11 @@ func (s *scenario) theConfigurationIsTorn(_ context.Context, block string) error
 	if err != nil {
 		return err
 	}
-	whole, err := r.cluster.ReadNATSConfig()
+	conf, err := capability[harness.NATSConfig](r)
+	if err != nil {
+		return err
+	}
+	whole, err := conf.ReadNATSConfig()
 	if err != nil {
 		return err
 	}
@@ -43,7 +47,7 @@ func (s *scenario) theConfigurationIsTorn(_ context.Context, block string) error
 		return err
 	}
 	s.wholeConfig = whole
-	return r.cluster.WriteNATSConfig(torn)
+	return conf.WriteNATSConfig(torn)
 }
 
 func (s *scenario) theWholeConfigurationIsWrittenBack() error {
@@ -54,7 +58,11 @@ func (s *scenario) theWholeConfigurationIsWrittenBack() error {
 	if s.wholeConfig == nil {
 		return errors.New("no configuration torn in this scenario")
 	}
-	return r.cluster.WriteNATSConfig(s.wholeConfig)
+	conf, err := capability[harness.NATSConfig](r)
+	if err != nil {
+		return err
+	}
+	return conf.WriteNATSConfig(s.wholeConfig)
 }
 
 func (s *scenario) aHarmlessChangeIsWritten() error {
@@ -62,7 +70,11 @@ func (s *scenario) aHarmlessChangeIsWritten() error {
 	if err != nil {
 		return err
 	}
-	whole, err := r.cluster.ReadNATSConfig()
+	conf, err := capability[harness.NATSConfig](r)
+	if err != nil {
+		return err
+	}
+	whole, err := conf.ReadNATSConfig()
 	if err != nil {
 		return err
 	}
@@ -72,7 +84,7 @@ func (s *scenario) aHarmlessChangeIsWritten() error {
 	// The server now runs on a configuration the controller did not
 	// compose.
 	r.tainted = true
-	return r.cluster.WriteNATSConfig(append([]byte("{"+harmlessSetting), whole[1:]...))
+	return conf.WriteNATSConfig(append([]byte("{"+harmlessSetting), whole[1:]...))
 }
 
 // watchWindow is how long a step watches the server after the watched

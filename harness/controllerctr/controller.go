@@ -180,3 +180,9 @@ func PersonRevokeArgs(file, name string) []string {
 func CredentialArgs(user string) []string {
 	return []string{"credential", "--state", StateDir, user}
 }
+
+// StatusArgs is the command line of `status --json`, reading the state
+// directory's file store (StoreArgs trades it for a store).
+func StatusArgs() []string {
+	return []string{"status", "--json", "--state", StateDir}
+}

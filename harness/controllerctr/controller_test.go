@@ -13,6 +13,7 @@ func TestStoreArgsGiveEveryCommandTheStoreWhereItTakesIt(t *testing.T) {
 		"run keeps its state":         {Args("run", "mesh.yaml"), []string{"run", "--store", url, "--mesh", "/mesh/mesh.yaml", "--state", StateDir}},
 		"credential trades its state": {[]string{"credential", "--state", StateDir, "host.node-a"}, []string{"credential", "--store", url, "host.node-a"}},
 		"status --state=":             {[]string{"status", "--state=" + StateDir, "--json"}, []string{"status", "--store", url, "--json"}},
+		"status as JSON":              {StatusArgs(), []string{"status", "--json", "--store", url}},
 		"a store already named":       {[]string{"status", "--store", "postgres://other"}, []string{"status", "--store", "postgres://other"}},
 	} {
 		if got := StoreArgs(c.in, url); !slices.Equal(got, c.want) {
