@@ -135,11 +135,17 @@ func HeldInControl(qs map[string]AMQPQueue) []AMQPQueue {
 	return out
 }
 
+// AMQPClient is a connection to the broker as one principal, from
+// outside.
+type AMQPClient struct {
+	*amqp.Connection
+}
+
 // DialAMQP connects as cred, at address when it is not empty (a port
 // published on this host), over TLS with the broker's certificate pinned
 // and the credential's host name checked, to the virtual host its URL
 // names. Nothing redials: a connection the broker closes stays closed.
-func DialAMQP(ctx context.Context, cred wire.Credential, address string) (*amqp.Connection, error) {
+func DialAMQP(ctx context.Context, cred wire.Credential, address string) (*AMQPClient, error) {
 	u, err := url.Parse(cred.URL)
 	if err != nil {
 		return nil, fmt.Errorf("%s's credential: %w", cred.User(), err)
@@ -161,7 +167,7 @@ func DialAMQP(ctx context.Context, cred wire.Credential, address string) (*amqp.
 	if err != nil {
 		return nil, fmt.Errorf("connect to the AMQP broker as %s: %w", cred.User(), err)
 	}
-	return conn, nil
+	return &AMQPClient{Connection: conn}, nil
 }
 
 // AMQPObserverGrants are the rabbitmqctl commands (each its arguments)
@@ -215,7 +221,7 @@ type AMQPTraced struct {
 // of the observer's own, from the moment it was bound: every publish and
 // every delivery, in the order the broker sent them.
 type AMQPTrace struct {
-	conn  *amqp.Connection
+	conn  *AMQPClient
 	queue string
 
 	mu      sync.Mutex
@@ -447,15 +453,15 @@ func (d SignedDeclaration) Node() string {
 	return node
 }
 
-// NewestDeclarationOnAMQP reads what node.<node> holds through conn (a
-// user that reads it: the controller's, or the node's host's) and gives
+// NewestDeclaration reads what node.<node> holds, as c (a user that
+// reads it: the controller's, or the node's host's), and gives
 // it back at once, as the host does: a classic queue of one keeps it, or
 // drops it if a newer one came meanwhile. The host reads the same way,
 // so the queue may be read empty while the host holds it for a moment:
 // it is read again until ctx ends.
-func NewestDeclarationOnAMQP(ctx context.Context, conn *amqp.Connection, node string) (SignedDeclaration, error) {
+func (c *AMQPClient) NewestDeclaration(ctx context.Context, node string) (SignedDeclaration, error) {
 	q := wire.NodeQueue(node)
-	ch, err := conn.Channel()
+	ch, err := c.Channel()
 	if err != nil {
 		return SignedDeclaration{}, fmt.Errorf("read %s: open a channel: %w", q, err)
 	}
@@ -481,11 +487,11 @@ func NewestDeclarationOnAMQP(ctx context.Context, conn *amqp.Connection, node st
 	}
 }
 
-// DeclareOnAMQP publishes d again through conn (the controller's: no one
-// else may write a declaration's key), as the controller declares: on
+// Declare publishes d again as c (the controller: no one else may write
+// a declaration's key), as the controller declares: on
 // wire.ExchangeControl with the declare subject as routing key, its
 // signature as a header, persistent, mandatory, and confirmed.
-func DeclareOnAMQP(ctx context.Context, conn *amqp.Connection, d SignedDeclaration) error {
+func (c *AMQPClient) Declare(ctx context.Context, d SignedDeclaration) error {
 	msg := amqp.Publishing{
 		ContentType:  "application/json",
 		DeliveryMode: amqp.Persistent,
@@ -493,7 +499,7 @@ func DeclareOnAMQP(ctx context.Context, conn *amqp.Connection, d SignedDeclarati
 		Headers:      amqp.Table{wire.HeaderSignature: d.Signature},
 		Body:         d.Body,
 	}
-	o, err := amqproutes.Publish(ctx, conn, wire.ExchangeControl, d.Subject, true, msg)
+	o, err := amqproutes.Publish(ctx, c.Connection, wire.ExchangeControl, d.Subject, true, msg)
 	if err != nil {
 		return fmt.Errorf("publish the declaration on %s again: %w", d.Subject, err)
 	}

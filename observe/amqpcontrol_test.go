@@ -262,12 +262,12 @@ func TestTheFirehoseSeesWhatAPausedControllerHolds(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = obs.Close() })
 	for _, q := range []string{push, wire.NodeQueue("node-a"), wire.QueueBuilds} {
-		o, err := amqproutes.Do(obs, func(ch *amqp.Channel) error { _, _, err := ch.Get(q, false); return err })
+		o, err := amqproutes.Do(obs.Connection, func(ch *amqp.Channel) error { _, _, err := ch.Get(q, false); return err })
 		if err != nil || o != amqproutes.Refused {
 			t.Errorf("expected the observer refused a read of %s, got %v (%v)", q, o, err)
 		}
 	}
-	if o, err := amqproutes.Publish(ctx, obs, wire.ExchangeControl, wire.SubjectPush, true, amqp.Publishing{Body: []byte("x")}); err != nil || o != amqproutes.Refused {
+	if o, err := amqproutes.Publish(ctx, obs.Connection, wire.ExchangeControl, wire.SubjectPush, true, amqp.Publishing{Body: []byte("x")}); err != nil || o != amqproutes.Refused {
 		t.Errorf("expected the observer refused a publish, got %v (%v)", o, err)
 	}
 
@@ -292,12 +292,12 @@ func TestTheFirehoseSeesWhatAPausedControllerHolds(t *testing.T) {
 // may not publish one.
 func TestTheNewestDeclarationIsReadAndPublishedAgain(t *testing.T) {
 	ctx, b := startControlBroker(t)
-	ctl := b.br.Dial(t, wire.ControllerUser)
+	ctl := &AMQPClient{Connection: b.br.Dial(t, wire.ControllerUser)}
 	subject := wire.NodeDeclare("node-a")
 	older := SignedDeclaration{Subject: subject, Body: []byte(`{"revision":1}`), Signature: "sig-1"}
 	newer := SignedDeclaration{Subject: subject, Body: []byte(`{"revision":2}`), Signature: "sig-2"}
 	for _, d := range []SignedDeclaration{older, newer} {
-		if err := DeclareOnAMQP(ctx, ctl, d); err != nil {
+		if err := ctl.Declare(ctx, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -305,7 +305,7 @@ func TestTheNewestDeclarationIsReadAndPublishedAgain(t *testing.T) {
 		t.Helper()
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		got, err := NewestDeclarationOnAMQP(rctx, ctl, "node-a")
+		got, err := ctl.NewestDeclaration(rctx, "node-a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func TestTheNewestDeclarationIsReadAndPublishedAgain(t *testing.T) {
 	if q := b.queues(ctx, t)[wire.NodeQueue("node-a")]; q.Messages != 1 || q.Ready != 1 {
 		t.Fatalf("expected %s to hold one, ready, got %+v", wire.NodeQueue("node-a"), q)
 	}
-	if err := DeclareOnAMQP(ctx, ctl, older); err != nil {
+	if err := ctl.Declare(ctx, older); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); string(got.Body) != string(older.Body) || got.Signature != older.Signature {
@@ -331,8 +331,8 @@ func TestTheNewestDeclarationIsReadAndPublishedAgain(t *testing.T) {
 		t.Fatalf("expected %s to hold one, got %+v", wire.NodeQueue("node-a"), q)
 	}
 
-	host := b.br.Dial(t, wire.HostUser("node-a"))
-	if err := DeclareOnAMQP(ctx, host, newer); err == nil {
+	host := &AMQPClient{Connection: b.br.Dial(t, wire.HostUser("node-a"))}
+	if err := host.Declare(ctx, newer); err == nil {
 		t.Fatal("expected a host's declaration refused")
 	}
 	// A queue read empty is read again until the deadline.
@@ -345,7 +345,7 @@ func TestTheNewestDeclarationIsReadAndPublishedAgain(t *testing.T) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := NewestDeclarationOnAMQP(rctx, ctl, "node-a"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := ctl.NewestDeclaration(rctx, "node-a"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("expected an empty queue read until the deadline, got %v", err)
 	}
 }
