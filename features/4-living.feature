@@ -151,9 +151,12 @@ Feature: Living — the mesh living on its bus
     controller's credential, lands at a later sequence but an older revision: the host refuses it
     and reports why. The controller is paused meanwhile, or its guard would put the newest back
     before the host ever read it.
-    On NATS only yet: the steps keep and publish again NODES's message. The rule itself (the
-    signed revision orders, on either bus) is proved on both buses by the link contract suite
-    (mesh/link/linktest); the steps for node.<node> on the broker are to come.
+    On AMQP, NODES is node.<node>, a queue of one that keeps the newest (drop-head): the steps
+    read it as the host does (taken and given back at once) with the controller's credential,
+    count it by the broker's own list, and publish the kept one again on mesh.control with its
+    signature; put in place of the newest, it is what the host reads and refuses. The broker
+    counts CONTROL's reports in the node's report queue. The controller puts every declaration
+    again every 30 s, so the newest is back within that.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     And I keep the declaration NODES holds for "node-b"
@@ -173,6 +176,7 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |
 
   @store-away
   Scenario Outline: A push sent while the store is away is held, and applied once when it returns
@@ -181,9 +185,11 @@ Feature: Living — the mesh living on its bus
     each node one revision on, and CONTROL settled. A message held last while the store was
     away (a report) waits out its delay first, which grows to 30 s at most: so CONTROL is
     settled within that bound, not at once.
-    On NATS only yet: the steps count CONTROL's deliveries from its stream; on AMQP a held
-    message is an unsettled delivery of a control queue. The hold and the single apply are
-    proved on both buses by the link contract suite; the steps for the broker are to come.
+    On AMQP a held message is an unsettled delivery of the subject's control queue, given back
+    after its delay: the broker's firehose, watched from the pause on, counts each time the
+    push queue hands it to the controller (the paused one's prefetch included), and the
+    broker's own counts say the queue still holds it, and at the end that CONTROL's queues
+    hold nothing, ready or unsettled.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     And I note the revisions status shows declared
@@ -200,6 +206,7 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |
 
   @dead-letter
   Scenario Outline: An event whose consumer keeps failing is dead-lettered, and status names it
@@ -222,9 +229,10 @@ Feature: Living — the mesh living on its bus
     The host reports every few seconds; a report it cannot send waits in its outbox on disk and
     goes, in order, once the bus is in reach again. The controller is paused, so that CONTROL
     still holds what arrived when the scenario looks.
-    On NATS only yet: the steps read the reports CONTROL's stream holds; the outbox and its
-    order are the host's, on either bus (link contract suite), and the steps for the broker's
-    control queues are to come.
+    On AMQP the paused controller's prefetch takes the reports as they come, unsettled, where no
+    reader but the broker's firehose sees them: watched from the pause on, it shows each report
+    as it reached the broker, routed to the node's report queue, and the broker counts the
+    queue holding at least as many.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     And the controller is paused
@@ -236,6 +244,7 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |
 
   @nak-reply
   Scenario Outline: An enrolment held while the store is away still reaches the enrolling node's inbox
@@ -243,9 +252,9 @@ Feature: Living — the mesh living on its bus
     payload, because the delivery's own reply is the consumer's ack address. The claim is held by
     nak-with-delay cycles while the store is away; the node waits on its token's inbox, and the
     answer reaches it there once the controller can commit.
-    On NATS only yet: the steps count CONTROL's deliveries; on AMQP the answer goes to the
-    token's durable queue (enrol.<token>), proved in the link contract suite; the steps for the
-    broker are to come.
+    On AMQP the inbox is the token's durable queue (enrol.<token>); the broker's firehose,
+    watched from the note on, counts each time control.enrol hands the request to the
+    controller, and the broker's counts say the queue still holds it.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     And the controller issues a token for "node-b" and its enrolment user connects with it
@@ -259,6 +268,7 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |
 
   @tools
   Scenario Outline: A module's tool is called from another node and from a person's client, and refused where no grant allows it

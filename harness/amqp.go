@@ -3,7 +3,9 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -25,7 +28,9 @@ import (
 	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/pki"
 	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
 )
 
 // The AMQP bus a cluster may raise beside its NATS one: the bus the mesh
@@ -53,6 +58,13 @@ type AMQPBus struct {
 		Credential(ctx context.Context, user string) (wire.Credential, error)
 	}
 	ctr *rabbitmq.RabbitMQContainer
+	// fingerprint is the broker certificate's, which the observer pins.
+	fingerprint string
+
+	// observerPassword is the firehose observer's, once it was added
+	// (Observe).
+	observerMu       sync.Mutex
+	observerPassword string
 }
 
 // Address is host:port where the broker's TLS listener is reached from
@@ -92,6 +104,71 @@ func (a *AMQPBus) Connections(ctx context.Context, columns ...string) ([]byte, e
 		return nil, fmt.Errorf("ask the AMQP broker for its connections: %w", err)
 	}
 	return []byte(out), nil
+}
+
+// ListQueues are the queues of virtual host vhost with columns, as
+// rabbitmqctl lists them in JSON (observe.AMQPQueues reads them): the
+// broker's own counts.
+func (a *AMQPBus) ListQueues(ctx context.Context, vhost string, columns ...string) ([]byte, error) {
+	out, err := a.ctr.Ctl(ctx, append([]string{"list_queues", "-q", "-p", vhost, "--formatter", "json"}, columns...)...)
+	if err != nil {
+		return nil, fmt.Errorf("ask the AMQP broker for its queues in %s: %w", vhost, err)
+	}
+	return []byte(out), nil
+}
+
+// Observe watches the control plane's firehose from outside, until the
+// trace returned is closed: the broker's own copy of every publish and
+// every delivery in wire.AMQPControlVhost from now on
+// (observe.AMQPTrace). It adds the observer (wire.AMQPObserverUser, the
+// harness's, no principal of the mesh: it reads its own queues and the
+// firehose alone) the first time, through rabbitmqctl, and turns tracing
+// on; closing the trace turns it off. Nothing is asked of the
+// controller's store, which a scenario may have stopped.
+func (a *AMQPBus) Observe(ctx context.Context) (*observe.AMQPTrace, error) {
+	password, err := a.observer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := a.Address(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if out, err := a.ctr.Ctl(ctx, observe.AMQPTraceOn...); err != nil {
+		return nil, fmt.Errorf("turn the control plane's firehose on: %w\n%s", err, out)
+	}
+	traceOff := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := a.ctr.Ctl(ctx, observe.AMQPTraceOff...); err != nil {
+			return fmt.Errorf("turn the control plane's firehose off: %w\n%s", err, out)
+		}
+		return nil
+	}
+	cred := observe.AMQPObserverCredential(password, net.JoinHostPort(AliasAMQP, amqpTLSPort), a.fingerprint)
+	t, err := observe.WatchAMQPTrace(ctx, cred, addr)
+	if err != nil {
+		return nil, errors.Join(err, traceOff())
+	}
+	t.OnClose(traceOff)
+	return t, nil
+}
+
+// observer adds the firehose's observer once, and returns its password.
+func (a *AMQPBus) observer(ctx context.Context) (string, error) {
+	a.observerMu.Lock()
+	defer a.observerMu.Unlock()
+	if a.observerPassword != "" {
+		return a.observerPassword, nil
+	}
+	password := rand.Text()
+	for _, cmd := range observe.AMQPObserverGrants(password) {
+		if out, err := a.ctr.Ctl(ctx, cmd...); err != nil {
+			return "", fmt.Errorf("add the firehose's observer to the AMQP broker (%s): %w\n%s", cmd[0], err, out)
+		}
+	}
+	a.observerPassword = password
+	return password, nil
 }
 
 // BindingKeys are the routing keys of the bindings from exchange in
@@ -246,7 +323,11 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	clock.done("definitions")
 	c.s.narrate("%s", clock.summary())
 
-	bus := &AMQPBus{creds: map[string]wire.Credential{}, ctr: ctr}
+	fingerprint, err := pki.Fingerprint(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("the broker's certificate: %w", err)
+	}
+	bus := &AMQPBus{creds: map[string]wire.Credential{}, ctr: ctr, fingerprint: fingerprint}
 	if onAMQP {
 		// The credentials are the store's, as every principal's on the
 		// mesh's bus.

@@ -7,6 +7,7 @@ import (
 	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/conformance/driverproto"
 	"github.com/meshbus/mesh/mesh/wire"
+	"github.com/meshbus/mesh/observe"
 )
 
 // Read this file first: the harness as a bed's steps see it. The steps
@@ -155,6 +156,12 @@ type AMQPBroker interface {
 	BindingKeys(ctx context.Context, vhost, exchange string) ([]string, error)
 	// Credential is user's credential on the AMQP bus.
 	Credential(user string) (wire.Credential, error)
+	// ListQueues is vhost's queues with columns, as rabbitmqctl lists
+	// them in JSON (observe reads them: the control plane's counts).
+	ListQueues(ctx context.Context, vhost string, columns ...string) ([]byte, error)
+	// Observe watches the control plane's firehose as an observer of the
+	// harness's own, no principal of the mesh, until the trace is closed.
+	Observe(ctx context.Context) (*observe.AMQPTrace, error)
 }
 
 // ModuleRunner is the capability of running programs as principals on

@@ -23,7 +23,7 @@ func (s *scenario) bindFaults(sc *godog.ScenarioContext) {
 	sc.Step(`^the bus's server process is killed with SIGKILL$`, s.theServerIsKilled)
 	sc.Step(`^the ([a-z-]+) is killed with SIGKILL$`, func(ctx context.Context, m string) error { return s.inject(ctx, m, "kill") })
 	sc.Step(`^the ([a-z-]+) is stopped$`, func(ctx context.Context, m string) error { return s.inject(ctx, m, "stop") })
-	sc.Step(`^the ([a-z-]+) is paused$`, func(ctx context.Context, m string) error { return s.inject(ctx, m, "pause") })
+	sc.Step(`^the ([a-z-]+) is paused$`, s.paused)
 	sc.Step(`^the ([a-z-]+) is cut off from the ([a-z]+) network$`, func(ctx context.Context, m, net string) error {
 		return s.inject(ctx, m, "partition from "+net)
 	})
@@ -41,6 +41,20 @@ func (s *scenario) bindFaults(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^the ([a-z-]+) is (?:started|started again|resumed|healed)$`, s.undo)
 	sc.Step(`^the ([a-z-]+) is stopped and started again$`, s.stoppedAndStarted)
+}
+
+// paused pauses member. On AMQP, what the broker hands a paused
+// controller waits unsettled in its prefetch, where nothing but the
+// broker's firehose sees it, neither a basic.get nor the queue's ready
+// count: the scenario watches the control plane's firehose from before
+// the pause.
+func (s *scenario) paused(ctx context.Context, member string) error {
+	if member == harness.MemberController && s.onAMQP() {
+		if _, err := s.controlTrace(ctx); err != nil {
+			return err
+		}
+	}
+	return s.inject(ctx, member, "pause")
 }
 
 func (s *scenario) theServerIsKilled(ctx context.Context) error {

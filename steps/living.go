@@ -220,6 +220,9 @@ func (s *scenario) aFreshTokenConnects(ctx context.Context, node string) error {
 		return err
 	}
 	s.live.token = token
+	if s.onAMQP() {
+		return s.tokenLogsInOnAMQP(ctx, token)
+	}
 	// Its user is live once the watcher has reloaded the server.
 	return eventually(ctx, 10*time.Second, func(ctx context.Context) error {
 		c, err := s.dial(ctx, token)
@@ -414,4 +417,26 @@ func (s *scenario) statusCountsTheRefusal(ctx context.Context, says string) erro
 		return fmt.Errorf("expected status to count one enrolment refused for token %s, saying %q, got %+v", s.live.token.Name, says, st.Refusals)
 	}
 	return nil
+}
+
+// tokenLogsInOnAMQP: the token's user logs in to the broker (the
+// controller made it live through the management API, its answer queue
+// declared first); the connection is closed again, as nothing but the
+// claim, which makes its own, is done with it.
+func (s *scenario) tokenLogsInOnAMQP(ctx context.Context, token wire.Credential) error {
+	b, err := s.broker()
+	if err != nil {
+		return err
+	}
+	addr, err := b.Address(ctx)
+	if err != nil {
+		return err
+	}
+	return eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		c, err := observe.DialAMQP(ctx, token, addr)
+		if err != nil {
+			return fmt.Errorf("expected the new token's user %s to log in to the broker: %w", token.User(), err)
+		}
+		return c.Close()
+	})
 }

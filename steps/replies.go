@@ -269,8 +269,13 @@ func (s *scenario) theDeclarationIsTheControllers(ctx context.Context, node stri
 
 // theControllerSettledControl: the controller, CONTROL's only consumer,
 // has acknowledged or terminated everything CONTROL took (its ack floor is
-// the stream's last sequence), and the work queue holds nothing.
+// the stream's last sequence), and the work queue holds nothing. On AMQP:
+// CONTROL's queues hold nothing, neither ready nor handed over and
+// unsettled.
 func (s *scenario) theControllerSettledControl(ctx context.Context, seconds int) error {
+	if s.onAMQP() {
+		return eventually(ctx, time.Duration(seconds)*time.Second, s.controlSettledOnAMQP)
+	}
 	js, err := s.streamJetStream(ctx, wire.StreamControl)
 	if err != nil {
 		return err

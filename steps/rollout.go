@@ -32,12 +32,15 @@ type rollout struct {
 	// status showed before it, by node.
 	pushed   time.Time
 	declared map[string]uint64
-	// kept is a declaration NODES held, kept to be published again.
-	kept *jetstream.RawStreamMsg
+	// kept is a declaration NODES (node.<node>) held, kept to be
+	// published again.
+	kept *observe.SignedDeclaration
 	// reports is how many reports CONTROL held of a node when noted.
 	reports map[string]uint64
-	// held is the controller's delivered count on CONTROL when noted.
-	held uint64
+	// held is the controller's delivered count on CONTROL when noted; on
+	// AMQP, heldMark is where the control plane's firehose stood.
+	held     uint64
+	heldMark int
 	// emitted is the event a consumer is made to fail.
 	emitted observe.Acked
 	// claimed is what a claim made in the background came to.
@@ -225,8 +228,17 @@ func (s *scenario) aPushGivesEveryModuleTheVersion(ctx context.Context, version 
 }
 
 // aPushWhileThePaused: the push reaches CONTROL, which the controller,
-// paused, has not taken yet; the delivered count is noted.
+// paused, has not taken yet; the delivered count is noted. On AMQP the
+// broker hands the push to the paused controller's prefetch as soon as it
+// comes: the firehose is marked before it is sent, so that the handing is
+// counted.
 func (s *scenario) aPushWhileThePaused(ctx context.Context, version string) error {
+	if s.onAMQP() {
+		if err := s.noteHandedOnAMQP(ctx); err != nil {
+			return err
+		}
+		return s.push(ctx, version)
+	}
 	if err := s.push(ctx, version); err != nil {
 		return err
 	}
@@ -244,8 +256,13 @@ func (s *scenario) aPushWhileThePaused(ctx context.Context, version string) erro
 
 // iNoteTheHanded notes the controller's delivered count on CONTROL, and
 // so holds the connection it is read through: it is needed while the
-// store, which the controller's credential is asked of, is away.
+// store, which the controller's credential is asked of, is away. On AMQP
+// it marks the control plane's firehose, watched from here on (the
+// observer's credential is not the store's).
 func (s *scenario) iNoteTheHanded(ctx context.Context) error {
+	if s.onAMQP() {
+		return s.noteHandedOnAMQP(ctx)
+	}
 	js, err := s.streamJetStream(ctx, wire.StreamControl)
 	if err != nil {
 		return err
@@ -328,22 +345,42 @@ func (s *scenario) nodesStream(ctx context.Context) (jetstream.Stream, error) {
 }
 
 func (s *scenario) iKeepTheDeclaration(ctx context.Context, node string) error {
-	st, err := s.nodesStream(ctx)
-	if err != nil {
-		return err
-	}
-	m, err := st.GetLastMsgForSubject(ctx, wire.NodeDeclare(node))
+	d, err := s.newestDeclaration(ctx, node)
 	if err != nil {
 		return fmt.Errorf("read the declaration of %s: %w", node, err)
 	}
-	s.ro.kept = m
+	s.ro.kept = &d
 	return nil
+}
+
+// newestDeclaration is what the mesh's bus holds as node's declaration:
+// NODES's last message on its subject, or what node.<node> holds.
+func (s *scenario) newestDeclaration(ctx context.Context, node string) (observe.SignedDeclaration, error) {
+	if s.onAMQP() {
+		return s.newestOnAMQP(ctx, node)
+	}
+	st, err := s.nodesStream(ctx)
+	if err != nil {
+		return observe.SignedDeclaration{}, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, wire.NodeDeclare(node))
+	if err != nil {
+		return observe.SignedDeclaration{}, err
+	}
+	return observe.SignedDeclaration{Subject: m.Subject, Body: m.Data, Signature: m.Header.Get(wire.HeaderSignature)}, nil
 }
 
 // nodesHoldsTheNewest: NODES keeps one message per node, and for this one
 // it is the revision status shows declared: a node that was away can be
 // given nothing older.
 func (s *scenario) nodesHoldsTheNewest(ctx context.Context, node string) error {
+	if s.onAMQP() {
+		// The controller puts every declaration again on its own clock
+		// (amqpplane's resendEvery, 30 s), not when one older is put in
+		// its place: after the kept one was published again, the newest
+		// is back within that.
+		return eventually(ctx, declarationPutAgainWithin, func(ctx context.Context) error { return s.nodeQueueHoldsTheNewest(ctx, node) })
+	}
 	st, err := s.nodesStream(ctx)
 	if err != nil {
 		return err
@@ -355,20 +392,47 @@ func (s *scenario) nodesHoldsTheNewest(ctx context.Context, node string) error {
 	if n := info.State.Subjects[wire.NodeDeclare(node)]; n != 1 {
 		return fmt.Errorf("expected NODES to hold one declaration for %s, it holds %d", node, n)
 	}
-	m, err := st.GetLastMsgForSubject(ctx, wire.NodeDeclare(node))
+	d, err := s.newestDeclaration(ctx, node)
 	if err != nil {
 		return err
 	}
-	var d wire.Declaration
-	if err := json.Unmarshal(m.Data, &d); err != nil {
+	return s.isTheDeclared(ctx, node, d)
+}
+
+// declarationPutAgainWithin bounds the controller's putting every
+// declaration again on AMQP (amqpplane's resendEvery, 30 s), with room
+// for a reading under way.
+const declarationPutAgainWithin = 45 * time.Second
+
+// nodeQueueHoldsTheNewest: node.<node> holds one message, as the broker
+// counts it, and it is the revision status shows declared.
+func (s *scenario) nodeQueueHoldsTheNewest(ctx context.Context, node string) error {
+	qs, err := s.controlQueues(ctx)
+	if err != nil {
+		return err
+	}
+	if q := qs[wire.NodeQueue(node)]; q.Messages != 1 {
+		return fmt.Errorf("expected %s to hold one declaration for %s, it holds %d", wire.NodeQueue(node), node, q.Messages)
+	}
+	d, err := s.newestOnAMQP(ctx, node)
+	if err != nil {
+		return err
+	}
+	return s.isTheDeclared(ctx, node, d)
+}
+
+// isTheDeclared: d is the revision status shows declared to node.
+func (s *scenario) isTheDeclared(ctx context.Context, node string, d observe.SignedDeclaration) error {
+	var decl wire.Declaration
+	if err := json.Unmarshal(d.Body, &decl); err != nil {
 		return err
 	}
 	full, err := s.fullStatus(ctx)
 	if err != nil {
 		return err
 	}
-	if n, _ := nodeStatus(full, node); d.Revision != n.Declared {
-		return fmt.Errorf("expected NODES to hold revision %d of %s, it holds %d", n.Declared, node, d.Revision)
+	if n, _ := nodeStatus(full, node); d.Node() != node || decl.Revision != n.Declared {
+		return fmt.Errorf("expected the bus to hold revision %d of %s, it holds revision %d on %s", n.Declared, node, decl.Revision, d.Subject)
 	}
 	return nil
 }
@@ -378,16 +442,23 @@ func (s *scenario) theKeptIsPublishedAgain(ctx context.Context) error {
 		return fmt.Errorf("no declaration was kept in this scenario")
 	}
 	s.r.tainted = true
+	kept := *s.ro.kept
+	if err := s.noteReports(ctx, kept.Node()); err != nil {
+		return err
+	}
+	// Its body and its signature, as the controller made them.
+	if s.onAMQP() {
+		c, err := s.controllerOnAMQP(ctx)
+		if err != nil {
+			return err
+		}
+		return c.Declare(ctx, kept)
+	}
 	js, err := s.streamJetStream(ctx, wire.StreamNodes)
 	if err != nil {
 		return err
 	}
-	node, _ := wire.NodeOfDeclare(s.ro.kept.Subject)
-	if err := s.noteReports(ctx, node); err != nil {
-		return err
-	}
-	// Its body and its signature, as the controller made them.
-	msg := &nats.Msg{Subject: s.ro.kept.Subject, Header: nats.Header{wire.HeaderSignature: s.ro.kept.Header.Values(wire.HeaderSignature)}, Data: s.ro.kept.Data}
+	msg := &nats.Msg{Subject: kept.Subject, Header: nats.Header{wire.HeaderSignature: []string{kept.Signature}}, Data: kept.Body}
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("publish the kept declaration again: %w", err)
 	}
@@ -395,6 +466,10 @@ func (s *scenario) theKeptIsPublishedAgain(ctx context.Context) error {
 }
 
 func (s *scenario) reportsHeld(ctx context.Context, node string) (uint64, error) {
+	if s.onAMQP() {
+		held, err := s.heldOnAMQP(ctx, wire.NodeReport(node))
+		return uint64(held.Messages), err
+	}
 	js, err := s.streamJetStream(ctx, wire.StreamControl)
 	if err != nil {
 		return 0, err
@@ -433,8 +508,11 @@ func (s *scenario) controlHoldsAReportMore(ctx context.Context, seconds int, nod
 }
 
 func (s *scenario) statusShowsTheRefusal(ctx context.Context, seconds int, node string) error {
+	if s.ro.kept == nil {
+		return fmt.Errorf("no declaration was kept in this scenario")
+	}
 	var kept wire.Declaration
-	if err := json.Unmarshal(s.ro.kept.Data, &kept); err != nil {
+	if err := json.Unmarshal(s.ro.kept.Body, &kept); err != nil {
 		return err
 	}
 	want := fmt.Sprintf("revision %d", kept.Revision)
@@ -455,6 +533,9 @@ func (s *scenario) statusShowsTheRefusal(ctx context.Context, seconds int, node 
 // heldOn: the controller, its store away, naks the message on subject
 // with a delay: it is handed it again and again, and CONTROL keeps it.
 func (s *scenario) heldOn(ctx context.Context, seconds, times int, subject string) error {
+	if s.onAMQP() {
+		return s.heldOnAMQPFor(ctx, seconds, times, subject)
+	}
 	js, err := s.streamJetStream(ctx, wire.StreamControl)
 	if err != nil {
 		return err
@@ -542,6 +623,9 @@ func (s *scenario) reportsMadeWhileCutOff(ctx context.Context, seconds, atLeast 
 	if s.brokenFrom.IsZero() || s.brokenUntil.IsZero() {
 		return fmt.Errorf("no member was cut off for a time in this scenario")
 	}
+	if s.onAMQP() {
+		return s.reportsMadeWhileCutOffOnAMQP(ctx, seconds, atLeast, node)
+	}
 	js, err := s.streamJetStream(ctx, wire.StreamControl)
 	if err != nil {
 		return err
@@ -582,7 +666,7 @@ func (s *scenario) thatTokenIsClaimed(ctx context.Context) error {
 		return fmt.Errorf("no token issued in this scenario")
 	}
 	r.tainted = true
-	addr, err := r.cluster.BusAddress(ctx)
+	addr, err := s.busAddress(ctx, r)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,8 @@ type scenario struct {
 	ro          rollout
 	pp          persons
 	bd          builds
-	iso         isolation // the AMQP isolation tries
+	iso         isolation   // the AMQP isolation tries
+	ac          amqpControl // the control plane on AMQP, as watched
 	// brokenFrom and brokenUntil bound the last fault held for a time.
 	brokenFrom, brokenUntil time.Time
 }
