@@ -126,10 +126,11 @@ Feature: Living — the mesh living on its bus
     module cannot read. The module "pry" looks for them all where a module could find them (its
     own credential's path names the host's state) and connects as whatever it found, naming each
     such connection "pry"; then it connects as itself, named "pry: tried". The server is asked,
-    from outside, who connected.
-    On NATS only yet: the proof is the server's record of every connection, closed ones
-    included (/connz); the broker keeps no record of a closed connection, and reading its
-    equivalent from outside is to come.
+    from outside, who connected: on NATS its record of every connection, closed ones included
+    (/connz); on AMQP the broker's own events (the event exchange plugin: every connection
+    opened, closed, or refused at login, by the name its client gave it), which the harness
+    keeps from the moment the broker is raised, and which must account for every connection
+    the broker lists open before their absence proves anything.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When a push adds these modules to "node-a":
@@ -143,6 +144,7 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |
 
   @newest
   Scenario Outline: A node that was away gets exactly the newest declaration, and an older one published again is refused

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,13 @@ const (
 	amqpKeyFile     = "/etc/rabbitmq/mesh-key.pem"
 	amqpDefinitions = "/etc/rabbitmq/mesh-amqp-definitions.json"
 	amqpReadyWithin = 3 * time.Minute
+
+	// amqpObserver is the harness's own user on the broker, in the
+	// virtual host "/" where no principal of the mesh has a grant: it
+	// keeps the broker's record of connections (rabbitmq.KeepEvents) in
+	// amqpObserverQueue, and may do nothing else.
+	amqpObserver      = "harness.observer"
+	amqpObserverQueue = "harness.connections"
 )
 
 // AMQPBus is the RabbitMQ broker of a cluster and the AMQP credentials of
@@ -65,6 +73,23 @@ type AMQPBus struct {
 	// (Observe).
 	observerMu       sync.Mutex
 	observerPassword string
+
+	// events is the broker's record of connections, kept since it was
+	// raised; eventsErr says why there is none.
+	events    *rabbitmq.EventLog
+	eventsErr error
+}
+
+// ConnectionEvents are the broker's events about connections and logins
+// since it was raised (rabbitmq.ConnectionEventKeys), oldest first: its own
+// record of every connection made to it, closed and refused ones too,
+// which Connections no longer lists (observe.AMQPConnectionsEver reads
+// them).
+func (a *AMQPBus) ConnectionEvents(ctx context.Context) ([]rabbitmq.Event, error) {
+	if a.events == nil {
+		return nil, fmt.Errorf("the AMQP broker's record of connections is not kept: %w", a.eventsErr)
+	}
+	return a.events.Events(ctx)
 }
 
 // Address is host:port where the broker's TLS listener is reached from
@@ -274,7 +299,15 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	}
 	clock.done("mint")
 
+	q := regexp.QuoteMeta(amqpObserverQueue)
 	opts := append(c.s.common(RoleAMQP),
+		// The observer is the harness's, in the boot definitions, so it is
+		// there before any principal of the mesh may log in; the
+		// controller's live changes leave alone a user it did not tag
+		// (amqpadmin).
+		rabbitmq.WithUser(amqpObserver, rand.Text()),
+		rabbitmq.WithPermissions(amqpObserver, rabbitmq.EventVhost, "^"+q+"$", "^"+q+"$",
+			"^("+q+"|"+regexp.QuoteMeta(rabbitmq.EventExchange)+")$"),
 		rabbitmq.WithConfig(
 			"listeners.ssl.default = "+amqpTLSPort,
 			"ssl_options.certfile = "+amqpCertFile,
@@ -315,6 +348,14 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 		return nil, err
 	}
 	clock.done("broker")
+	// The record of connections is kept from before the mesh's users
+	// exist. A broker without the event exchange (an image named by
+	// rabbitmq.EnvImage may lack the plugin) raises all the same; only
+	// the steps that read the record fail, saying why.
+	events, eventsErr := ctr.KeepEvents(ctx, amqpObserver, amqpObserverQueue, rabbitmq.ConnectionEventKeys...)
+	if eventsErr != nil {
+		c.s.narrate("the AMQP broker's record of connections is not kept: %v", eventsErr)
+	}
 	// The mesh's definitions go in beside the boot ones (the broker's
 	// administrator); RabbitMQ merges them.
 	if out, err := ctr.Ctl(ctx, "import_definitions", amqpDefinitions); err != nil {
@@ -327,7 +368,7 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the broker's certificate: %w", err)
 	}
-	bus := &AMQPBus{creds: map[string]wire.Credential{}, ctr: ctr, fingerprint: fingerprint}
+	bus := &AMQPBus{creds: map[string]wire.Credential{}, ctr: ctr, fingerprint: fingerprint, events: events, eventsErr: eventsErr}
 	if onAMQP {
 		// The credentials are the store's, as every principal's on the
 		// mesh's bus.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/conformance/driverproto"
+	"github.com/meshbus/mesh/harness/rabbitmq"
 	"github.com/meshbus/mesh/mesh/wire"
 	"github.com/meshbus/mesh/observe"
 )
@@ -162,6 +163,9 @@ type AMQPBroker interface {
 	// Observe watches the control plane's firehose as an observer of the
 	// harness's own, no principal of the mesh, until the trace is closed.
 	Observe(ctx context.Context) (*observe.AMQPTrace, error)
+	// ConnectionEvents are the broker's own record of connections and
+	// logins since it was raised, closed and refused ones included.
+	ConnectionEvents(ctx context.Context) ([]rabbitmq.Event, error)
 }
 
 // ModuleRunner is the capability of running programs as principals on

@@ -61,7 +61,7 @@ func (s *scenario) bindLiving(sc *godog.ScenarioContext) {
 func (s *scenario) theModuleConnectedNamed(ctx context.Context, seconds int, module, node, name string) error {
 	user := wire.ModuleUser(node, module)
 	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
-		conns, err := s.connz(ctx, "open")
+		conns, err := s.openConnections(ctx)
 		if err != nil {
 			return err
 		}
@@ -74,9 +74,9 @@ func (s *scenario) theModuleConnectedNamed(ctx context.Context, seconds int, mod
 }
 
 // noConnectionNamed: the server lists no connection with that name, open
-// or among those it closed.
+// or among those it closed (on AMQP, or refused).
 func (s *scenario) noConnectionNamed(ctx context.Context, name string) error {
-	conns, err := s.connz(ctx, "all")
+	conns, err := s.connectionsEver(ctx)
 	if err != nil {
 		return err
 	}

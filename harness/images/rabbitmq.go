@@ -19,8 +19,11 @@ log.file = false
 `
 
 // EnabledPlugins is the image's /etc/rabbitmq/enabled_plugins: the
-// management plugin and nothing else.
-const EnabledPlugins = "[rabbitmq_management].\n"
+// management plugin, and the event exchange, which publishes the broker's
+// own record of every connection made, closed or refused on
+// amq.rabbitmq.event (the beds read it: the broker lists only the
+// connections still open).
+const EnabledPlugins = "[rabbitmq_management,rabbitmq_event_exchange].\n"
 
 // RabbitMQ is mesh-rabbitmq: RabbitMQ from Debian's rabbitmq-server
 // package, for a machine that cannot pull the official image. It runs
@@ -34,9 +37,9 @@ func RabbitMQ(d Debian) DebianSpec {
 		Packages: []string{"rabbitmq-server"},
 		Files: []RootFile{
 			{Path: "/etc/rabbitmq/conf.d/10-mesh.conf", Body: rabbitmqConf},
-			// The management plugin ships in rabbitmq-server; enabled here,
-			// offline, it starts with the node (its port answers by the time
-			// "Server startup complete" is logged).
+			// Both plugins ship in rabbitmq-server; enabled here, offline,
+			// they start with the node (the management port answers by the
+			// time "Server startup complete" is logged).
 			{Path: "/etc/rabbitmq/enabled_plugins", Body: EnabledPlugins},
 		},
 		Remove: []string{

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -23,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -59,34 +61,68 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("read its own credential: %w", err)
 	}
 	found := look(own, log)
-	var held []*nats.Conn
+	var held []io.Closer
 	defer func() {
-		for _, nc := range held {
-			nc.Close()
+		for _, c := range held {
+			_ = c.Close()
 		}
 	}()
 	for path, cred := range found {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		nc, err := link.Dial(dctx, cred, link.WithName(Found))
+		c, err := dial(dctx, cred, Found)
 		cancel()
 		if err != nil {
 			log.Info("could not connect with what it found", "file", path, "user", cred.User(), "err", err)
 			continue
 		}
 		log.Warn("connected with what it found", "file", path, "user", cred.User())
-		held = append(held, nc)
+		held = append(held, c)
 	}
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
-	nc, err := link.Dial(dctx, self, link.WithName(Tried))
+	c, err := dial(dctx, self, Tried)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connect as itself: %w", err)
 	}
-	defer nc.Close()
+	defer c.Close()
 	log.Info("tried", "found", len(found))
 	<-ctx.Done()
 	return nil
 }
+
+// dial connects with cred to the bus its URL's scheme names, the
+// connection named name where the server shows it: NATS's /connz, or the
+// broker's client-provided connection_name (its own record, which the bed
+// reads, has every connection, refused logins included). Not through the
+// SDK: it takes a module's credential alone, and what pry finds may be a
+// host's or a token's.
+func dial(ctx context.Context, cred wire.Credential, name string) (io.Closer, error) {
+	switch cred.Scheme() {
+	case "amqps", "amqp":
+		conn, err := amqpconn.Dial(ctx, cred, amqpconn.Options{Name: name, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return nil, err
+		}
+		return amqpCloser{conn}, nil
+	default:
+		nc, err := link.Dial(ctx, cred, link.WithName(name))
+		if err != nil {
+			return nil, err
+		}
+		return natsCloser{nc}, nil
+	}
+}
+
+type natsCloser struct{ nc *nats.Conn }
+
+func (c natsCloser) Close() error { c.nc.Close(); return nil }
+
+// amqpCloser closes an AMQP connection within amqpCloseWithin.
+type amqpCloser struct{ conn *amqpconn.Conn }
+
+const amqpCloseWithin = 5 * time.Second
+
+func (c amqpCloser) Close() error { return c.conn.Close(time.Now().Add(amqpCloseWithin), nil) }
 
 // look reads every file where a credential of another principal might
 // be, from where its own is (<state>/modules/<module>/credential.json, or

@@ -41,6 +41,10 @@ type Options struct {
 	Address string
 	// Logger receives the connection's own lines (never nil after Dial).
 	Logger *slog.Logger
+	// Name is the name the broker shows the connection by (AMQP's
+	// client-provided connection_name); "" names it after the
+	// credential's user.
+	Name string
 	// Resume is called, on a goroutine of the reconnection's, once a
 	// connection lost was made again: consume and serve again on it.
 	Resume func()
@@ -110,7 +114,11 @@ func dialConn(ctx context.Context, cred wire.Credential, o Options, u *url.URL) 
 		deadline = d
 	}
 	props := amqp.NewConnectionProperties()
-	props.SetClientConnectionName(cred.User())
+	name := o.Name
+	if name == "" {
+		name = cred.User()
+	}
+	props.SetClientConnectionName(name)
 	config := amqp.Config{
 		TLSClientConfig: link.PinnedTLS(cred.Fingerprint, cred.Host()),
 		Properties:      props,
