@@ -29,9 +29,10 @@ func TestContract(t *testing.T) {
 }
 
 // buildsAckWait is BUILDS' ack wait on the contract's bus: shorter than
-// the 2 s the contract waits for a second builder (linktest.Builder), so
-// that only the first's saying it is at work keeps the request its, and
-// a dead one's request is taken again soon.
+// the 2 s the contract waits for a second builder (linktest.Bus.Builder),
+// so that only the first's saying it is at work (the builder's
+// NextBuild, every third of it) keeps the request its, and a dead one's
+// request is taken again soon.
 const buildsAckWait = time.Second
 
 // natsBus is the sample mesh's bus, composed as the controller composes
