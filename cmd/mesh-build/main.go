@@ -3,10 +3,11 @@
 // uses a capability its language's SDK does not claim
 // (conformance/registry.yaml) is refused, with the reason, before
 // anything is compiled (design 19, "A partial SDK is legitimate"). Its
-// serve is the builder: it takes the controller's build requests from
-// BUILDS one at a time, fetches exactly the revision asked for from its
-// source repository, stores the artifact in ARTIFACTS and records the
-// outcome on CONTROL (package build).
+// serve is the builder: on the bus its credential's scheme names
+// (package buses), it takes the controller's build requests one at a
+// time, fetches exactly the revision asked for from its source
+// repository, stores the artifact and records the outcome in CONTROL
+// (package build).
 package main
 
 import (
@@ -41,17 +42,20 @@ capability its language's SDK does not implement, naming the module, the
 capability and the manifest fields that need it.
 
 serve is a builder: with the builder's credential FILE it takes the build
-requests of BUILDS one at a time, fetches the revision asked for from its
-source repository, makes the artifact from the module's program in the
+requests one at a time (BUILDS on NATS, builds on AMQP: the credential's
+scheme says which), fetches the revision asked for from its source
+repository, makes the artifact from the module's program in the
 toolchain, DIR/<module>, with the revision's provenance after it, stores
-it in ARTIFACTS and publishes the outcome on CONTROL, named NAME (default
+it (ARTIFACTS) and publishes the outcome into CONTROL, named NAME (default
 the host name), before it acks the request. It logs JSON lines on stderr
-and runs until SIGTERM or SIGINT.
+and runs until SIGTERM or SIGINT. On AMQP it takes requests and sends
+outcomes, but fetching a revision and storing an artifact are not carried
+yet: it gives the request back and exits 1, saying so.
 
 Exit status: 0 every module checked can be built, or serve was told to
 stop (or help: help, -h, --help, <command> --help); 1 a module is
 refused, the description is invalid, or serve failed (its credential,
-its toolchain, the bus); 2 bad usage (no command among it).
+its toolchain, the bus, a flow the bus does not carry); 2 bad usage (no command among it).
 `
 
 // run is main with its outside world passed in; it returns the exit

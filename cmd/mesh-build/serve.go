@@ -8,10 +8,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/meshbus/mesh/mesh/build"
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/buses"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -53,14 +52,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	nc, err := link.Dial(dctx, cred,
-		link.WithName("mesh-build "+*name),
-		link.WithErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			// A permissions violation is reported only here.
-			log.Warn("the bus reports", "err", err)
-		}),
-		// A builder outlives a restart of the bus.
-		link.WithNATSOptions(nats.MaxReconnects(-1)))
+	// The bus by the credential's scheme; the builder outlives a restart
+	// of it, and what it reports after the fact is logged.
+	bus, err := buses.DialBuilder(dctx, cred, link.WithName("mesh-build "+*name), link.WithConnectionLog(log))
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -68,8 +62,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return fail(err)
 	}
-	defer nc.Close()
-	err = build.Run(ctx, build.Options{Conn: nc, Toolchain: *toolchain, Name: *name, Log: log})
+	defer func() { _ = bus.Close() }()
+	err = build.Run(ctx, build.Options{Bus: bus, Key: cred.Password(), Toolchain: *toolchain, Name: *name, Log: log})
 	if err != nil {
 		return fail(err)
 	}

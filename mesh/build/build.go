@@ -1,13 +1,13 @@
 // Package build is the builder of design 25 §1 and §9 step 4 ("a build
-// source's change reaching the builder"). Builders share the durable pull
-// consumer wire.BuildsConsumer on BUILDS, which the controller creates
-// with one delivery outstanding at a time; a builder binds it (never
-// creates it), takes one wire.BuildRequest, fetches exactly that revision
-// from its repository (wire.SourceFetch, a core request), assembles the
+// source's change reaching the builder"). It speaks to the bus only
+// through its role on the control plane's seam (plane.Builder: BUILDS and
+// its consumer on NATS, the builds queue on AMQP, package buses picking by
+// the credential's scheme): a builder takes one wire.BuildRequest at a
+// time, fetches exactly that revision from its repository, assembles the
 // artifact (Assemble: the toolchain's program for the module with the
-// provenance after it), stores it in ARTIFACTS (artifact.Put), publishes
-// the wire.Built outcome on CONTROL with the build's id as its message id,
-// and only then acks the request.
+// provenance after it), stores it where the hosts fetch it, sends the
+// wire.Built outcome into CONTROL with a message id of the build's, and
+// only then acks the request.
 //
 // What can go wrong is told apart by whose it is:
 //
@@ -15,14 +15,17 @@
 //     program for the module, the artifact too large): a "failed" outcome
 //     that says why, recorded like a success, and the request acked;
 //   - the request's (not a build request at all): terminated, with the
-//     reason logged and given to the server;
+//     reason logged and given to the bus;
 //   - nobody's in particular (the repository away, the bus slow, the
 //     builder stopping): the request is given back, after a delay (at once
 //     when the builder stops), and built again later, by this builder or
-//     another.
+//     another;
+//   - the bus's: a flow the bus does not carry (plane.ErrUnsupported) ends
+//     Run with an error naming it, the request given back.
 //
-// A builder killed mid-build leaves its request unacked; the server
-// delivers it again after the consumer's AckWait. Building is a function
+// A builder killed mid-build leaves its request unacked; the bus delivers
+// it again to another builder (NATS: after the consumer's AckWait; AMQP:
+// when the connection is gone). Building is a function
 // of the request, the revision's content and the toolchain's program, so
 // the next builder makes the same artifact, stores the same chunks (the
 // same message ids), and its outcome is a duplicate of any first one.
@@ -36,14 +39,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/meshbus/mesh/mesh/artifact"
+	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -56,8 +56,6 @@ const (
 	DefaultRetryDelay = 5 * time.Second
 	// DefaultPoll bounds one wait for a request.
 	DefaultPoll = 5 * time.Second
-	// serverAckWait is the server's AckWait for a consumer that sets none.
-	serverAckWait = 30 * time.Second
 	// maxReason bounds a failed outcome's error, so that the outcome stays
 	// within wire.MaxBuildMessage whatever a repository answered.
 	maxReason = 1 << 10
@@ -68,11 +66,12 @@ var ErrOptions = errors.New("invalid builder options")
 
 // Options configure Run.
 type Options struct {
-	// Conn is the builder's connection, dialled with its credential
-	// (link.Dial sets the inbox prefix, wire.BuilderInbox, that its user
-	// may subscribe, and the password, which keys the outcomes' message
-	// ids: wire.BuiltMsgID). Run neither closes nor drains it.
-	Conn *nats.Conn
+	// Bus is the builder connected as itself (buses.DialBuilder). Run
+	// does not close it.
+	Bus plane.Builder
+	// Key is the builder's password, which keys the outcomes' message
+	// ids (wire.BuiltMsgID): no other principal can send one first.
+	Key string
 	// Toolchain is the directory holding the program of each module it
 	// can build, <Toolchain>/<module>, an executable file.
 	Toolchain string
@@ -89,12 +88,12 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.Conn == nil {
+	if o.Bus == nil {
 		return o, fmt.Errorf("%w: no connection", ErrOptions)
 	}
-	if o.Conn.Opts.Password == "" {
+	if o.Key == "" {
 		// An outcome's id keyed with nothing is one anyone can publish first.
-		return o, fmt.Errorf("%w: the connection has no password to key the outcomes' message ids with (dial it with the builder's credential)", ErrOptions)
+		return o, fmt.Errorf("%w: no password to key the outcomes' message ids with (the builder's credential's)", ErrOptions)
 	}
 	if o.Name == "" {
 		return o, fmt.Errorf("%w: no builder name", ErrOptions)
@@ -122,89 +121,48 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Run builds what BUILDS asks, one request at a time, until ctx ends
-// (then it gives back the request in hand and returns nil) or the
-// connection is closed (an error). It waits for the consumer while the
-// controller has not created it.
+// Run builds what the bus asks, one request at a time, until ctx ends
+// (then it gives back the request in hand and returns nil), the
+// connection is closed, or the bus does not carry a flow the build needs
+// (an error). It waits for the builders' queue while the controller has
+// not made it.
 func Run(ctx context.Context, o Options) error {
 	o, err := o.withDefaults()
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(o.Conn)
-	if err != nil {
-		return fmt.Errorf("builder: %w", err)
-	}
-	cons, err := bind(ctx, js, o)
-	if err != nil || cons == nil {
-		return err
-	}
-	ackWait := cons.CachedInfo().Config.AckWait
-	if ackWait <= 0 {
-		ackWait = serverAckWait
-	}
-	b := &builder{o: o, js: js, beat: ackWait / 3}
-	o.Log.Info("builder ready", "builder", o.Name, "toolchain", o.Toolchain, "ack_wait", ackWait.String())
+	b := &builder{o: o}
+	o.Log.Info("builder ready", "builder", o.Name, "toolchain", o.Toolchain)
 	for {
 		if ctx.Err() != nil {
 			o.Log.Info("builder stopping", "builder", o.Name)
 			return nil
 		}
-		if o.Conn.IsClosed() {
-			return errors.New("builder: the connection is closed")
-		}
-		msg, err := next(ctx, cons, o.Poll)
-		if err != nil {
-			if errors.Is(err, nats.ErrConnectionClosed) {
-				return fmt.Errorf("builder: %w", err)
-			}
-			o.Log.Warn("waiting for a build request failed", "err", err)
-			pause(ctx, o.RetryDelay)
-			continue
-		}
-		if msg != nil {
-			b.handle(ctx, msg)
-		}
-	}
-}
-
-// bind binds the builders' consumer, sending only CONSUMER.INFO (the one
-// JetStream API subject besides MSG.NEXT the builder is granted). It
-// waits while the consumer is not there yet, and returns a nil consumer
-// when ctx ends first.
-func bind(ctx context.Context, js jetstream.JetStream, o Options) (jetstream.Consumer, error) {
-	for {
-		cons, err := js.Consumer(ctx, wire.StreamBuilds, wire.BuildsConsumer)
+		msg, err := next(ctx, o.Bus, o.Poll)
 		switch {
-		case err == nil:
-			return cons, nil
-		case ctx.Err() != nil:
-			return nil, nil
-		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
-			o.Log.Warn("the builders' consumer is not there yet; waiting for the controller", "stream", wire.StreamBuilds, "consumer", wire.BuildsConsumer, "err", err)
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders):
-			// A refused API request is dropped by the server, so a grant
-			// missing looks like this too.
-			o.Log.Warn("no answer binding the builders' consumer (is JetStream up, and is the builder granted its CONSUMER.INFO?)", "stream", wire.StreamBuilds, "consumer", wire.BuildsConsumer, "err", err)
+		case errors.Is(err, link.ErrClosed):
+			return fmt.Errorf("builder: %w", err)
+		case errors.Is(err, plane.ErrMissing):
+			o.Log.Warn("the builders' queue is not there yet; waiting for the controller", "err", err)
+		case err != nil:
+			o.Log.Warn("waiting for a build request failed", "err", err)
+		case msg != nil:
+			if err := b.handle(ctx, msg); err != nil {
+				return err
+			}
+			continue
 		default:
-			return nil, fmt.Errorf("builder: bind %s on %s: %w", wire.BuildsConsumer, wire.StreamBuilds, err)
+			continue
 		}
 		pause(ctx, o.RetryDelay)
 	}
 }
 
 // next waits up to poll for one request: nil, nil when none came.
-func next(ctx context.Context, cons jetstream.Consumer, poll time.Duration) (jetstream.Msg, error) {
+func next(ctx context.Context, bus plane.BuildFeed, poll time.Duration) (plane.BuildMsg, error) {
 	pctx, cancel := context.WithTimeout(ctx, poll)
 	defer cancel()
-	msg, err := cons.Next(jetstream.FetchContext(pctx))
-	if err == nil {
-		return msg, nil
-	}
-	if ctx.Err() != nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) {
-		return nil, nil
-	}
-	return nil, err
+	return bus.NextBuild(pctx)
 }
 
 func pause(ctx context.Context, d time.Duration) {
@@ -217,9 +175,7 @@ func pause(ctx context.Context, d time.Duration) {
 }
 
 type builder struct {
-	o    Options
-	js   jetstream.JetStream
-	beat time.Duration
+	o Options
 }
 
 // postponed says why a build is given back rather than judged: it is not
@@ -229,28 +185,24 @@ type postponed struct{ err error }
 func (p postponed) Error() string { return p.err.Error() }
 func (p postponed) Unwrap() error { return p.err }
 
-// handle settles one delivery.
-func (b *builder) handle(ctx context.Context, msg jetstream.Msg) {
-	log := b.o.Log
-	if meta, err := msg.Metadata(); err == nil {
-		log = log.With("stream_seq", meta.Sequence.Stream, "delivery", meta.NumDelivered)
-	}
+// handle settles one delivery; an error ends Run: the bus does not carry
+// what the build needs.
+func (b *builder) handle(ctx context.Context, msg plane.BuildMsg) error {
+	log := b.o.Log.With("position", msg.Position(), "delivery", msg.Attempt())
 	req, err := wire.ParseBuildRequest(msg.Data())
 	if err != nil {
 		log.Error("build request refused for good", "err", err)
-		if err := msg.TermWithReason(clip(err.Error())); err != nil {
+		if err := msg.Term(clip(err.Error())); err != nil {
 			log.Warn("terminate the request", "err", err)
 		}
-		return
+		return nil
 	}
 	log = log.With("build", req.ID)
 	log.Info("build started")
-	stop := heartbeat(msg, b.beat, log)
 	out, err := b.build(ctx, req)
 	if err == nil {
 		err = b.record(ctx, out, log)
 	}
-	stop()
 	switch {
 	case err == nil:
 		// Acked only now: a builder gone before this leaves the request to
@@ -258,16 +210,21 @@ func (b *builder) handle(ctx context.Context, msg jetstream.Msg) {
 		// Even when the builder is stopping: the build is done.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := msg.DoubleAck(actx); err != nil {
+		if err := msg.Ack(actx); err != nil {
 			log.Warn("ack the request (it will come again; its outcome is recorded)", "err", err)
 		}
+	case errors.Is(err, plane.ErrUnsupported):
+		log.Error("the bus does not carry what the build needs; the request is given back", "err", err)
+		giveBack(msg, 0, log)
+		return fmt.Errorf("builder: %w", err)
 	case ctx.Err() != nil:
 		log.Info("build interrupted; the request is given back", "err", err)
-		giveBack(msg, 0, b.o.Conn, log)
+		giveBack(msg, 0, log)
 	default:
 		log.Warn("build postponed", "err", err, "retry_in", b.o.RetryDelay.String())
-		giveBack(msg, b.o.RetryDelay, b.o.Conn, log)
+		giveBack(msg, b.o.RetryDelay, log)
 	}
+	return nil
 }
 
 // build builds req: an outcome, succeeded or failed, or an error when the
@@ -294,7 +251,7 @@ func (b *builder) build(ctx context.Context, req wire.BuildRequest) (wire.Built,
 	if len(data) > wire.MaxArtifact {
 		return fail(fmt.Errorf("the artifact of revision %s of %s is %d bytes, over the limit of %d", req.Revision, req.Module, len(data), wire.MaxArtifact))
 	}
-	digest, chunks, err := artifact.Put(ctx, b.js, data)
+	digest, chunks, err := b.o.Bus.PutArtifact(ctx, data)
 	if err != nil {
 		return wire.Built{}, postponed{err}
 	}
@@ -307,15 +264,14 @@ func (b *builder) build(ctx context.Context, req wire.BuildRequest) (wire.Built,
 func (b *builder) fetch(ctx context.Context, req wire.BuildRequest) ([]byte, error) {
 	fctx, cancel := context.WithTimeout(ctx, b.o.FetchTimeout)
 	defer cancel()
-	subject := wire.SourceFetch(req.Repo)
-	reply, err := b.o.Conn.RequestWithContext(fctx, subject, wire.Marshal(wire.FetchRequest{Module: req.Module, Revision: req.Revision}))
-	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, postponed{fmt.Errorf("repository %s is away (nobody answers on %s)", req.Repo, subject)}
+	reply, err := b.o.Bus.FetchRevision(fctx, req.Repo, wire.Marshal(wire.FetchRequest{Module: req.Module, Revision: req.Revision}))
+	if errors.Is(err, plane.ErrNoAnswerer) {
+		return nil, postponed{fmt.Errorf("repository %s is away: %w", req.Repo, err)}
 	}
 	if err != nil {
 		return nil, postponed{fmt.Errorf("fetch revision %s of %s from repository %s: %w", req.Revision, req.Module, req.Repo, err)}
 	}
-	ans, err := wire.ParseFetchAnswer(reply.Data)
+	ans, err := wire.ParseFetchAnswer(reply)
 	if err != nil {
 		return nil, fmt.Errorf("repository %s answered the fetch of revision %s of %s with a malformed answer: %w", req.Repo, req.Revision, req.Module, err)
 	}
@@ -328,10 +284,10 @@ func (b *builder) fetch(ctx context.Context, req wire.BuildRequest) ([]byte, err
 	return ans.Content, nil
 }
 
-// record publishes the outcome on CONTROL with the build's id, keyed with
+// record sends the outcome into CONTROL with the build's id, keyed with
 // the builder's password, as its message id: the same build recorded
-// twice within the stream's duplicate window is stored once, and no other
-// principal can publish that id first.
+// twice is kept once (NATS: within the stream's duplicate window; then the
+// controller's ledger), and no other principal can send that id first.
 func (b *builder) record(ctx context.Context, out wire.Built, log *slog.Logger) error {
 	out.At = b.o.Now().UTC()
 	data := wire.Marshal(out)
@@ -340,60 +296,17 @@ func (b *builder) record(ctx context.Context, out wire.Built, log *slog.Logger) 
 	if _, err := wire.ParseBuilt(data); err != nil {
 		return fmt.Errorf("outcome of %s: %w", out.ID, err)
 	}
-	ack, err := b.js.Publish(ctx, wire.SubjectBuilt, data,
-		jetstream.WithMsgID(wire.BuiltMsgID(b.o.Conn.Opts.Password, out.ID)),
-		jetstream.WithExpectStream(wire.StreamControl))
-	if err != nil {
-		return postponed{fmt.Errorf("publish the outcome of %s: %w", out.ID, err)}
+	if err := b.o.Bus.Built(ctx, wire.BuiltMsgID(b.o.Key, out.ID), data); err != nil {
+		return postponed{fmt.Errorf("send the outcome of %s: %w", out.ID, err)}
 	}
-	if ack.Stream != wire.StreamControl {
-		return postponed{fmt.Errorf("publish the outcome of %s: acknowledged by stream %q, not %s", out.ID, ack.Stream, wire.StreamControl)}
-	}
-	log.Info("build recorded", "outcome", out.Outcome, "digest", out.Digest, "size", out.Size, "chunks", out.Chunks,
-		"error", out.Error, "control_seq", ack.Sequence, "duplicate", ack.Duplicate)
+	log.Info("build recorded", "outcome", out.Outcome, "digest", out.Digest, "size", out.Size, "chunks", out.Chunks, "error", out.Error)
 	return nil
 }
 
-// heartbeat tells the server every period that the delivery is still
-// being worked on, so that it is not delivered to another builder while
-// this one builds; stop ends it.
-func heartbeat(msg jetstream.Msg, period time.Duration, log *slog.Logger) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := msg.InProgress(); err != nil {
-					log.Warn("tell the server the build is in progress", "err", err)
-				}
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-	}
-}
-
-// giveBack naks the delivery, to come again after delay, and flushes, so
-// that a builder about to close its connection has said so first.
-func giveBack(msg jetstream.Msg, delay time.Duration, nc *nats.Conn, log *slog.Logger) {
-	var err error
-	if delay > 0 {
-		err = msg.NakWithDelay(delay)
-	} else {
-		err = msg.Nak()
-	}
-	if err == nil {
-		err = nc.FlushTimeout(2 * time.Second)
-	}
-	if err != nil {
-		log.Warn("give the request back (it comes again after the consumer's AckWait)", "err", err)
+// giveBack gives the request back, to come again after delay.
+func giveBack(msg plane.BuildMsg, delay time.Duration, log *slog.Logger) {
+	if err := msg.Hold(delay); err != nil {
+		log.Warn("give the request back (the bus gives it again once this builder is gone)", "err", err)
 	}
 }
 

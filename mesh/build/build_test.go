@@ -18,6 +18,8 @@ import (
 	"github.com/meshbus/mesh/mesh/artifact"
 	"github.com/meshbus/mesh/mesh/build"
 	"github.com/meshbus/mesh/mesh/build/buildtest"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -38,11 +40,16 @@ func startBuilder(t *testing.T, bed *buildtest.Bed, name, toolchain string) *bui
 	t.Helper()
 	b := &builder{seen: buildtest.NewViolations(), logs: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	nc := bed.Dial(buildtest.Builder, b.seen.Handler())
+	bus, err := natsplane.NewBuilder(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	go func() {
 		b.done <- build.Run(ctx, build.Options{
-			Conn:       nc,
+			Bus:        bus,
+			Key:        nc.Opts.Password,
 			Toolchain:  toolchain,
 			Name:       name,
 			Log:        slog.New(slog.NewJSONHandler(b.logs, nil)),
@@ -328,16 +335,17 @@ func TestStoppingGivesTheRequestBack(t *testing.T) {
 func TestRunRefusesBadOptions(t *testing.T) {
 	ctx := buildtest.Context(t)
 	file := buildtest.Toolchain(t, program, "sensor") + "/sensor"
-	conn := &nats.Conn{Opts: nats.Options{Password: "pw-builder"}}
+	var bus plane.Builder = unused{}
+	const key = "pw-builder"
 	cases := map[string]struct {
 		o    build.Options
 		says string
 	}{
-		"no connection":       {build.Options{Toolchain: t.TempDir(), Name: "a"}, "no connection"},
-		"no password":         {build.Options{Conn: &nats.Conn{}, Toolchain: t.TempDir(), Name: "a"}, "no password"},
-		"toolchain is a file": {build.Options{Conn: conn, Toolchain: file, Name: "a"}, "not a directory"},
-		"toolchain not there": {build.Options{Conn: conn, Toolchain: "/nonexistent/toolchain", Name: "a"}, "toolchain"},
-		"no name":             {build.Options{Conn: conn, Toolchain: t.TempDir()}, "no builder name"},
+		"no connection":       {build.Options{Key: key, Toolchain: t.TempDir(), Name: "a"}, "no connection"},
+		"no password":         {build.Options{Bus: bus, Toolchain: t.TempDir(), Name: "a"}, "no password"},
+		"toolchain is a file": {build.Options{Bus: bus, Key: key, Toolchain: file, Name: "a"}, "not a directory"},
+		"toolchain not there": {build.Options{Bus: bus, Key: key, Toolchain: "/nonexistent/toolchain", Name: "a"}, "toolchain"},
+		"no name":             {build.Options{Bus: bus, Key: key, Toolchain: t.TempDir()}, "no builder name"},
 	}
 	for what, c := range cases {
 		if err := build.Run(ctx, c.o); !errors.Is(err, build.ErrOptions) || !strings.Contains(err.Error(), c.says) {
@@ -345,3 +353,7 @@ func TestRunRefusesBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// unused is a builder's bus that Run must not reach: its options are
+// refused first.
+type unused struct{ plane.Builder }

@@ -85,6 +85,10 @@ const (
 // SourceUser is the user of repository repo, in AccountSources.
 func SourceUser(repo string) string { return "source." + repo }
 
+// SourceQueueGroup is the queue group a repository's answerers share on
+// SourceFetch, so that two of them running answer each fetch once.
+const SourceQueueGroup = "source"
+
 // SourceInbox is repository repo's inbox prefix.
 func SourceInbox(repo string) string { return inbox + ".source." + repo }
 

@@ -3,10 +3,11 @@
 // host's repository and a hook that announces its pushes. It holds
 // revisions as files, answers the builders' fetches of exactly one
 // revision (wire.SourceFetch), and announces a new revision on
-// wire.SourceChanged through JetStream, so that a bed can commit, see the
+// wire.SourceChanged into CONTROL, so that a bed can commit, see the
 // controller ask for a build, and slow the answers down to catch a
 // builder mid-build. It connects as the repository's user
-// (wire.PrincipalSource), whose name is the repository's.
+// (wire.PrincipalSource), whose name is the repository's, on the bus its
+// credential's scheme names (package buses).
 package main
 
 import (
@@ -23,9 +24,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/buses"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -46,12 +47,14 @@ are the revision's content. Its name is its credential's (principal
 "source", name <repo>).
 
 serve answers the builders' fetches on mesh.source.<repo>.fetch from DIR
-until SIGTERM or SIGINT; --delay makes each answer wait D first.
+until SIGTERM or SIGINT; --delay makes each answer wait D first. On AMQP
+fetches are not carried yet: serve exits 1, saying so.
 
 commit writes revision R of module M with content TEXT into DIR (a
 temporary file and a rename; a revision already there with other content
 is refused, the same content is announced again), announces it on
-mesh.control.source.<repo>.changed through JetStream, waits for CONTROL's
+mesh.control.source.<repo>.changed into CONTROL (JetStream on NATS, the
+exchange mesh.control on AMQP, by the credential's scheme), waits for its
 acknowledgement (--timeout, default 10s) and prints the announcement as
 one JSON line.
 
@@ -135,12 +138,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		nc, err := dial(ctx, cred, 10*time.Second, log, nats.MaxReconnects(-1))
+		bus, err := dial(ctx, cred, 10*time.Second, log)
 		if err != nil {
 			return fail(err)
 		}
-		defer nc.Close()
-		if err := serve(ctx, nc, cred.Name, repo, *delay, log); err != nil {
+		defer func() { _ = bus.Close() }()
+		if err := serve(ctx, bus, cred.Name, repo, *delay, log); err != nil {
 			return fail(err)
 		}
 		return 0
@@ -170,12 +173,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	nc, err := dial(cctx, cred, *timeout, log)
+	bus, err := dial(cctx, cred, *timeout, log)
 	if err != nil {
 		return fail(err)
 	}
-	defer nc.Close()
-	change, err := announce(cctx, nc, cred.Name, *module, *revision, time.Now())
+	defer func() { _ = bus.Close() }()
+	change, err := announce(cctx, bus, cred.Password(), cred.Name, *module, *revision, time.Now())
 	if err != nil {
 		return fail(fmt.Errorf("revision %s of %s is written but not announced: %w", *revision, *module, err))
 	}
@@ -197,15 +200,11 @@ func loadCredential(path string) (wire.Credential, error) {
 	return cred, nil
 }
 
-// dial connects as the repository; what the server reports after the
-// fact (a permissions violation) is logged.
-func dial(ctx context.Context, cred wire.Credential, timeout time.Duration, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+// dial connects as the repository, on the bus its credential's scheme
+// names (package buses); what the bus reports after the fact (a
+// permissions violation) is logged.
+func dial(ctx context.Context, cred wire.Credential, timeout time.Duration, log *slog.Logger) (plane.Source, error) {
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return link.Dial(dctx, cred,
-		link.WithName(wire.SourceUser(cred.Name)),
-		link.WithErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			log.Warn("the bus reports", "err", err)
-		}),
-		link.WithNATSOptions(extra...))
+	return buses.DialSource(dctx, cred, link.WithName(wire.SourceUser(cred.Name)), link.WithConnectionLog(log))
 }

@@ -2,8 +2,6 @@ package amqpplane_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -193,48 +191,30 @@ func (b *amqpBus) rabbitmqctl(t *testing.T, args ...string) {
 	_ = out
 }
 
-// Builder is a builder as it would be on AMQP: the builder's user
-// consuming builds with a prefetch of one, a delivery its channel's until
-// it is acked or the channel closes.
-func (b *amqpBus) Builder() linktest.Builder {
+// Builder is the builder connected as itself through the seam
+// (amqpplane.DialBuilder), as mesh-build connects.
+func (b *amqpBus) Builder() plane.Builder {
 	b.t.Helper()
-	conn := b.br.Dial(b.t, wire.BuilderUser)
-	ch, err := conn.Channel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bl, err := amqpplane.DialBuilder(ctx, b.br.Creds[wire.BuilderUser], amqpplane.HostOptions{})
 	if err != nil {
-		b.t.Fatal(err)
+		b.t.Fatalf("dial the builder: %v", err)
 	}
-	if err := ch.Qos(1, 0, false); err != nil {
-		b.t.Fatal(err)
-	}
-	deliveries, err := ch.Consume(wire.QueueBuilds, "", false, false, false, false, nil)
+	b.t.Cleanup(func() { _ = bl.Close() })
+	return bl
+}
+
+// Source is the sample mesh's repository connected as itself.
+func (b *amqpBus) Source() (plane.Source, string) {
+	b.t.Helper()
+	const repo = "modules"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := amqpplane.DialSource(ctx, b.br.Creds[wire.SourceUser(repo)], amqpplane.HostOptions{})
 	if err != nil {
-		b.t.Fatalf("consume %s: %v", wire.QueueBuilds, err)
+		b.t.Fatalf("dial repository %s: %v", repo, err)
 	}
-	ab := &amqpBuilder{conn: conn, deliveries: deliveries}
-	b.t.Cleanup(ab.Die)
-	return ab
+	b.t.Cleanup(func() { _ = s.Close() })
+	return s, repo
 }
-
-type amqpBuilder struct {
-	conn       *amqp.Connection
-	deliveries <-chan amqp.Delivery
-	once       sync.Once
-}
-
-func (ab *amqpBuilder) Take(ctx context.Context, wait time.Duration) (linktest.Taken, bool, error) {
-	select {
-	case d, ok := <-ab.deliveries:
-		if !ok {
-			return linktest.Taken{}, false, fmt.Errorf("the builder's channel closed")
-		}
-		return linktest.Taken{ID: d.MessageId, Body: d.Body, Ack: func(context.Context) error { return d.Ack(false) }}, true, nil
-	case <-time.After(wait):
-		return linktest.Taken{}, false, nil
-	case <-ctx.Done():
-		return linktest.Taken{}, false, ctx.Err()
-	}
-}
-
-// Die closes the builder's connection: what it took and did not ack goes
-// back to the queue.
-func (ab *amqpBuilder) Die() { ab.once.Do(func() { _ = ab.conn.Close() }) }

@@ -123,12 +123,20 @@ func (h *host) Alive(ctx context.Context, node string, body []byte) error {
 }
 
 func (h *host) publish(ctx context.Context, key string, mandatory bool, msg amqp.Publishing) error {
+	return sendControl(ctx, h.publishers, h.timeout, key, mandatory, msg)
+}
+
+// sendControl publishes msg into the control plane through
+// wire.ExchangeControl with key (the wire subject) and waits for the
+// broker's confirm, within timeout when ctx has no deadline. A mandatory
+// publish no queue takes is plane.ErrMissing naming the key.
+func sendControl(ctx context.Context, publishers *amqpconn.Pool[*amqpconn.Publisher], timeout time.Duration, key string, mandatory bool, msg amqp.Publishing) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	err := amqpconn.Publish(ctx, h.publishers, key, wire.ExchangeControl, key, mandatory, msg)
+	err := amqpconn.Publish(ctx, publishers, key, wire.ExchangeControl, key, mandatory, msg)
 	if errors.Is(err, amqpconn.ErrUnroutable) {
 		return fmt.Errorf("%w: no queue takes %s: %w", plane.ErrMissing, key, err)
 	}

@@ -13,9 +13,7 @@
 package linktest
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/meshbus/mesh/mesh/link/plane"
 )
@@ -32,34 +30,16 @@ type Bus interface {
 	// Host is node's host connected as itself: a new connection on every
 	// call, made while the bus is up.
 	Host(node string) plane.Host
-	// Builder is a builder connected as itself: a new one on every call.
-	Builder() Builder
-}
-
-// Builder takes build requests as a builder does. The builder program is
-// not on the seam yet (package build speaks nats.go), so this is the
-// fixture's: enough for the suite to hold BuildQueue to its guarantee.
-// A request taken stays the taker's while it lives, acked or not, as a
-// builder at work keeps it (NATS: it says in progress within BUILDS' ack
-// wait, as package build does; AMQP: a delivery is its channel's until
-// the channel closes). The body gives a second builder 2 s to take it
-// wrongly: a fixture's ack wait shorter than that makes the wait show the
-// keeping, not the ack wait.
-type Builder interface {
-	// Take waits up to wait for a build request; ok is false if none
-	// came.
-	Take(ctx context.Context, wait time.Duration) (b Taken, ok bool, err error)
-	// Die kills the builder's connection, settling nothing it took.
-	Die()
-}
-
-// Taken is a build request a Builder took.
-type Taken struct {
-	// ID is the request's message id, as RequestBuild was given it.
-	ID   string
-	Body []byte
-	// Ack settles it as done.
-	Ack func(ctx context.Context) error
+	// Builder is the builder connected as itself: a new connection on
+	// every call, closed when the test ends (a body may close it first,
+	// to have it die). The bodies give a second builder 2 s to take a
+	// request the first holds: a fixture's ack wait (NATS) shorter than
+	// that makes the wait show the implementation keeping the request
+	// its taker's, not the ack wait.
+	Builder() plane.Builder
+	// Source is a source repository of the mesh connected as itself,
+	// and its name: a new connection on every call.
+	Source() (s plane.Source, repo string)
 }
 
 // Enrolling is a Bus that can issue an enrolment token live.
@@ -110,6 +90,8 @@ func Run(t *testing.T, raise func(t *testing.T) Bus) {
 		{"ANodesReportsComeInTheOrderSent", reportsInOrder},
 		{"AHostGetsTheNewestDeclarationNeverAnOlder", newestOnly},
 		{"ABuildGoesToOneBuilderAtATimeAndAgainWhenItDies", buildOneAtATime},
+		{"AHeldBuildComesAgainNoSoonerAndATerminatedOneNever", buildHeldAndTerminated},
+		{"AnOutcomeAndAnAnnouncementReachControlWithTheirIDs", outcomeAndAnnouncement},
 		{"AHeldEnrolmentIsAnsweredOnTheReplyItNamed", heldEnrolmentAnswered},
 		{"ReportsRefusedWhileTheBusWasAwayAreTakenOnceItIsBack", reportsAfterOutage},
 		{"TheCredentialDeskAnswersOnlyTheNodeTheBusVouchesFor", credentialDesk},

@@ -2,11 +2,9 @@ package natsplane_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,9 +29,10 @@ func TestContract(t *testing.T) {
 }
 
 // buildsAckWait is BUILDS' ack wait on the contract's bus: shorter than
-// the 2 s the contract waits for a second builder (linktest.Builder), so
-// that only the first's saying it is at work keeps the request its, and
-// a dead one's request is taken again soon.
+// the 2 s the contract waits for a second builder (linktest.Bus.Builder),
+// so that only the first's saying it is at work (the builder's
+// NextBuild, every third of it) keeps the request its, and a dead one's
+// request is taken again soon.
 const buildsAckWait = time.Second
 
 // natsBus is the sample mesh's bus, composed as the controller composes
@@ -245,78 +244,30 @@ func (b *natsBus) Provide(key, eventID string, body []byte) string {
 	return subject
 }
 
-// Builder is a builder as package build is one: the builder's user, its
-// consumer on BUILDS bound by name.
-func (b *natsBus) Builder() linktest.Builder {
+// Builder is the builder connected as itself through the seam
+// (natsplane.DialBuilder), as mesh-build connects.
+func (b *natsBus) Builder() plane.Builder {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := link.Dial(ctx, b.cred(wire.BuilderUser), b.errorsToLog())
+	bl, err := natsplane.DialBuilder(ctx, b.cred(wire.BuilderUser), b.errorsToLog())
 	if err != nil {
 		b.t.Fatalf("dial the builder: %v", err)
 	}
-	b.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, wire.StreamBuilds, wire.BuildsConsumer)
-	if err != nil {
-		b.t.Fatalf("bind %s: %v", wire.BuildsConsumer, err)
-	}
-	nb := &natsBuilder{nc: nc, cons: cons, dead: make(chan struct{})}
-	b.t.Cleanup(nb.Die)
-	return nb
+	b.t.Cleanup(func() { _ = bl.Close() })
+	return bl
 }
 
-// natsBuilder says each request it took is in progress, as package
-// build's builder does while it builds, until it acks it or dies.
-type natsBuilder struct {
-	nc   *nats.Conn
-	cons jetstream.Consumer
-	dead chan struct{}
-	once sync.Once
-}
-
-func (nb *natsBuilder) Take(_ context.Context, wait time.Duration) (linktest.Taken, bool, error) {
-	msg, err := nb.cons.Next(jetstream.FetchMaxWait(wait))
-	if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-		return linktest.Taken{}, false, nil
-	}
+// Source is the sample mesh's repository connected as itself.
+func (b *natsBus) Source() (plane.Source, string) {
+	b.t.Helper()
+	const repo = "modules"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := natsplane.DialSource(ctx, b.cred(wire.SourceUser(repo)), b.errorsToLog())
 	if err != nil {
-		return linktest.Taken{}, false, err
+		b.t.Fatalf("dial repository %s: %v", repo, err)
 	}
-	acked := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(buildsAckWait / 4)
-		defer tick.Stop()
-		for {
-			select {
-			case <-acked:
-				return
-			case <-nb.dead:
-				return
-			case <-tick.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return linktest.Taken{
-		ID:   msg.Headers().Get(jetstream.MsgIDHeader),
-		Body: msg.Data(),
-		Ack: func(ctx context.Context) error {
-			close(acked)
-			return msg.DoubleAck(ctx)
-		},
-	}, true, nil
-}
-
-// Die stops saying anything is in progress and closes the connection:
-// nothing it took is acked or nakked, and the server gives it to another
-// after the ack wait.
-func (nb *natsBuilder) Die() {
-	nb.once.Do(func() {
-		close(nb.dead)
-		nb.nc.Close()
-	})
+	b.t.Cleanup(func() { _ = s.Close() })
+	return s, repo
 }

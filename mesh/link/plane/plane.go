@@ -1,12 +1,13 @@
-// Package plane is the control plane's seam: what the controller and the
-// host ask of the bus, as small role interfaces that speak of the mesh's
+// Package plane is the control plane's seam: what the controller, the
+// host and the build path's programs (the builder, a source repository)
+// ask of the bus, as small role interfaces that speak of the mesh's
 // own things — CONTROL's messages, a node's signed declaration, a report,
 // a build request, a sealed credential, an artifact — and never of a bus
 // library's. The NATS implementation is package natsplane, the AMQP one
 // amqpplane; package linktest is the contract both keep, its test bodies
 // run against the real servers. A program picks its implementation by its
 // credential's scheme (package buses), as the SDK picks a module's
-// binding; packages controller and host import no bus library.
+// binding; packages controller, host and build import no bus library.
 //
 // # For the author of an implementation
 //
