@@ -60,7 +60,8 @@ type MatrixCell struct {
 	// or had a step undefined, pending or ambiguous), "incomplete" when the rest were not
 	// run, skipped or interrupted — an interrupted scenario says nothing of the
 	// implementation, so its cell is not called failed, and NotPassed names it — or the
-	// matrix's Unclaimed word when the row has no scenario with the tag.
+	// matrix's Unclaimed word when the row has no scenario with the tag, or NotSelected when
+	// it has one the run's selection left out.
 	Verdict   string   `json:"verdict"`
 	Scenarios int      `json:"scenarios"`
 	Passed    int      `json:"passed"`
@@ -99,6 +100,13 @@ func (m Matrix) tally(r BedResult) MatrixResult {
 				}
 			}
 			c.Verdict = m.verdict(c, failed)
+			if c.Scenarios == 0 && slices.ContainsFunc(r.unselected, func(s Scenario) bool {
+				got, ok := s.Param(m.Param)
+				return ok && got == v && s.HasTag(tag)
+			}) {
+				// The bed has it; this run's selection (--tags, --run) left it out.
+				c.Verdict = NotSelected
+			}
 			row.Cells = append(row.Cells, c)
 		}
 		out.Rows = append(out.Rows, row)
@@ -108,6 +116,10 @@ func (m Matrix) tally(r BedResult) MatrixResult {
 
 // Verdicts of a cell besides Passed and Failed.
 const incomplete = "incomplete"
+
+// NotSelected is the verdict of a cell whose scenarios the bed has but the run's selection
+// (its tags or --run) left out: not the matrix's Unclaimed word, which says there is none.
+const NotSelected = "not selected"
 
 func (m Matrix) verdict(c MatrixCell, failed bool) string {
 	switch {

@@ -127,3 +127,25 @@ func TestMatrixOfARunWithoutOutlinesSaysSo(t *testing.T) {
 		t.Errorf("expected the summary to say no scenario names an implementation")
 	}
 }
+
+// TestMatrixOfASelectionSaysWhatItLeftOut: a run narrowed to full's floor row says "not
+// selected" where the bed has a scenario the selection left out (full's tools), and still
+// "not claimed" where it has none (full's events).
+func TestMatrixOfASelectionSaysWhatItLeftOut(t *testing.T) {
+	res, out, err := run(t, map[string]string{"claims.feature": claims},
+		Options{Beds: []Bed{matrixBed()}, Match: regexp.MustCompile(`the floor \(full\)`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "    full             passed 1/1   not selected   not claimed"
+	if !strings.Contains(out, want+"\n") {
+		t.Errorf("progress lacks the line %q:\n%s", want, out)
+	}
+	ms := res.Matrices()
+	if len(ms) != 1 || len(ms[0].Rows) != 1 {
+		t.Fatalf("expected one matrix of one row, got %+v", ms)
+	}
+	if got := ms[0].Rows[0].Cells[1].Verdict; got != NotSelected {
+		t.Errorf("full's tools cell: expected %q, got %q", NotSelected, got)
+	}
+}

@@ -135,6 +135,8 @@ type BedResult struct {
 
 	// cut is set when the run was interrupted before the bed ended.
 	cut bool
+	// unselected are the bed's scenarios the run's selection left out.
+	unselected []Scenario
 }
 
 // Counts tallies scenarios by status.

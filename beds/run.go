@@ -105,10 +105,12 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		}
 		if stop != nil {
 			p.println(p.paint(ansiDim, fmt.Sprintf("━━ %s · step %d · not run: %v", b.Name, b.Step, stop)))
-			res.Beds = append(res.Beds, notRun(b, pl.scenarios[i], stop, ctx.Err() != nil))
+			nr := notRun(b, pl.scenarios[i], stop, ctx.Err() != nil)
+			nr.unselected = pl.unselected[i]
+			res.Beds = append(res.Beds, nr)
 			continue
 		}
-		br, err := runBed(ctx, b, pl.scenarios[i], pl.paths[i], &o, p, pl.fsys[i])
+		br, err := runBed(ctx, b, pl.scenarios[i], pl.unselected[i], pl.paths[i], &o, p, pl.fsys[i])
 		res.Beds = append(res.Beds, br)
 		if err != nil {
 			// A hung suite is still running; nothing after it can be trusted to run.
@@ -170,8 +172,10 @@ func Check(opts Options) error {
 // given and the files it reads them from.
 type runPlan struct {
 	scenarios [][]Scenario
-	paths     [][]string
-	fsys      []fs.FS
+	// unselected are each bed's scenarios the selection (Tags, Match) left out.
+	unselected [][]Scenario
+	paths      [][]string
+	fsys       []fs.FS
 }
 
 // prepare parses every bed's features first: a broken feature of the last bed must not cost
@@ -199,6 +203,13 @@ func prepare(o Options) (runPlan, error) {
 				return pl, fmt.Errorf("run beds: bed %s: %w", b.Name, err)
 			}
 		}
+		all, err := Scenarios(features, b, "")
+		if err != nil {
+			return pl, fmt.Errorf("run beds: %w", err)
+		}
+		pl.unselected = append(pl.unselected, slices.DeleteFunc(all, func(a Scenario) bool {
+			return slices.ContainsFunc(s, func(sel Scenario) bool { return sel.Where() == a.Where() })
+		}))
 		pl.scenarios = append(pl.scenarios, s)
 		pl.paths = append(pl.paths, paths)
 		pl.fsys = append(pl.fsys, fsys)
@@ -253,8 +264,8 @@ func notRun(b Bed, plan []Scenario, why error, interrupted bool) BedResult {
 
 // runBed runs one bed's godog suite under the bed's timeout. The error is non-nil only when
 // the suite hung or panicked.
-func runBed(ctx context.Context, b Bed, plan []Scenario, paths []string, o *Options, p *printer, features fs.FS) (BedResult, error) {
-	br := BedResult{Bed: b, Started: time.Now()}
+func runBed(ctx context.Context, b Bed, plan, unselected []Scenario, paths []string, o *Options, p *printer, features fs.FS) (BedResult, error) {
+	br := BedResult{Bed: b, Started: time.Now(), unselected: unselected}
 	p.bedStart(b, len(plan))
 	if len(plan) == 0 {
 		p.println(p.paint(ansiDim, "  no scenario of "+b.Name+" is selected"))
