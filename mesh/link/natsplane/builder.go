@@ -20,6 +20,14 @@ import (
 // serverAckWait is the server's AckWait for a consumer that sets none.
 const serverAckWait = 30 * time.Second
 
+const (
+	// nextWait bounds a pull for a request when the caller's context
+	// sets no deadline.
+	nextWait = 5 * time.Second
+	// flushWait bounds the flush of a request given back.
+	flushWait = 2 * time.Second
+)
+
 // DialBuilder connects as the builder (cred is its credential). Once
 // connected, the connection reconnects by itself, without end, until
 // Close: a builder outlives a restart of the bus. What the server reports
@@ -85,7 +93,25 @@ func (b *builder) NextBuild(ctx context.Context) (plane.BuildMsg, error) {
 	if err != nil || cons == nil {
 		return nil, err
 	}
-	msg, err := cons.Next(jetstream.FetchContext(ctx))
+	// The pull is not cut short when ctx ends: a request the server hands
+	// over in that instant would be dropped unread, and wait out the
+	// AckWait before another builder saw it. It lasts until ctx's
+	// deadline (the caller's poll) at most, and a request that arrives
+	// after ctx ended is given back at once.
+	wait := nextWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = max(time.Until(d), time.Millisecond)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(wait))
+	if err == nil && ctx.Err() != nil {
+		if err := msg.Nak(); err != nil {
+			return nil, fmt.Errorf("give back a build taken as the builder stopped: %w", err)
+		}
+		if err := b.nc.FlushTimeout(flushWait); err != nil {
+			return nil, fmt.Errorf("give back a build taken as the builder stopped: %w", err)
+		}
+		return nil, nil
+	}
 	switch {
 	case err == nil:
 	case ctx.Err() != nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrNoMessages):
