@@ -80,12 +80,18 @@ func Dial(ctx context.Context, cred wire.Credential, o Options) (*Conn, error) {
 	if cred.Bootstrap {
 		return nil, link.ErrBootstrap
 	}
+	// Checked field by field first, as link.Dial does: a URL that does
+	// not read is refused naming it without its password (url.Parse's
+	// own error quotes the URL whole), and amqp:// is refused there.
+	if err := cred.ValidateFields(); err != nil {
+		return nil, fmt.Errorf("dial amqp: %w", err)
+	}
 	u, err := url.Parse(cred.URL)
 	if err != nil {
-		return nil, fmt.Errorf("dial amqp: %w: field url: %w", wire.ErrBadCredential, err)
+		return nil, fmt.Errorf("dial amqp: %w: field url: %s does not read", wire.ErrBadCredential, wire.RedactURL(cred.URL))
 	}
 	if u.Scheme != "amqps" {
-		return nil, fmt.Errorf("dial amqp: %w: field url: scheme %q is plain TCP and the credential pins a certificate; want amqps", wire.ErrBadCredential, u.Scheme)
+		return nil, fmt.Errorf("dial amqp: %w: field url: %s: scheme %q is not AMQP over TLS; want amqps", wire.ErrBadCredential, wire.RedactURL(cred.URL), u.Scheme)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = link.DefaultTimeout

@@ -39,6 +39,15 @@ func TestDialRefusesPlainAMQPAndBootstrap(t *testing.T) {
 	if !errors.Is(err, wire.ErrBadCredential) || !strings.Contains(err.Error(), "want amqps") {
 		t.Fatalf("expected a scoped credential over amqp:// refused naming the url, got %v", err)
 	}
+	// A URL that does not read is named without its password (url.Parse's
+	// own error quotes the URL whole).
+	const pw = "s3cret-PW-19"
+	for _, u := range []string{"amqps://mod.node-a.sensor:" + pw + "@127.0.0.1:bad/mesh", "amqps://mod.node-a.sensor:" + pw + "%zz@127.0.0.1:1/mesh"} {
+		_, err := Dial(ctx, config(u, strings.Repeat("ab", 32)))
+		if !errors.Is(err, wire.ErrBadCredential) || strings.Contains(err.Error(), pw) {
+			t.Fatalf("expected ErrBadCredential without the password, got %v", err)
+		}
+	}
 	boot := config("amqps://127.0.0.1:1", "")
 	boot.Credential = wire.Credential{URL: boot.Credential.URL, Bootstrap: true}
 	if _, err := Dial(ctx, boot); !errors.Is(err, link.ErrBootstrap) {
