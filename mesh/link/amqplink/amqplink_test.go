@@ -101,9 +101,13 @@ func TestDialPinsTheFingerprintAndChecksTheName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
-	_, err := Dial(ctx, config("amqps://u:p@"+addr+"/mesh", strings.Repeat("0", 64)))
+	_, err := Dial(ctx, config("amqps://u:s3cret-PW-19@"+addr+"/mesh", strings.Repeat("0", 64)))
 	if !errors.Is(err, link.ErrFingerprint) {
 		t.Fatalf("expected ErrFingerprint for another certificate's pin, got %v", err)
+	}
+	// Both named: what the credential pinned and what the server showed.
+	if !strings.Contains(err.Error(), "pinned "+strings.Repeat("0", 16)) || !strings.Contains(err.Error(), "presented "+fp[:16]) || strings.Contains(err.Error(), "s3cret-PW-19") {
+		t.Fatalf("expected the error to name the pinned and the presented fingerprint and not the password, got %v", err)
 	}
 	// The pinned certificate, dialled by a name it does not carry.
 	_, err = Dial(ctx, config("amqps://u:p@localhost:"+port+"/mesh", fp))
