@@ -80,17 +80,20 @@ func Dial(ctx context.Context, cred wire.Credential, o Options) (*Conn, error) {
 	if cred.Bootstrap {
 		return nil, link.ErrBootstrap
 	}
-	// Checked field by field first, as link.Dial does: a URL that does
-	// not read is refused naming it without its password (url.Parse's
-	// own error quotes the URL whole), and amqp:// is refused there.
-	if err := cred.ValidateFields(); err != nil {
-		return nil, fmt.Errorf("dial amqp: %w", err)
-	}
+	// The URL alone is checked here: whether the credential carries what
+	// its principal needs is its holder's business (a host's minted
+	// beside a mesh on NATS has no declaration key), and whether its
+	// user may log in the broker's. No error quotes the URL whole:
+	// url.Parse's own does, password included.
 	u, err := url.Parse(cred.URL)
 	if err != nil {
 		return nil, fmt.Errorf("dial amqp: %w: field url: %s does not read", wire.ErrBadCredential, wire.RedactURL(cred.URL))
 	}
-	if u.Scheme != "amqps" {
+	switch u.Scheme {
+	case "amqps":
+	case "amqp":
+		return nil, fmt.Errorf("dial amqp: %w: field url: %s: scheme amqp is plain TCP and the credential pins a certificate; want amqps", wire.ErrBadCredential, wire.RedactURL(cred.URL))
+	default:
 		return nil, fmt.Errorf("dial amqp: %w: field url: %s: scheme %q is not AMQP over TLS; want amqps", wire.ErrBadCredential, wire.RedactURL(cred.URL), u.Scheme)
 	}
 	if o.Timeout <= 0 {
