@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
@@ -334,5 +335,43 @@ func TestAPushTheBrokerDoesNotTakeIsKeptAndMadeLiveLater(t *testing.T) {
 			}
 			committed("once live")
 		})
+	}
+}
+
+// TestATokenTheBrokerDoesNotTakeIsKeptAndNamed: a token issued on a mesh
+// on AMQP whose management API does not answer is kept with its
+// credential, and the error (ErrNotLive) names it and the API's address,
+// so that nothing issued is lost with the error; LiveAMQP makes its user
+// live once the API answers.
+func TestATokenTheBrokerDoesNotTakeIsKeptAndNamed(t *testing.T) {
+	ctx := controllertest.Ctx(t)
+	m := amqpMesh(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	st := store.FileStore(dir)
+	if _, err := rollout.Genesis(ctx, m, st, dir, rollout.Options{BcryptCost: bcrypt.MinCost, Bus: rollout.AMQP}); err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{refuse: errors.New("dial tcp: connection refused")}
+	o := rollout.Options{BcryptCost: bcrypt.MinCost, AMQPAdmin: b.apply}
+	_, _, err := rollout.IssueToken(ctx, m, st, dir, m.Nodes[0].Name, time.Hour, o)
+	if !errors.Is(err, rollout.ErrNotLive) || !strings.Contains(err.Error(), "http://rabbitmq:15672") {
+		t.Fatalf("expected ErrNotLive naming the management API's address, got %v", err)
+	}
+	tokens, _ := st.Tokens(ctx)
+	if len(tokens) != 1 || !strings.Contains(err.Error(), tokens[0].ID) {
+		t.Fatalf("expected the one token kept and named by the error, got %+v, %v", tokens, err)
+	}
+	user := wire.EnrolUser(tokens[0].ID)
+	if _, err := st.Credential(ctx, user); err != nil {
+		t.Fatalf("expected the token's credential kept, got %v", err)
+	}
+	b.mu.Lock()
+	b.refuse = nil
+	b.mu.Unlock()
+	if err := rollout.LiveAMQP(ctx, m, st, o); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(b.last(t).Users, func(u amqpdefs.User) bool { return u.Name == user }) {
+		t.Fatalf("expected %s live once the API answers", user)
 	}
 }
