@@ -18,6 +18,7 @@ import (
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -68,6 +69,38 @@ func TestStartRefusesDriftAtOnce(t *testing.T) {
 	}
 	if took := time.Since(began); took > 10*time.Second {
 		t.Fatalf("drift refused after %v; expected at once", took)
+	}
+}
+
+// TestStartRefusesAnotherCertificateAtOnce: a controller whose
+// credentials pin a certificate other than the one the server presents
+// does not wait for it to change (waiting cannot fix it): Start stops at
+// once, naming both fingerprints and not the password.
+func TestStartRefusesAnotherCertificateAtOnce(t *testing.T) {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	b.Start()
+	ctx := controllertest.Ctx(t)
+	presented := b.Credential(wire.ControllerUser).Fingerprint
+	pinned := strings.Repeat("0", 64)
+	docs := map[string][]byte{}
+	for _, u := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
+		c := b.Credential(u)
+		c.Fingerprint = pinned
+		docs[u] = c.Marshal()
+	}
+	if err := b.St.Update(ctx, func(tx store.Tx) error { _, err := tx.PutCredentials(ctx, docs); return err }); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, _, err := Start(context.Background(), b.M, b.St, RunOptions{StartTimeout: 30 * time.Second})
+	if !errors.Is(err, link.ErrFingerprint) {
+		t.Fatalf("expected ErrFingerprint, got %v", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("another certificate refused after %v; expected at once", took)
+	}
+	if !strings.Contains(err.Error(), "pinned "+pinned[:16]) || !strings.Contains(err.Error(), "presented "+presented[:16]) || strings.Contains(err.Error(), b.Credential(wire.ControllerUser).Password()) {
+		t.Fatalf("expected the error to name both fingerprints and not the password, got %v", err)
 	}
 }
 

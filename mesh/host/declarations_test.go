@@ -237,3 +237,34 @@ func TestAnAppliedStateOfTheOlderLayoutIsRead(t *testing.T) {
 		t.Fatalf("expected revision 3 refused and 5 applied, got %+v (applied %d)", reports, x.applied())
 	}
 }
+
+// TestAQueueMissingIsWaitedForNotRefused: a node's declaration queue not
+// on the bus (plane.ErrMissing: the controller has not asserted it yet,
+// or an operator deleted it) is no declaration to refuse: the host
+// reports nothing, keeps what it applied, and takes the newest once the
+// queue is back.
+func TestAQueueMissingIsWaitedForNotRefused(t *testing.T) {
+	x := newDeclaring(t)
+	x.declare(decl(1), 0, "queue node.node-a")
+	x.poll()
+	missing := &refusingBus{fakeBus: x.bus, err: fmt.Errorf("read node.node-a: %w: Exception (404) Reason: \"NOT_FOUND - no queue 'node.node-a' in vhost 'control'\"", plane.ErrMissing)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 3 {
+		x.n.declarations(ctx, missing)
+	}
+	if err := x.n.out.send(ctx, x.bus); err != nil {
+		t.Fatal(err)
+	}
+	if reports := x.bus.held(); len(reports) != 1 || reports[0].Applied != 1 || reports[0].Refused != "" {
+		t.Fatalf("expected only revision 1's application reported, no refusal for a queue missing, got %+v", reports)
+	}
+	if got := x.applied(); got != 1 {
+		t.Fatalf("expected revision 1 kept while the queue is missing, got %d", got)
+	}
+	x.declare(decl(2), 0, "queue node.node-a")
+	x.poll()
+	if got := x.applied(); got != 2 {
+		t.Fatalf("expected revision 2 taken once the queue is back, got %d", got)
+	}
+}

@@ -139,7 +139,9 @@ func Dial(ctx context.Context, cred wire.Credential, opts ...Option) (*nats.Conn
 				r.nc.Close()
 			}
 		}()
-		return nil, fmt.Errorf("dial bus at %s: %w", address, ctx.Err())
+		// Said so: a credential for the other bus (an AMQP broker
+		// answers NATS's client with silence) ends here too.
+		return nil, fmt.Errorf("dial bus at %s as %s: no NATS server answered in time: %w", address, user, ctx.Err())
 	}
 }
 

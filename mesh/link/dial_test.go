@@ -43,14 +43,19 @@ func TestDialPinsTheFingerprintAndChecksTheName(t *testing.T) {
 
 	other := cred
 	other.Fingerprint = strings.Repeat("0", 64)
-	if err := dial(t, other); !errors.Is(err, link.ErrFingerprint) {
+	err := dial(t, other)
+	if !errors.Is(err, link.ErrFingerprint) {
 		t.Fatalf("expected ErrFingerprint for another certificate's pin, got %v", err)
+	}
+	// Both named: what the credential pinned and what the server showed.
+	if !strings.Contains(err.Error(), "pinned "+other.Fingerprint[:16]) || !strings.Contains(err.Error(), "presented "+s.Fingerprint[:16]) || strings.Contains(err.Error(), cred.Password()) {
+		t.Fatalf("expected the error to name the pinned and the presented fingerprint and not the password, got %v", err)
 	}
 
 	// Same pinned certificate, dialled by a name it does not carry.
 	renamed := cred
 	renamed.URL = wire.BusURL(cred.User(), "pw-"+cred.User(), "elsewhere.example:4222")
-	err := dial(t, renamed, link.WithAddress(s.Addr()))
+	err = dial(t, renamed, link.WithAddress(s.Addr()))
 	if err == nil || !strings.Contains(err.Error(), "certificate name") {
 		t.Fatalf("expected the name check to refuse a name the certificate lacks, got %v", err)
 	}

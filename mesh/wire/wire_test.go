@@ -133,6 +133,9 @@ func TestParseCredentialRefusesWhatItCannotTrust(t *testing.T) {
 		credDoc("tls://mod.node-a.sensor:pw@nats:0", mod):     "port 0 out of range",
 		credDoc("tls://mod.node-a.sensor:pw@nats:65536", mod): "port 65536 out of range",
 		credDoc("mod.node-a.sensor:pw@nats:4222", mod):        "no scheme:// found",
+		// Plain TCP has no certificate for the pin to check: the URL is
+		// named, its password not.
+		credDoc("amqp://mod.node-a.sensor:pw@rabbitmq:5672/mesh", mod): "field url: amqp://mod.node-a.sensor:xxxxx@rabbitmq:5672/mesh: scheme amqp is plain TCP",
 		// The user is the identity's, and nobody else's.
 		credDoc("tls://mod.node-a.logger:pw@nats:4222", mod): `field url: user "mod.node-a.logger" is not module "sensor" on node "node-a" (want "mod.node-a.sensor")`,
 		credDoc("tls://mod.node-b.sensor:pw@nats:4222", mod): `want "mod.node-a.sensor"`,

@@ -221,7 +221,9 @@ func makeLive(ctx context.Context, m *meshdesc.Mesh, secrets store.Secrets, desi
 	endpoint := "http://" + net.JoinHostPort(m.AMQP.Management, strconv.Itoa(m.AMQP.ManagementPort))
 	changed, err := o.AMQPAdmin(ctx, endpoint, wire.AMQPAdminUser, admin.Password, desired)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotLive, err)
+		// The address and the user are named here, whatever the caller
+		// of the API put in its error; the password never is.
+		return fmt.Errorf("%w: the management API at %s as %s: %w", ErrNotLive, endpoint, wire.AMQPAdminUser, err)
 	}
 	o.Logger.Info("broker applied", "endpoint", endpoint, "changes", changed)
 	return nil

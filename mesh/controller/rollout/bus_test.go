@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/mesh/amqpdefs"
@@ -242,5 +244,134 @@ func TestLiveAMQPOnNATSDoesNothing(t *testing.T) {
 	}
 	if _, err := rollout.Apply(ctx, m, st, dir, rollout.Options{BcryptCost: bcrypt.MinCost, AMQPAdmin: b.apply}); err != nil || len(b.asked) != 0 {
 		t.Fatalf("expected an apply on NATS to ask no broker, got %v, %v", b.asked, err)
+	}
+}
+
+// TestAPushTheBrokerDoesNotTakeIsKeptAndMadeLiveLater: a push on a mesh on
+// AMQP whose management API does not answer, or refuses the
+// administrator, is committed whole (the description, the nodes'
+// declarations at their next revision, the ledger entry, a new person's
+// user) and says so: ErrNotLive naming the management API's address and
+// what went wrong, never the administrator's password. Delivered again
+// while the API is away, it is recognised and applies nothing twice; once
+// the API answers, LiveAMQP makes the store's users live, and the push
+// delivered again is done.
+func TestAPushTheBrokerDoesNotTakeIsKeptAndMadeLiveLater(t *testing.T) {
+	for why, refusal := range map[string]error{
+		"does not answer":           errors.New("dial tcp: connection refused"),
+		"refuses the administrator": errors.New("401 Unauthorized"),
+	} {
+		t.Run(why, func(t *testing.T) {
+			ctx := controllertest.Ctx(t)
+			m := amqpMesh(t)
+			dir := filepath.Join(t.TempDir(), "state")
+			st := store.FileStore(dir)
+			if _, err := rollout.Genesis(ctx, m, st, dir, rollout.Options{BcryptCost: bcrypt.MinCost, Bus: rollout.AMQP}); err != nil {
+				t.Fatal(err)
+			}
+			secrets, _ := st.Secrets(ctx)
+			adminPassword := secrets[wire.AMQPAdminUser].Password
+			b := &broker{refuse: refusal}
+			o := rollout.Options{BcryptCost: bcrypt.MinCost, AMQPAdmin: b.apply}
+
+			pushed := *m
+			pushed.Modules = slices.Clone(m.Modules)
+			pushed.Modules[0].Version = "2.0.0"
+			pushed.Persons = append(slices.Clone(m.Persons), meshdesc.Person{Name: "ada", Tools: []string{"*"}})
+			y, err := yaml.Marshal(controllertest.Revalidate(t, &pushed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := json.Marshal(wire.Push{Mesh: string(y)})
+			key := store.LedgerKey(wire.SubjectPush, "p1", 1)
+
+			_, err = rollout.Push(ctx, st, dir, key, body, o)
+			if !errors.Is(err, rollout.ErrNotLive) || !strings.Contains(err.Error(), "http://rabbitmq:15672") || !strings.Contains(err.Error(), refusal.Error()) {
+				t.Fatalf("expected ErrNotLive naming the management API's address and what it said, got %v", err)
+			}
+			if strings.Contains(err.Error(), adminPassword) {
+				t.Fatalf("the error carries the administrator's password: %v", err)
+			}
+			committed := func(when string) {
+				t.Helper()
+				if d, err := st.Description(ctx); err != nil || string(d) != string(y) {
+					t.Fatalf("%s: expected the pushed description in the store, got %v", when, err)
+				}
+				if _, err := st.Applied(ctx, key); err != nil {
+					t.Fatalf("%s: expected the push's ledger entry, got %v", when, err)
+				}
+				decls, _ := st.Declared(ctx)
+				for _, d := range decls {
+					if d.Revision != 1 {
+						t.Fatalf("%s: %s at revision %d, want 1 (the push applied once)", when, d.Node, d.Revision)
+					}
+				}
+				if s, _ := st.Secrets(ctx); s[wire.PersonUser("ada")].Password == "" {
+					t.Fatalf("%s: expected ada's user kept in the store", when)
+				}
+			}
+			committed("after the push")
+
+			// Delivered again while the API is still away: recognised,
+			// still not live.
+			again, err := rollout.Push(ctx, st, dir, key, body, o)
+			if !again.Replayed || !errors.Is(err, rollout.ErrNotLive) {
+				t.Fatalf("expected the push recognised and still not live, got %+v, %v", again, err)
+			}
+			committed("after the push came again")
+
+			b.mu.Lock()
+			b.refuse = nil
+			b.mu.Unlock()
+			if err := rollout.LiveAMQP(ctx, m, st, o); err != nil {
+				t.Fatal(err)
+			}
+			d := b.last(t)
+			if !slices.ContainsFunc(d.Users, func(u amqpdefs.User) bool { return u.Name == wire.PersonUser("ada") }) {
+				t.Fatalf("expected ada live once the API answers, got %+v", d.Users)
+			}
+			if again, err := rollout.Push(ctx, st, dir, key, body, o); err != nil || !again.Replayed {
+				t.Fatalf("expected the push delivered again done, got %+v, %v", again, err)
+			}
+			committed("once live")
+		})
+	}
+}
+
+// TestATokenTheBrokerDoesNotTakeIsKeptAndNamed: a token issued on a mesh
+// on AMQP whose management API does not answer is kept with its
+// credential, and the error (ErrNotLive) names it and the API's address,
+// so that nothing issued is lost with the error; LiveAMQP makes its user
+// live once the API answers.
+func TestATokenTheBrokerDoesNotTakeIsKeptAndNamed(t *testing.T) {
+	ctx := controllertest.Ctx(t)
+	m := amqpMesh(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	st := store.FileStore(dir)
+	if _, err := rollout.Genesis(ctx, m, st, dir, rollout.Options{BcryptCost: bcrypt.MinCost, Bus: rollout.AMQP}); err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{refuse: errors.New("dial tcp: connection refused")}
+	o := rollout.Options{BcryptCost: bcrypt.MinCost, AMQPAdmin: b.apply}
+	_, _, err := rollout.IssueToken(ctx, m, st, dir, m.Nodes[0].Name, time.Hour, o)
+	if !errors.Is(err, rollout.ErrNotLive) || !strings.Contains(err.Error(), "http://rabbitmq:15672") {
+		t.Fatalf("expected ErrNotLive naming the management API's address, got %v", err)
+	}
+	tokens, _ := st.Tokens(ctx)
+	if len(tokens) != 1 || !strings.Contains(err.Error(), tokens[0].ID) {
+		t.Fatalf("expected the one token kept and named by the error, got %+v, %v", tokens, err)
+	}
+	user := wire.EnrolUser(tokens[0].ID)
+	if _, err := st.Credential(ctx, user); err != nil {
+		t.Fatalf("expected the token's credential kept, got %v", err)
+	}
+	b.mu.Lock()
+	b.refuse = nil
+	b.mu.Unlock()
+	if err := rollout.LiveAMQP(ctx, m, st, o); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(b.last(t).Users, func(u amqpdefs.User) bool { return u.Name == user }) {
+		t.Fatalf("expected %s live once the API answers", user)
 	}
 }

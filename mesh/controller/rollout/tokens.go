@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/store"
@@ -79,7 +80,14 @@ func IssueTokens(ctx context.Context, m *meshdesc.Mesh, st store.Store, dir stri
 		return nil, nil, fmt.Errorf("issue token: %w", err)
 	}
 	if _, err := Apply(ctx, m, st, dir, o); err != nil {
-		return nil, nil, fmt.Errorf("issue tokens: compose their users: %w", err)
+		// The tokens are kept (ErrNotLive: composed, and made live
+		// later): named, so that their credentials can be read from the
+		// store rather than lost with this error.
+		ids := make([]string, len(toks))
+		for i, t := range toks {
+			ids[i] = t.ID
+		}
+		return nil, nil, fmt.Errorf("issue tokens %s: compose their users: %w", strings.Join(ids, ", "), err)
 	}
 	docs := make([][]byte, len(toks))
 	for i, t := range toks {

@@ -203,9 +203,19 @@ func TestDialRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	url := serve(t, &fakeAPI{})
-	if _, err := Dial(ctx, url, "admin", "wrong"); !errors.Is(err, ErrRefused) {
+	// Each refusal names the API's address and the user, never the
+	// password.
+	named := func(what string, err error, password string) {
+		t.Helper()
+		if !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), " as admin") || strings.Contains(err.Error(), password) {
+			t.Errorf("%s: expected the error to name %s and the user admin and not the password, got %v", what, url, err)
+		}
+	}
+	_, err := Dial(ctx, url, "admin", "wrong-pw-19")
+	if !errors.Is(err, ErrRefused) {
 		t.Errorf("expected a wrong password refused, got %v", err)
 	}
+	named("a wrong password", err, "wrong-pw-19")
 	url = serve(t, &fakeAPI{whoami: `{"name":"admin","tags":["management"]}`})
 	if _, err := Dial(ctx, url, "admin", "secret"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "administrator") {
 		t.Errorf("expected a user without the administrator tag refused, got %v", err)
@@ -216,8 +226,28 @@ func TestDialRefusals(t *testing.T) {
 	// Nothing listens: a server closed.
 	srv := httptest.NewServer(&fakeAPI{})
 	srv.Close()
-	if _, err := Dial(ctx, srv.URL, "admin", "secret"); !errors.Is(err, ErrUnavailable) {
+	_, err = Dial(ctx, srv.URL, "admin", "secret")
+	if !errors.Is(err, ErrUnavailable) {
 		t.Errorf("expected ErrUnavailable where nothing listens, got %v", err)
+	}
+	url = srv.URL
+	named("nothing listening", err, "secret")
+
+	// An API that answered the dial and is gone by the apply: nothing is
+	// changed, and the error names where it called.
+	f := &fakeAPI{whoami: `{"name":"admin","tags":["administrator"]}`}
+	srv = httptest.NewServer(f)
+	a, err := Dial(ctx, srv.URL, "admin", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	changes, err := a.Apply(ctx, desired("mod.node-a.sensor"))
+	if !errors.Is(err, ErrUnavailable) || len(changes) != 0 || len(f.writes) != 0 {
+		t.Errorf("expected ErrUnavailable and nothing changed, got %v, %v (writes %v)", changes, err, f.writes)
+	}
+	if err != nil && (!strings.Contains(err.Error(), srv.URL) || strings.Contains(err.Error(), "secret")) {
+		t.Errorf("expected the error to name %s and not the password, got %v", srv.URL, err)
 	}
 }
 

@@ -80,12 +80,21 @@ func Dial(ctx context.Context, cred wire.Credential, o Options) (*Conn, error) {
 	if cred.Bootstrap {
 		return nil, link.ErrBootstrap
 	}
+	// The URL alone is checked here: whether the credential carries what
+	// its principal needs is its holder's business (a host's minted
+	// beside a mesh on NATS has no declaration key), and whether its
+	// user may log in the broker's. No error quotes the URL whole:
+	// url.Parse's own does, password included.
 	u, err := url.Parse(cred.URL)
 	if err != nil {
-		return nil, fmt.Errorf("dial amqp: %w: field url: %w", wire.ErrBadCredential, err)
+		return nil, fmt.Errorf("dial amqp: %w: field url: %s does not read", wire.ErrBadCredential, wire.RedactURL(cred.URL))
 	}
-	if u.Scheme != "amqps" {
-		return nil, fmt.Errorf("dial amqp: %w: field url: scheme %q is plain TCP and the credential pins a certificate; want amqps", wire.ErrBadCredential, u.Scheme)
+	switch u.Scheme {
+	case "amqps":
+	case "amqp":
+		return nil, fmt.Errorf("dial amqp: %w: field url: %s: scheme amqp is plain TCP and the credential pins a certificate; want amqps", wire.ErrBadCredential, wire.RedactURL(cred.URL))
+	default:
+		return nil, fmt.Errorf("dial amqp: %w: field url: %s: scheme %q is not AMQP over TLS; want amqps", wire.ErrBadCredential, wire.RedactURL(cred.URL), u.Scheme)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = link.DefaultTimeout

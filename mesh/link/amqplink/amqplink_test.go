@@ -39,6 +39,15 @@ func TestDialRefusesPlainAMQPAndBootstrap(t *testing.T) {
 	if !errors.Is(err, wire.ErrBadCredential) || !strings.Contains(err.Error(), "want amqps") {
 		t.Fatalf("expected a scoped credential over amqp:// refused naming the url, got %v", err)
 	}
+	// A URL that does not read is named without its password (url.Parse's
+	// own error quotes the URL whole).
+	const pw = "s3cret-PW-19"
+	for _, u := range []string{"amqps://mod.node-a.sensor:" + pw + "@127.0.0.1:bad/mesh", "amqps://mod.node-a.sensor:" + pw + "%zz@127.0.0.1:1/mesh"} {
+		_, err := Dial(ctx, config(u, strings.Repeat("ab", 32)))
+		if !errors.Is(err, wire.ErrBadCredential) || strings.Contains(err.Error(), pw) {
+			t.Fatalf("expected ErrBadCredential without the password, got %v", err)
+		}
+	}
 	boot := config("amqps://127.0.0.1:1", "")
 	boot.Credential = wire.Credential{URL: boot.Credential.URL, Bootstrap: true}
 	if _, err := Dial(ctx, boot); !errors.Is(err, link.ErrBootstrap) {
@@ -92,9 +101,13 @@ func TestDialPinsTheFingerprintAndChecksTheName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
-	_, err := Dial(ctx, config("amqps://u:p@"+addr+"/mesh", strings.Repeat("0", 64)))
+	_, err := Dial(ctx, config("amqps://u:s3cret-PW-19@"+addr+"/mesh", strings.Repeat("0", 64)))
 	if !errors.Is(err, link.ErrFingerprint) {
 		t.Fatalf("expected ErrFingerprint for another certificate's pin, got %v", err)
+	}
+	// Both named: what the credential pinned and what the server showed.
+	if !strings.Contains(err.Error(), "pinned "+strings.Repeat("0", 16)) || !strings.Contains(err.Error(), "presented "+fp[:16]) || strings.Contains(err.Error(), "s3cret-PW-19") {
+		t.Fatalf("expected the error to name the pinned and the presented fingerprint and not the password, got %v", err)
 	}
 	// The pinned certificate, dialled by a name it does not carry.
 	_, err = Dial(ctx, config("amqps://u:p@localhost:"+port+"/mesh", fp))

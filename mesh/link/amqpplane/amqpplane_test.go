@@ -2,6 +2,7 @@ package amqpplane_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/meshbus/mesh/internal/amqptest"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/amqpplane"
+	"github.com/meshbus/mesh/mesh/link/buses"
 	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -151,14 +153,24 @@ func TestTheControlPlaneOnTheBroker(t *testing.T) {
 	}
 }
 
-// TestAQueueMissingIsNamedAndNothingIsCreated: a host whose declaration
-// queue or report queue is not on the broker (deleted by an operator, a
-// topology not asserted yet) is told which, as plane.ErrMissing, and
-// creates neither; once the controller asserts the topology again, the
-// host reads and reports as before.
-func TestAQueueMissingIsNamedAndNothingIsCreated(t *testing.T) {
+// TestBadInputOnTheBroker: issue 19's bad input against the broker
+// itself, one broker for all: each a clear error naming what was wrong,
+// never the password, and nothing created or changed on the broker.
+func TestBadInputOnTheBroker(t *testing.T) {
 	m := sample(t)
 	br := amqptest.Start(t, m)
+	t.Run("a queue missing", func(t *testing.T) { queueMissing(t, m, br) })
+	t.Run("an exchange missing", func(t *testing.T) { exchangeMissing(t, m, br) })
+	t.Run("another certificate", func(t *testing.T) { anotherCertificate(t, m, br) })
+	t.Run("a NATS credential", func(t *testing.T) { aNATSCredential(t, m, br) })
+}
+
+// queueMissing: a host whose declaration queue or report queue is not on
+// the broker (deleted by an operator, a topology not asserted yet) is
+// told which, as plane.ErrMissing, and creates neither; once the
+// controller asserts the topology again, the host reads and reports as
+// before.
+func queueMissing(t *testing.T, m *meshdesc.Mesh, br *amqptest.Broker) {
 	ctx := ctxT(t, 2*time.Minute)
 	node := m.Nodes[0].Name
 	admin, err := br.Dial(t, wire.ControllerUser).Channel()
@@ -187,16 +199,121 @@ func TestAQueueMissingIsNamedAndNothingIsCreated(t *testing.T) {
 			t.Fatalf("expected %s still missing (a host creates nothing), got it on the broker", q)
 		}
 	}
-	c, err := amqpplane.DialController(ctx, br.Creds[wire.ControllerUser], br.Creds[wire.ControllerMeshUser], amqpplane.ControllerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	a, err := c.Assert(ctx, m)
-	if err != nil || !slices.Contains(a.Created, "queue "+report) || !slices.Contains(a.Created, "queue "+wire.NodeQueue(node)) {
-		t.Fatalf("expected the assertion to make both queues again, got %+v (%v)", a, err)
+	c := assert(ctx, t, m, br)
+	if !slices.Contains(c, "queue "+report) || !slices.Contains(c, "queue "+wire.NodeQueue(node)) {
+		t.Fatalf("expected the assertion to make both queues again, got %v", c)
 	}
 	if err := h.Report(ctx, node, "r-2", []byte(`{}`)); err != nil {
 		t.Fatalf("expected the report taken once its queue is back, got %v", err)
 	}
+}
+
+// exchangeMissing: the control plane's exchange deleted, a host's report
+// and heartbeat are refused as plane.ErrMissing naming the exchange, and
+// the host declares nothing; once the controller asserts the topology
+// again (the exchange and its bindings), the host reports as before.
+func exchangeMissing(t *testing.T, m *meshdesc.Mesh, br *amqptest.Broker) {
+	ctx := ctxT(t, 2*time.Minute)
+	node := m.Nodes[0].Name
+	ctl := br.Dial(t, wire.ControllerUser)
+	admin, err := ctl.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ExchangeDelete(wire.ExchangeControl, false, false); err != nil {
+		t.Fatalf("delete %s: %v", wire.ExchangeControl, err)
+	}
+	h, err := amqpplane.DialHost(ctx, br.Creds[wire.HostUser(node)], amqpplane.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	for what, send := range map[string]func() error{
+		"a report":    func() error { return h.Report(ctx, node, "r-3", []byte(`{}`)) },
+		"a heartbeat": func() error { return h.Alive(ctx, node, []byte(`{}`)) },
+	} {
+		err := send()
+		if !errors.Is(err, plane.ErrMissing) || !strings.Contains(err.Error(), "exchange "+wire.ExchangeControl) {
+			t.Fatalf("%s: expected ErrMissing naming the exchange %s, got %v", what, wire.ExchangeControl, err)
+		}
+		t.Logf("%s with the exchange missing: %v", what, err)
+	}
+	// Still missing: a passive declare (which creates nothing) is
+	// refused.
+	probe, err := ctl.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.ExchangeDeclarePassive(wire.ExchangeControl, "topic", true, false, false, false, nil); err == nil {
+		t.Fatalf("expected %s still missing (a host creates nothing), got it on the broker", wire.ExchangeControl)
+	}
+	if c := assert(ctx, t, m, br); !slices.Contains(c, "exchange "+wire.ExchangeControl) {
+		t.Fatalf("expected the assertion to make %s again, got %v", wire.ExchangeControl, c)
+	}
+	if err := h.Report(ctx, node, "r-4", []byte(`{}`)); err != nil {
+		t.Fatalf("expected the report taken once the exchange and its bindings are back, got %v", err)
+	}
+}
+
+// anotherCertificate: a host whose credential pins a certificate other
+// than the broker's is refused at the handshake, naming both
+// fingerprints and not its password.
+func anotherCertificate(t *testing.T, m *meshdesc.Mesh, br *amqptest.Broker) {
+	ctx := ctxT(t, time.Minute)
+	cred := br.Creds[wire.HostUser(m.Nodes[0].Name)]
+	presented := cred.Fingerprint
+	cred.Fingerprint = strings.Repeat("0", 64)
+	h, err := amqpplane.DialHost(ctx, cred, amqpplane.HostOptions{})
+	if err == nil {
+		_ = h.Close()
+		t.Fatal("expected another certificate's pin refused, got a connection")
+	}
+	if !errors.Is(err, link.ErrFingerprint) || !strings.Contains(err.Error(), "pinned "+cred.Fingerprint[:16]) || !strings.Contains(err.Error(), "presented "+presented[:16]) || strings.Contains(err.Error(), cred.Password()) {
+		t.Fatalf("expected ErrFingerprint naming both fingerprints and not the password, got %v", err)
+	}
+}
+
+// aNATSCredential: a host's NATS credential (tls://) pointed at the
+// broker fails within its context, naming where it dialled and not the
+// password: the broker never answers NATS's protocol.
+func aNATSCredential(t *testing.T, m *meshdesc.Mesh, br *amqptest.Broker) {
+	cred := br.Creds[wire.HostUser(m.Nodes[0].Name)]
+	cred.URL = wire.BusURL(cred.User(), cred.Password(), br.Addr())
+	// Whole, as a host's credential on NATS is: only the bus is wrong.
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred.DeclarationKey = wire.EncodeDeclarationKey(pub)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	h, err := buses.DialHost(ctx, cred)
+	if err == nil {
+		_ = h.Close()
+		t.Fatal("expected a NATS credential refused by the broker, got a connection")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("expected the dial bounded by its context (3s), got %v", took)
+	}
+	if !strings.Contains(err.Error(), br.Addr()) || strings.Contains(err.Error(), cred.Password()) {
+		t.Fatalf("expected an error naming %s and not the password, got %v", br.Addr(), err)
+	}
+	t.Logf("a NATS credential against the broker: %v", err)
+}
+
+// assert asserts m's topology as the controller and returns what it
+// created.
+func assert(ctx context.Context, t *testing.T, m *meshdesc.Mesh, br *amqptest.Broker) []string {
+	t.Helper()
+	c, err := amqpplane.DialController(ctx, br.Creds[wire.ControllerUser], br.Creds[wire.ControllerMeshUser], amqpplane.ControllerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	a, err := c.Assert(ctx, m)
+	if err != nil {
+		t.Fatalf("assert: %v", err)
+	}
+	return a.Created
 }

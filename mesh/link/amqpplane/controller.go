@@ -123,7 +123,7 @@ func (c *Controller) publish(ctx context.Context, exchange, key string, msg amqp
 	if errors.Is(err, amqpconn.ErrUnroutable) {
 		return fmt.Errorf("%w: no queue of vhost %s takes %q on %q: %w", plane.ErrMissing, wire.AMQPControlVhost, key, exchangeName(exchange), err)
 	}
-	return err
+	return noExchange(exchange, err)
 }
 
 func exchangeName(e string) string {

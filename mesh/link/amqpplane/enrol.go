@@ -111,6 +111,7 @@ func (e enroller) send(ctx context.Context, conn *amqpconn.Conn, body []byte) er
 			ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: id, UserId: e.token.User(), Body: body,
 		})
 		cancel()
+		err = noExchange(wire.ExchangeControl, err)
 		switch {
 		case err == nil:
 			return nil

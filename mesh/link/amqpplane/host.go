@@ -140,6 +140,16 @@ func sendControl(ctx context.Context, publishers *amqpconn.Pool[*amqpconn.Publis
 	if errors.Is(err, amqpconn.ErrUnroutable) {
 		return fmt.Errorf("%w: no queue takes %s: %w", plane.ErrMissing, key, err)
 	}
+	return noExchange(wire.ExchangeControl, err)
+}
+
+// noExchange names the exchange a publish went to when the broker closed
+// the channel because it is not there (404): plane.ErrMissing, which the
+// controller's assertion makes again; nothing here declares it.
+func noExchange(exchange string, err error) error {
+	if amqpconn.BrokerCode(err) == wire.AMQPNotFound {
+		return fmt.Errorf("%w: exchange %s of vhost %s (the controller declares it): %w", plane.ErrMissing, exchangeName(exchange), wire.AMQPControlVhost, err)
+	}
 	return err
 }
 

@@ -24,8 +24,9 @@ const (
 )
 
 // Of is the bus a credential is for, by its URL's scheme. An amqp://
-// URL (no TLS) is refused for a scoped principal by
-// wire.Credential.ValidateFields before it gets here.
+// URL (no TLS) is AMQP's, and refused for a scoped principal by
+// amqpconn.Dial (wire.Credential.ValidateFields) before anything is
+// dialled.
 func Of(c wire.Credential) (Bus, error) {
 	switch c.Scheme() {
 	case "tls", "nats":
@@ -33,7 +34,14 @@ func Of(c wire.Credential) (Bus, error) {
 	case "amqp", "amqps":
 		return AMQP, nil
 	}
-	return "", fmt.Errorf("%w: scheme %q of %s's credential", plane.ErrUnsupported, c.Scheme(), c.User())
+	if c.Scheme() == "" {
+		// A URL that does not read has no scheme to name: say what is
+		// wrong with it instead (without its password).
+		if err := c.ValidateFields(); err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("%w: scheme %q of the credential %s", plane.ErrUnsupported, c.Scheme(), wire.RedactURL(c.URL))
 }
 
 func isFingerprint(err error) bool { return errors.Is(err, link.ErrFingerprint) }

@@ -40,14 +40,23 @@ func DialController(ctx context.Context, control, mesh wire.Credential, o Contro
 	}
 	switch bus {
 	case NATS:
-		return natsplane.DialController(ctx, control, mesh, natsplane.ControllerOptions{Policy: o.Policy, Dial: o.Dial, Logger: o.Logger})
+		return controller(natsplane.DialController(ctx, control, mesh, natsplane.ControllerOptions{Policy: o.Policy, Dial: o.Dial, Logger: o.Logger}))
 	case AMQP:
-		return amqpplane.DialController(ctx, control, mesh, amqpplane.ControllerOptions{
+		return controller(amqpplane.DialController(ctx, control, mesh, amqpplane.ControllerOptions{
 			ControlPerSubject: o.AMQP.ControlPerSubject, MaxDeliver: o.AMQP.MaxDeliver,
 			Address: link.CommonOf(o.Dial...).Address, Logger: o.Logger,
-		})
+		}))
 	}
 	return nil, fmt.Errorf("%w: the controller on %s", plane.ErrUnsupported, bus)
+}
+
+// controller is c as a plane.Controller, and nil (not a nil *T in a
+// non-nil interface) when the dial failed.
+func controller[T plane.Controller](c T, err error) (plane.Controller, error) {
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // IsPermanent says whether err, from DialController or Assert, is one
