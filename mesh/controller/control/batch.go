@@ -106,13 +106,13 @@ func (l *ControlLoop) applyBatch(msgs []plane.ControlMsg) {
 		}
 		return
 	case err != nil:
-		// Held as one message would be: the delay grows once.
+		// Each held as it would be alone, by its own deliveries.
 		l.hold(msgs[0], l.log.With("subject", msgs[0].Subject(), "batch", len(msgs)), err)
-		delay := controlRetry
-		if errors.Is(err, store.ErrStoreUnavailable) {
-			delay = l.away
-		}
 		for _, msg := range msgs[1:] {
+			delay := controlRetry
+			if errors.Is(err, store.ErrStoreUnavailable) {
+				delay = awayDelay(msg)
+			}
 			l.count(func(c *ControlCounts) { c.Held++ })
 			_ = msg.Hold(delay)
 		}

@@ -65,7 +65,6 @@ type ControlLoop struct {
 	o     rollout.Options
 	log   *slog.Logger
 	bus   controlBus
-	away  time.Duration // the delay of the next hold while the store is away
 	// composer makes the enrolments answered live, and serialises every
 	// composition of the loop's (a push's too).
 	composer *composer
@@ -307,12 +306,10 @@ func (l *ControlLoop) settle(items []*item) {
 			it.log.Warn("CONTROL message refused; terminated", "err", it.term)
 			_ = it.msg.Term(it.term)
 		case it.ack && len(items) == 1:
-			l.away = 0
 			ackControl(it.msg, it.log)
 		case it.ack:
 			// A batch's acks go out together and are confirmed once
 			// (flush): one round trip, not one a message.
-			l.away = 0
 			if err := it.msg.AckLater(); err != nil {
 				it.log.Warn("CONTROL ack not sent; the message comes again and is recognised", "err", err)
 			}
@@ -329,17 +326,33 @@ func (l *ControlLoop) settle(items []*item) {
 }
 
 // hold asks for msg again later: while the store is unavailable, later
-// each time; after any other failure, in controlRetry.
+// each time it came (awayDelay); after any other failure, in
+// controlRetry.
 func (l *ControlLoop) hold(msg plane.ControlMsg, log *slog.Logger, err error) {
 	l.count(func(c *ControlCounts) { c.Held++ })
 	if errors.Is(err, store.ErrStoreUnavailable) {
-		l.away = min(max(2*l.away, controlRetry), controlRetryMax)
-		log.Warn("the store is unavailable; the message is held and comes again", "delay", l.away, "err", err)
-		_ = msg.Hold(l.away)
+		delay := awayDelay(msg)
+		log.Warn("the store is unavailable; the message is held and comes again", "delay", delay, "err", err)
+		_ = msg.Hold(delay)
 		return
 	}
 	log.Error("CONTROL message not applied; it comes again", "delay", controlRetry, "err", err)
 	_ = msg.Hold(controlRetry)
+}
+
+// awayDelay is how long msg is held while the store is unavailable:
+// controlRetry the first time it came, twice as long each time after, up
+// to controlRetryMax. It counts msg's own deliveries (both buses give
+// them), not the loop's: a delay grown by every other message held
+// meanwhile (each node's reports) kept a message that had come twice
+// waiting controlRetryMax after the store was back (an enrolment answered
+// 30 s late on AMQP, a push 17 s late on NATS).
+func awayDelay(msg plane.ControlMsg) time.Duration {
+	d := controlRetry
+	for n := 1; n < msg.Attempt() && d < controlRetryMax; n++ {
+		d *= 2
+	}
+	return min(d, controlRetryMax)
 }
 
 // refusedKind is what a refused message on subject is counted as.
