@@ -3,6 +3,8 @@ package observe
 import (
 	"fmt"
 	"strings"
+
+	"github.com/meshbus/mesh/mesh/wire"
 )
 
 // AMQPEvent is one event of the broker's event exchange
@@ -69,11 +71,11 @@ func AMQPConnectionsEver(events []AMQPEvent) (AMQPRecord, error) {
 	for _, e := range events {
 		h := e.Headers
 		switch e.Key {
-		case "user.authentication.success":
+		case wire.EventLoginSucceeded:
 			logins[text(h["connection_name"])] = login{user: text(h["name"])}
-		case "user.authentication.failure":
+		case wire.EventLoginFailed:
 			logins[text(h["connection_name"])] = login{user: text(h["name"]), refused: text(h["error"])}
-		case "connection.created":
+		case wire.EventConnectionCreated:
 			i, err := at(e)
 			if err != nil {
 				return AMQPRecord{}, err
@@ -84,7 +86,7 @@ func AMQPConnectionsEver(events []AMQPEvent) (AMQPRecord, error) {
 			c.IP = text(h["peer_host"])
 			states[i].opened = true
 			delete(logins, text(h["name"]))
-		case "connection.closed":
+		case wire.EventConnectionClosed:
 			i, err := at(e)
 			if err != nil {
 				return AMQPRecord{}, err

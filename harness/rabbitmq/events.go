@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -33,20 +34,16 @@ import (
 // The broker's log says as much ("user 'x' authenticated"), but as lines
 // meant for people, whose wording changes between releases and which
 // name a refused login's client nowhere: the events are data.
+// EventExchange and EventVhost are where the plugin publishes (spelled in
+// mesh/wire).
 const (
-	// EventExchange is the plugin's topic exchange, in the virtual host
-	// "/", routing key the event's type.
-	EventExchange = "amq.rabbitmq.event"
-	// EventVhost is where EventExchange is.
-	EventVhost = "/"
+	EventExchange = wire.ExchangeEvent
+	EventVhost    = wire.EventVhost
 )
 
 // ConnectionEventKeys are the routing keys of the events about
 // connections and logins.
-var ConnectionEventKeys = []string{
-	"connection.created", "connection.closed",
-	"user.authentication.success", "user.authentication.failure",
-}
+var ConnectionEventKeys = wire.ConnectionEventKeys()
 
 // Event is one event the broker published on EventExchange: its routing
 // key and its properties.
@@ -82,7 +79,7 @@ type EventLog struct {
 func (c *RabbitMQContainer) KeepEvents(ctx context.Context, user, queue string, keys ...string) (*EventLog, error) {
 	l := &EventLog{c: c, user: user, queue: queue}
 	err := l.on(ctx, func(ch *amqp.Channel) error {
-		if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-max-length": eventsKept}); err != nil {
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{wire.ArgMaxLength: eventsKept}); err != nil {
 			return fmt.Errorf("declare %s: %w", queue, err)
 		}
 		for _, k := range keys {
