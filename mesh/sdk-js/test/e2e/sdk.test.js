@@ -25,9 +25,11 @@ async function eventually(what, cond, timeoutMs = 10000) {
   }
 }
 
-test('an event emitted by one module reaches another\'s handler through its consumer, once, and is acked', { skip }, async () => {
+test('an event emitted by one module reaches another\'s handler through its consumer, once, and is acked', { skip }, async (t) => {
   const sensor = await as('mod.node-a.sensor');
+  t.after(() => sensor.close());
   const logger = await as('mod.node-b.logger');
+  t.after(() => logger.close());
   const got = [];
   await logger.subscribe('sensor.reading', async (e) => got.push(e));
   await logger.subscribe('sensor.alarm.>', async (e) => got.push(e));
@@ -44,7 +46,6 @@ test('an event emitted by one module reaches another\'s handler through its cons
   );
   assert.equal(got.filter((e) => e.id === id).length, 1);
   assert.equal(got.find((e) => e.key === 'sensor.alarm.raised').body.toString(), '{"level":"high"}');
-  await Promise.all([sensor.close(), logger.close()]);
 });
 
 // The server forwards whatever header block a publisher sends, and EVENTS
@@ -76,15 +77,15 @@ test('an event stored with a malformed header block is terminated and counted; t
   }
 });
 
-test('the server refuses what a module\'s grant does not allow, and the SDK says so at once', { skip }, async () => {
+test('the server refuses what a module\'s grant does not allow, and the SDK says so at once', { skip }, async (t) => {
   const logger = await as('mod.node-b.logger');
+  t.after(() => logger.close());
   // logger emits nothing: its own event subject is not granted.
   await assert.rejects(logger.publish('reading', '{}'), DeniedError);
-  await logger.close();
   const sensor = await as('mod.node-a.sensor');
+  t.after(() => sensor.close());
   // sensor consumes nothing: the controller made it no consumer.
   await assert.rejects(sensor.subscribe('sensor.reading', async () => {}), NoConsumerError);
-  await sensor.close();
 });
 
 test('a bus presenting another certificate than the pinned one is refused', { skip }, async () => {

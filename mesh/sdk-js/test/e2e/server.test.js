@@ -26,18 +26,20 @@ async function connect(user, overrides = {}) {
   return Client.connect({ servers: [c.server], user: c.user, pass: c.pass, inboxPrefix: c.inbox, tls: { fingerprint: c.fingerprint }, ...c.options });
 }
 
-test('a module connects over TLS with the pin, and calls a tool across the bus', { skip }, async () => {
+test('a module connects over TLS with the pin, and calls a tool across the bus', { skip }, async (t) => {
   const sensor = await connect('mod.node-a.sensor');
+  t.after(() => sensor.close());
   sensor.subscribe('mesh.mod.sensor.tool.calibrate', (m) => sensor.publish(m.reply, '{"offset":1}'), { queue: 'sensor.calibrate' });
   await sensor.flush();
   const logger = await connect('mod.node-b.logger');
+  t.after(() => logger.close());
   // logger uses mesh-catalog.catalog_tools, which nobody serves here: a
   // definite no-responders, not a timeout.
   await assert.rejects(logger.request('mesh.mod.mesh-catalog.tool.catalog_tools', '{}', { timeoutMs: 3000 }), NoRespondersError);
   const bob = await connect('person.bob');
+  t.after(() => bob.close());
   const answer = await bob.request('mesh.mod.sensor.tool.calibrate', '{"to":1}', { timeoutMs: 3000 });
   assert.equal(answer.data.toString(), '{"offset":1}');
-  await Promise.all([sensor.close(), logger.close(), bob.close()]);
 });
 
 test('a certificate other than the pinned one is refused before CONNECT', { skip }, async () => {
@@ -48,9 +50,10 @@ test("a wrong password is refused with the server's words", { skip }, async () =
   await assert.rejects(connect('mod.node-a.sensor', { pass: 'not-it' }), (err) => err instanceof ServerError && /Authorization Violation/.test(err.message));
 });
 
-test("what a module's grant does not allow the server refuses, and the connection stays", { skip }, async () => {
+test("what a module's grant does not allow the server refuses, and the connection stays", { skip }, async (t) => {
   const errors = [];
   const logger = await connect('mod.node-b.logger', { options: { onError: (e) => errors.push(e.message) } });
+  t.after(() => logger.close());
   const sub = logger.subscribe('mesh.node.>', () => {});
   await logger.publish('mesh.mod.sensor.event.forged', '{}');
   await logger.flush();
@@ -59,7 +62,6 @@ test("what a module's grant does not allow the server refuses, and the connectio
   assert.ok(errors.some((e) => /Permissions Violation for Publish to "mesh.mod.sensor.event.forged"/.test(e)), errors.join('; '));
   assert.ok(sub.refused);
   assert.equal(logger.connection.closed, null);
-  await logger.close();
 });
 
 // The server forwards whatever header block a publisher sends (issue 18,
