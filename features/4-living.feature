@@ -325,9 +325,9 @@ Feature: Living — the mesh living on its bus
     in ARTIFACTS and says so on mesh.control.built; the controller records it once. A revision the
     repository does not have is a build that failed, saying so. A builder killed mid-build has its
     request handed to the builder started again, and the build is recorded once.
-    On NATS only: the build path (its requests, outcomes and artifacts) stays on NATS, and the
-    topology refuses a builder on a mesh on AMQP; artifacts are not carried on the broker
-    (docs/control-plane.md).
+    On NATS only, for now: the plane carries fetches and artifacts on the broker too (decision
+    0011, proved against RabbitMQ by amqpplane's contract), but the harness does not yet raise a
+    builder and a repository on a mesh on AMQP.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
@@ -354,8 +354,8 @@ Feature: Living — the mesh living on its bus
     module's program, runs it as a process of its own and reports it installed. The record status
     keeps of it has the fields and values of the one the AMQP path kept. An artifact whose bytes
     are not its digest is refused by the node that fetched it, naming both.
-    On NATS only: an installation fetches its artifact from ARTIFACTS, which the broker does not
-    carry (docs/control-plane.md).
+    On NATS only, for now: on AMQP the controller copies a declared artifact into the host's own
+    queue (decision 0011), but the harness does not yet raise a builder on a mesh on AMQP.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"

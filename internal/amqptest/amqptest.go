@@ -291,13 +291,13 @@ func (b *Broker) Dial(t testing.TB, user string) *amqp.Connection {
 	return conn
 }
 
-// Reset gives the next test the mesh as declared and empty: the
-// definitions are imported again (restoring what a test deleted) and
-// every queue they declare is purged. The modules of the last test must
-// be closed.
+// Reset gives the next test the mesh as declared and empty: every stream
+// is deleted (a stream cannot be purged), the definitions are imported
+// again (restoring what a test deleted, the streams and their bindings
+// among it) and every other queue they declare is purged. The modules of
+// the last test must be closed.
 func (b *Broker) Reset(ctx context.Context, t testing.TB) {
 	t.Helper()
-	b.importDefinitions(ctx, t)
 	// The controller has a user in each virtual host.
 	admins := map[string]string{wire.AMQPVhost: wire.ControllerMeshUser, wire.AMQPControlVhost: wire.ControllerUser}
 	chans := map[string]*amqp.Channel{}
@@ -309,7 +309,19 @@ func (b *Broker) Reset(ctx context.Context, t testing.TB) {
 		defer ch.Close()
 		chans[vhost] = ch
 	}
+	isStream := func(q amqpdefs.Queue) bool { return q.Arguments[wire.ArgQueueType] == wire.QueueStream }
 	for _, q := range b.Definitions.Queues {
+		if isStream(q) {
+			if _, err := chans[q.Vhost].QueueDelete(q.Name, false, false, false); err != nil {
+				t.Fatalf("delete stream %s in %s: %v", q.Name, q.Vhost, err)
+			}
+		}
+	}
+	b.importDefinitions(ctx, t)
+	for _, q := range b.Definitions.Queues {
+		if isStream(q) {
+			continue
+		}
 		if _, err := chans[q.Vhost].QueuePurge(q.Name, false); err != nil {
 			t.Fatalf("purge %s in %s: %v", q.Name, q.Vhost, err)
 		}

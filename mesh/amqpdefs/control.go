@@ -37,6 +37,21 @@ const (
 	// request/reply on NATS).
 	CredentialRequests   = 4
 	CredentialRequestTTL = 30 * time.Second
+	// FetchTTL is how long a fetch and its answer wait: the builder's
+	// wait for an answer (build.DefaultFetchTimeout); it has given up on
+	// the fetch by then. Fetches bounds how many wait, per repository and
+	// for the builder.
+	FetchTTL = 30 * time.Second
+	Fetches  = 16
+	// ArtifactsRetention bounds the artifacts' stream in bytes (ARTIFACTS'
+	// MaxBytes on NATS): the oldest artifacts go first.
+	ArtifactsRetention = 512 << 20
+	// ArtifactCopyTTL is how long a chunk the controller copied for a host
+	// waits in its queue: the host reads them as they come, and one it
+	// stopped waiting for is of no use. CopiedBytes bounds that queue: two
+	// of the largest artifacts.
+	ArtifactCopyTTL = 5 * time.Minute
+	CopiedBytes     = 2 * wire.MaxArtifact
 	// EnrolAnswerExpires deletes a token's answer queue unused for so
 	// long (x-expires): a token spent or forgotten leaves nothing behind.
 	EnrolAnswerExpires = 24 * time.Hour
@@ -73,16 +88,27 @@ func control(m *meshdesc.Mesh, in Inputs, d *Definitions) error {
 	d.Permissions = append(d.Permissions, inVhost(vh, permission(wire.ControllerUser, ".*", ".*", ".*")))
 	writeControl := []string{exact(wire.ExchangeControl)}
 	for _, n := range m.Nodes {
-		add(wire.HostUser(n.Name), writeControl, []string{exact(wire.NodeQueue(n.Name)), exact(wire.CredentialsQueue(n.Name))}, []string{
-			exact(wire.NodeReport(n.Name)), exact(wire.NodeAlive(n.Name)), exact(wire.NodeCredentials(n.Name)),
+		add(wire.HostUser(n.Name), writeControl, []string{
+			exact(wire.NodeQueue(n.Name)), exact(wire.CredentialsQueue(n.Name)), exact(wire.ArtifactsQueue(n.Name)),
+		}, []string{
+			exact(wire.NodeReport(n.Name)), exact(wire.NodeAlive(n.Name)), exact(wire.NodeCredentials(n.Name)), exact(wire.NodeArtifact(n.Name)),
 		})
 	}
 	for _, t := range m.Tokens {
 		add(wire.EnrolUser(t.ID), writeControl, []string{exact(wire.EnrolQueue(t.ID))}, []string{exact(wire.SubjectEnrol)})
 	}
-	add(wire.BuilderUser, writeControl, []string{exact(wire.QueueBuilds)}, []string{exact(wire.SubjectBuilt)})
+	// The builder fetches from any repository and stores chunks under
+	// any artifact's key: it names the artifact by the digest of what it
+	// built. Only the controller reads them (QueueArtifacts).
+	builderKeys := []string{exact(wire.SubjectBuilt), artifactChunkKey}
 	for _, s := range m.Sources {
-		add(wire.SourceUser(s.Name), writeControl, nil, []string{exact(wire.SourceChanged(s.Name))})
+		builderKeys = append(builderKeys, exact(wire.SourceFetch(s.Name)))
+	}
+	add(wire.BuilderUser, writeControl, []string{exact(wire.QueueBuilds), exact(wire.QueueFetched)}, builderKeys)
+	for _, s := range m.Sources {
+		add(wire.SourceUser(s.Name), writeControl, []string{exact(wire.SourceFetchQueue(s.Name))}, []string{
+			exact(wire.SourceChanged(s.Name)), exact(wire.SourceFetched(s.Name)),
+		})
 	}
 
 	d.Exchanges = append(d.Exchanges, inVhost(vh, exchange(wire.ExchangeControl, wire.ExchangeTopic)))
@@ -153,12 +179,16 @@ func control(m *meshdesc.Mesh, in Inputs, d *Definitions) error {
 		}}))
 		d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, q, wire.NodeDeclare(n.Name))))
 	}
-	// BUILDS: a work queue the builders share.
+	// BUILDS: a work queue the builders share, one build at a time
+	// mesh-wide as on NATS (BUILDS' consumer, MaxAckPending 1): the one
+	// active builder is the one fetching, so the answers share one queue.
 	d.Queues = append(d.Queues, quorum(wire.QueueBuilds, map[string]any{
-		wire.ArgMaxLength: in.ControlPerSubject,
-		wire.ArgOverflow:  wire.OverflowRejectPublish,
+		wire.ArgMaxLength:            in.ControlPerSubject,
+		wire.ArgOverflow:             wire.OverflowRejectPublish,
+		wire.ArgSingleActiveConsumer: true,
 	}))
 	d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, wire.QueueBuilds, wire.SubjectBuildRequest)))
+	buildPath(m, d)
 	// The answers: reached through the default exchange by the controller
 	// alone, so bound to nothing. A node's credentials, newest first and
 	// gone once its host has given up; an enrolment's, kept until read.
@@ -179,6 +209,58 @@ func control(m *meshdesc.Mesh, in Inputs, d *Definitions) error {
 		}}))
 	}
 	return nil
+}
+
+// artifactChunkKey is every artifact chunk's key (wire.ArtifactChunk), as
+// a topic permission's expression.
+var artifactChunkKey = `mesh\.artifact\.[0-9a-f]{64}\.(0|[1-9][0-9]{0,2})`
+
+// buildPath adds the queues of docs/decisions/0011 to d: the fetches and
+// their answers, the artifacts' stream, and each node's request queue and
+// the queue its artifacts are copied into.
+func buildPath(m *meshdesc.Mesh, d *Definitions) {
+	const vh = wire.AMQPControlVhost
+	classic := func(name string, args map[string]any) {
+		args[wire.ArgQueueType] = wire.QueueClassic
+		d.Queues = append(d.Queues, inVhost(vh, Queue{Name: name, Durable: true, Arguments: args}))
+	}
+	for _, s := range m.Sources {
+		q := wire.SourceFetchQueue(s.Name)
+		classic(q, map[string]any{
+			wire.ArgMaxLength:  Fetches,
+			wire.ArgOverflow:   wire.OverflowRejectPublish,
+			wire.ArgMessageTTL: FetchTTL.Milliseconds(),
+		})
+		d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, q, wire.SourceFetch(s.Name))))
+	}
+	classic(wire.QueueFetched, map[string]any{
+		wire.ArgMaxLength:  Fetches,
+		wire.ArgOverflow:   wire.OverflowDropHead,
+		wire.ArgMessageTTL: FetchTTL.Milliseconds(),
+	})
+	d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, wire.QueueFetched, wire.BindingFetched)))
+	// ARTIFACTS: a stream, read from an offset as often as asked, never
+	// taken away; the controller alone reads it.
+	d.Queues = append(d.Queues, inVhost(vh, Queue{Name: wire.QueueArtifacts, Durable: true, Arguments: map[string]any{
+		wire.ArgQueueType:      wire.QueueStream,
+		wire.ArgMaxLengthBytes: ArtifactsRetention,
+	}}))
+	d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, wire.QueueArtifacts, wire.BindingArtifacts)))
+	for _, n := range m.Nodes {
+		q, _ := wire.ControlQueue(wire.NodeArtifact(n.Name)) // a control subject by construction
+		classic(q, map[string]any{
+			wire.ArgMaxLength:  CredentialRequests,
+			wire.ArgOverflow:   wire.OverflowRejectPublish,
+			wire.ArgMessageTTL: CredentialRequestTTL.Milliseconds(),
+		})
+		d.Bindings = append(d.Bindings, inVhost(vh, binding(wire.ExchangeControl, q, wire.NodeArtifact(n.Name))))
+		// Reached through the default exchange by the controller alone.
+		classic(wire.ArtifactsQueue(n.Name), map[string]any{
+			wire.ArgMaxLengthBytes: CopiedBytes,
+			wire.ArgOverflow:       wire.OverflowDropHead,
+			wire.ArgMessageTTL:     ArtifactCopyTTL.Milliseconds(),
+		})
+	}
 }
 
 // quorum is a durable quorum queue of the control plane.

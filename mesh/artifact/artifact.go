@@ -49,20 +49,58 @@ func ChunkID(digest string, n int) string { return digest + "/" + strconv.Itoa(n
 // digest and how many chunks hold it. Put is idempotent: the same bytes
 // give the same subjects, message ids and contents.
 func Put(ctx context.Context, js jetstream.JetStream, data []byte) (digest string, chunks int, err error) {
-	size := int64(len(data))
-	if err := checkSize(size); err != nil {
+	digest, parts, err := Split(data)
+	if err != nil {
 		return "", 0, fmt.Errorf("put artifact: %w", err)
 	}
-	digest = wire.Digest(data)
-	chunks = wire.ChunksOf(size)
-	for n := range chunks {
-		lo := n * wire.ArtifactChunkSize
-		hi := min(lo+wire.ArtifactChunkSize, len(data))
-		if err := putChunk(ctx, js, digest, n, data[lo:hi]); err != nil {
-			return "", 0, fmt.Errorf("put artifact %s: chunk %d of %d: %w", digest, n, chunks, err)
+	for n, chunk := range parts {
+		if err := putChunk(ctx, js, digest, n, chunk); err != nil {
+			return "", 0, fmt.Errorf("put artifact %s: chunk %d of %d: %w", digest, n, len(parts), err)
 		}
 	}
-	return digest, chunks, nil
+	return digest, len(parts), nil
+}
+
+// Split is data's digest and its chunks, wire.ArtifactChunkSize bytes
+// each but the last: what a builder stores, on either bus.
+func Split(data []byte) (digest string, chunks [][]byte, err error) {
+	if err := checkSize(int64(len(data))); err != nil {
+		return "", nil, err
+	}
+	for lo := 0; lo < len(data); lo += wire.ArtifactChunkSize {
+		chunks = append(chunks, data[lo:min(lo+wire.ArtifactChunkSize, len(data))])
+	}
+	return wire.Digest(data), chunks, nil
+}
+
+// Join is the artifact of digest, size bytes long, put together from its
+// chunks as a host read them, on either bus: each chunk must be its
+// place's size, and the whole must hash to digest (ErrSize, ErrDigest
+// naming both digests). Nothing read is trusted before that.
+func Join(digest string, size int64, chunks [][]byte) ([]byte, error) {
+	if err := checkSize(size); err != nil {
+		return nil, err
+	}
+	want := wire.ChunksOf(size)
+	if len(chunks) != want {
+		return nil, fmt.Errorf("%w: %d chunks for an artifact of %d bytes, want %d", ErrSize, len(chunks), size, want)
+	}
+	data := make([]byte, 0, size)
+	for n, chunk := range chunks {
+		if got, want := int64(len(chunk)), chunkSize(size, n); got != want {
+			return nil, fmt.Errorf("%w: chunk %d of %d holds %d bytes, want %d for an artifact of %d bytes", ErrSize, n, len(chunks), got, want, size)
+		}
+		data = append(data, chunk...)
+	}
+	if got := wire.Digest(data); got != digest {
+		return nil, fmt.Errorf("%w: declared %s, fetched %s", ErrDigest, digest, got)
+	}
+	return data, nil
+}
+
+// chunkSize is how many bytes chunk n of an artifact of size bytes holds.
+func chunkSize(size int64, n int) int64 {
+	return min(int64(wire.ArtifactChunkSize), size-int64(n)*wire.ArtifactChunkSize)
 }
 
 func putChunk(ctx context.Context, js jetstream.JetStream, digest string, n int, chunk []byte) error {
@@ -95,24 +133,21 @@ func Fetch(ctx context.Context, nc *nats.Conn, digest string, size int64) ([]byt
 	if err := checkSize(size); err != nil {
 		return nil, fmt.Errorf("fetch artifact %s: %w", digest, err)
 	}
-	chunks := wire.ChunksOf(size)
-	data := make([]byte, 0, size)
+	chunks := make([][]byte, wire.ChunksOf(size))
 	for n := range chunks {
-		want := int64(wire.ArtifactChunkSize)
-		if n == chunks-1 {
-			want = size - int64(n)*wire.ArtifactChunkSize
-		}
 		chunk, err := getChunk(ctx, nc, digest, n)
 		if err != nil {
-			return nil, fmt.Errorf("fetch artifact %s: chunk %d of %d: %w", digest, n, chunks, err)
+			return nil, fmt.Errorf("fetch artifact %s: chunk %d of %d: %w", digest, n, len(chunks), err)
 		}
-		if int64(len(chunk)) != want {
-			return nil, fmt.Errorf("fetch artifact %s: %w: chunk %d of %d holds %d bytes, want %d for an artifact of %d bytes", digest, ErrSize, n, chunks, len(chunk), want, size)
+		// A chunk of the wrong size is refused before the next is read.
+		if got, want := int64(len(chunk)), chunkSize(size, n); got != want {
+			return nil, fmt.Errorf("fetch artifact %s: %w: chunk %d of %d holds %d bytes, want %d for an artifact of %d bytes", digest, ErrSize, n, len(chunks), got, want, size)
 		}
-		data = append(data, chunk...)
+		chunks[n] = chunk
 	}
-	if got := wire.Digest(data); got != digest {
-		return nil, fmt.Errorf("fetch artifact: %w: declared %s, fetched %s", ErrDigest, digest, got)
+	data, err := Join(digest, size, chunks)
+	if err != nil {
+		return nil, fmt.Errorf("fetch artifact: %w", err)
 	}
 	return data, nil
 }

@@ -3,6 +3,7 @@ package artifact_test
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,32 @@ func TestFetchWithoutTheStream(t *testing.T) {
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("expected the refusal at once (no responders), got it after %s", time.Since(start))
+	}
+}
+
+func TestSplitAndJoinRoundTripAndRefuseWhatIsNotTheArtifact(t *testing.T) {
+	data := pattern(2*wire.ArtifactChunkSize+7, 3)
+	digest, chunks, err := artifact.Split(data)
+	if err != nil || len(chunks) != 3 || len(chunks[2]) != 7 {
+		t.Fatalf("expected 3 chunks, the last of 7 bytes, got %d %v", len(chunks), err)
+	}
+	got, err := artifact.Join(digest, int64(len(data)), chunks)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("expected the artifact back, got %d bytes, %v", len(got), err)
+	}
+	if _, err := artifact.Join(digest, int64(len(data)), chunks[:2]); !errors.Is(err, artifact.ErrSize) {
+		t.Errorf("a chunk missing: expected ErrSize, got %v", err)
+	}
+	short := [][]byte{chunks[0], chunks[1][1:], chunks[2]}
+	if _, err := artifact.Join(digest, int64(len(data)), short); !errors.Is(err, artifact.ErrSize) {
+		t.Errorf("a chunk short: expected ErrSize, got %v", err)
+	}
+	other := [][]byte{chunks[0], chunks[1], []byte("other!!")}
+	_, err = artifact.Join(digest, int64(len(data)), other)
+	if !errors.Is(err, artifact.ErrDigest) || !strings.Contains(err.Error(), digest) || !strings.Contains(err.Error(), wire.Digest(slices.Concat(other...))) {
+		t.Errorf("other bytes: expected ErrDigest naming both digests, got %v", err)
+	}
+	if _, _, err := artifact.Split(nil); !errors.Is(err, artifact.ErrSize) {
+		t.Errorf("nothing: expected ErrSize, got %v", err)
 	}
 }

@@ -114,6 +114,11 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 		return err
 	}
 	defer stopAnswering()
+	stopServing, err := control.ServeArtifacts(ctx, bus, st, o.Logger)
+	if err != nil {
+		return fmt.Errorf("serve artifacts: %w", err)
+	}
+	defer stopServing()
 	stopDead, err := status.FollowDead(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow the dead letters: %w", err)

@@ -1,5 +1,7 @@
 package wire
 
+import "strings"
+
 // The bus's accounts. Design 25 §4 had one; docs/decisions/0001 and 0007
 // say why there are five: within one account a reply subject is a
 // capability the server never checks (a responder's answer, a JetStream
@@ -92,3 +94,9 @@ var ReservedModuleNames = []string{"controller", "host", "person", "enrol", "def
 
 // AnyInbox matches every inbox: the grant nobody is given (design 25 §4).
 const AnyInbox = inbox + ".>"
+
+// HostNode is the node whose host user is user (HostUser's inverse).
+func HostNode(user string) (node string, ok bool) {
+	node, ok = strings.CutPrefix(user, "host.")
+	return node, ok && CheckName(node) == nil
+}

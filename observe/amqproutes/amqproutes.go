@@ -54,7 +54,14 @@ type Principal struct {
 	// Keys are its routing keys on mesh.control; Queues the control
 	// plane's queues it reads.
 	Keys, Queues []string
+	// StreamKeys are keys of its own whose messages go to a stream, where
+	// counts cannot see them (the builder's chunks: ChunkKey).
+	StreamKeys []string
 }
+
+// ChunkKey is an artifact chunk's key, as the builder alone may write
+// one; tried by every other principal, refused.
+var ChunkKey = wire.ArtifactChunk(wire.Digest([]byte("no artifact")), 0)
 
 // Principals are every principal of m that holds an AMQP credential but
 // the controller's two users, in the order modules, persons, hosts,
@@ -69,18 +76,22 @@ func Principals(m *meshdesc.Mesh) []Principal {
 	}
 	for _, n := range m.Nodes {
 		out = append(out, Principal{Kind: KindHost, User: wire.HostUser(n.Name), Vhost: wire.AMQPControlVhost,
-			Keys:   []string{wire.NodeReport(n.Name), wire.NodeAlive(n.Name), wire.NodeCredentials(n.Name)},
-			Queues: []string{wire.NodeQueue(n.Name), wire.CredentialsQueue(n.Name)}})
+			Keys:   []string{wire.NodeReport(n.Name), wire.NodeAlive(n.Name), wire.NodeCredentials(n.Name), wire.NodeArtifact(n.Name)},
+			Queues: []string{wire.NodeQueue(n.Name), wire.CredentialsQueue(n.Name), wire.ArtifactsQueue(n.Name)}})
 	}
 	for _, t := range m.Tokens {
 		out = append(out, Principal{Kind: KindToken, User: wire.EnrolUser(t.ID), Vhost: wire.AMQPControlVhost,
 			Keys: []string{wire.SubjectEnrol}, Queues: []string{wire.EnrolQueue(t.ID)}})
 	}
-	out = append(out, Principal{Kind: KindBuilder, User: wire.BuilderUser, Vhost: wire.AMQPControlVhost,
-		Keys: []string{wire.SubjectBuilt}, Queues: []string{wire.QueueBuilds}})
+	builder := Principal{Kind: KindBuilder, User: wire.BuilderUser, Vhost: wire.AMQPControlVhost,
+		Keys: []string{wire.SubjectBuilt}, Queues: []string{wire.QueueBuilds, wire.QueueFetched}, StreamKeys: []string{ChunkKey}}
+	for _, s := range m.Sources {
+		builder.Keys = append(builder.Keys, wire.SourceFetch(s.Name))
+	}
+	out = append(out, builder)
 	for _, s := range m.Sources {
 		out = append(out, Principal{Kind: KindSource, User: wire.SourceUser(s.Name), Vhost: wire.AMQPControlVhost,
-			Keys: []string{wire.SourceChanged(s.Name)}})
+			Keys: []string{wire.SourceChanged(s.Name), wire.SourceFetched(s.Name)}, Queues: []string{wire.SourceFetchQueue(s.Name)}})
 	}
 	return out
 }
@@ -103,15 +114,31 @@ func (p Principal) InControl() bool { return p.Vhost == wire.AMQPControlVhost }
 // binds, and a few it does not).
 type Plane struct {
 	Queues, Keys []string
+	// Streams are the plane's streams (the artifacts'): append-only, so
+	// they cannot be emptied or baited, and a read takes nothing away;
+	// the counts cannot show a route into or out of them. Reads tries
+	// them like the queues, each refused; a key reaching one is among
+	// Keys, refused to all but its principal.
+	Streams []string
 }
 
 // NewPlane is the plane of the broker's control queues and binding keys,
-// with the keys no binding has but a wildcard or a near miss could reach.
+// with the keys no binding has but a wildcard or a near miss could reach
+// (an artifact's chunk among them).
 func NewPlane(queues, bindingKeys []string) Plane {
 	keys := slices.Clone(bindingKeys)
-	keys = append(keys, "#", "mesh.control.*.report", "mesh.control.node-a.report.x", "")
-	slices.Sort(queues)
-	return Plane{Queues: slices.Clone(queues), Keys: slices.Compact(keys)}
+	keys = append(keys, "#", "mesh.control.*.report", "mesh.control.node-a.report.x", "", ChunkKey)
+	var qs, streams []string
+	for _, q := range queues {
+		if q == wire.QueueArtifacts {
+			streams = append(streams, q)
+		} else {
+			qs = append(qs, q)
+		}
+	}
+	slices.Sort(qs)
+	slices.Sort(keys)
+	return Plane{Queues: qs, Keys: slices.Compact(keys), Streams: streams}
 }
 
 // Outcome is what the broker did with one attempt.
@@ -376,7 +403,7 @@ func (t *tries) do(conn *amqp.Connection, route, target string, want Outcome, op
 // expected taken: the rightful route, landing where counts see it.
 func OwnKeys(ctx context.Context, conn *amqp.Connection, p Principal) ([]Attempt, error) {
 	t := &tries{p: p}
-	for _, k := range p.Keys {
+	for _, k := range slices.Concat(p.Keys, p.StreamKeys) {
 		if err := t.publish(ctx, conn, RouteOwnKey, wire.ExchangeControl, k, true, Message("rightful"), Taken); err != nil {
 			return t.out, err
 		}
@@ -435,7 +462,7 @@ func ByQueueName(ctx context.Context, conn *amqp.Connection, p Principal, plane 
 func OtherKeys(ctx context.Context, conn *amqp.Connection, p Principal, plane Plane) ([]Attempt, error) {
 	t := &tries{p: p}
 	for _, k := range plane.Keys {
-		if slices.Contains(p.Keys, k) {
+		if slices.Contains(p.Keys, k) || slices.Contains(p.StreamKeys, k) {
 			continue
 		}
 		if err := t.publish(ctx, conn, RouteOtherKey, wire.ExchangeControl, k, true, Message("not mine"), Refused); err != nil {
@@ -504,7 +531,7 @@ func Redirects(conn *amqp.Connection, p Principal) ([]Attempt, error) {
 // counts, every queue should hold something first.
 func Reads(conn *amqp.Connection, p Principal, plane Plane) ([]Attempt, error) {
 	t := &tries{p: p}
-	for _, q := range plane.Queues {
+	for _, q := range slices.Concat(plane.Queues, plane.Streams) {
 		if slices.Contains(p.Queues, q) {
 			continue
 		}
@@ -740,7 +767,7 @@ func Check(ctx context.Context, dial Dialer, ctl *amqp.Connection, p Principal, 
 	}
 	want := Each(plane.Queues, 0)
 	for _, k := range p.Keys {
-		q, err := wire.ControlQueue(k)
+		q, err := wire.KeyQueue(k)
 		if err != nil {
 			return r, err
 		}

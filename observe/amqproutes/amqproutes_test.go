@@ -75,7 +75,7 @@ func TestOwnKeysAndQueuesAreThePlanes(t *testing.T) {
 	}
 	for _, p := range Principals(m) {
 		for _, k := range p.Keys {
-			q, err := wire.ControlQueue(k)
+			q, err := wire.KeyQueue(k)
 			if err != nil || !slices.Contains(queues, q) {
 				t.Errorf("%s's key %s: queue %q (%v), not one of the plane's", p.User, k, q, err)
 			}

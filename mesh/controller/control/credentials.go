@@ -67,3 +67,38 @@ func credentialsFor(ctx context.Context, st store.Reader, node string) wire.Cred
 	}
 	return out
 }
+
+// ServeArtifacts lets each host have the artifacts its node's newest
+// declaration names, through the bus's ArtifactDesk, until stop: on a bus
+// that cannot narrow a host's reads (AMQP), the controller is the deputy
+// that copies them, and asks here first.
+func ServeArtifacts(ctx context.Context, bus plane.ArtifactDesk, st store.Reader, log *slog.Logger) (stop func(), err error) {
+	return bus.ServeArtifacts(ctx, func(ctx context.Context, node, digest string) (int64, error) {
+		actx, cancel := context.WithTimeout(ctx, saveTimeout)
+		defer cancel()
+		size, err := artifactDeclared(actx, st, node, digest)
+		if err != nil {
+			log.Warn("artifact refused", "node", node, "digest", digest, "why", err)
+		}
+		return size, err
+	})
+}
+
+// artifactDeclared is the size of the artifact of digest if node's
+// declaration names it.
+func artifactDeclared(ctx context.Context, st store.Reader, node, digest string) (int64, error) {
+	declared, err := st.Declared(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("the store cannot say: %w", err)
+	}
+	d := slices.IndexFunc(declared, func(d wire.Declaration) bool { return d.Node == node })
+	if d < 0 {
+		return 0, fmt.Errorf("node %s has no declaration", node)
+	}
+	for _, a := range declared[d].Artifacts {
+		if a.Digest == digest {
+			return a.Size, nil
+		}
+	}
+	return 0, fmt.Errorf("node %s's declaration names no artifact %s", node, digest)
+}

@@ -142,16 +142,68 @@ func (b *builder) drop(c *buildsConsumer) {
 	}
 }
 
-// FetchRevision: how a builder fetches from a repository on AMQP is still
-// open (docs/decisions/0009); the repositories answer on NATS alone.
-func (b *builder) FetchRevision(context.Context, string, []byte) ([]byte, error) {
-	return nil, fmt.Errorf("%w: fetching a revision from a repository on AMQP", plane.ErrUnsupported)
-}
-
-// PutArtifact: the artifacts travel on NATS (ARTIFACTS); on AMQP, how
-// they travel is still open (docs/decisions/0009, "Artifacts").
-func (b *builder) PutArtifact(context.Context, []byte) (string, int, error) {
-	return "", 0, fmt.Errorf("%w: storing an artifact on AMQP", plane.ErrUnsupported)
+// FetchRevision puts the request into repository repo's fetch queue
+// through wire.ExchangeControl, with a correlation id, and reads the
+// answer from wire.QueueFetched, which this builder alone reads: only an
+// answer with repo's key (which only that repository may write) and the
+// request's correlation id is taken; others, of fetches given up on, are
+// passed over. A fetch queue nobody consumes is plane.ErrNoAnswerer at
+// once, as a request nobody subscribes to is on NATS.
+func (b *builder) FetchRevision(ctx context.Context, repo string, request []byte) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+	}
+	key, queue := wire.SourceFetch(repo), wire.SourceFetchQueue(repo)
+	ch, err := b.conn.Channel(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fetch from %s: %w", repo, err)
+	}
+	defer func() { _ = ch.Close() }()
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	var answers <-chan amqp.Delivery
+	var waiting amqp.Queue
+	err = amqpconn.Bounded(ctx, ch, func() error {
+		var err error
+		// A passive declare needs no permission, and says how many
+		// consume the repository's queue.
+		if waiting, err = ch.QueueDeclarePassive(queue, true, false, false, false, nil); err != nil {
+			return err
+		}
+		answers, err = ch.Consume(wire.QueueFetched, "", false, false, false, false, nil)
+		return err
+	})
+	if err != nil {
+		if amqpconn.BrokerCode(err) == wire.AMQPNotFound {
+			return nil, fmt.Errorf("fetch from %s: %w: %w", repo, plane.ErrMissing, err)
+		}
+		return nil, fmt.Errorf("fetch from %s: %w", repo, amqpconn.Refused(err))
+	}
+	if waiting.Consumers == 0 {
+		return nil, fmt.Errorf("fetch from %s: %w: nothing consumes %s", repo, plane.ErrNoAnswerer, queue)
+	}
+	id := wire.NewID()
+	err = sendControl(ctx, b.publishers, b.timeout, key, true, amqp.Publishing{
+		ContentType: wire.ContentTypeJSON, CorrelationId: id, MessageId: id, UserId: b.user, Body: request,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fetch from %s: %w", repo, err)
+	}
+	for {
+		select {
+		case d, ok := <-answers:
+			if !ok {
+				return nil, fmt.Errorf("fetch from %s: %w", repo, amqpconn.Refused(amqpconn.CloseCause(closed)))
+			}
+			_ = d.Ack(false)
+			if d.CorrelationId == id && d.RoutingKey == wire.SourceFetched(repo) {
+				return d.Body, nil
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fetch from %s: %w: %w", repo, link.ErrTimeout, ctx.Err())
+		}
+	}
 }
 
 // Built puts the outcome in control.built through wire.ExchangeControl

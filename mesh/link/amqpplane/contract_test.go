@@ -39,6 +39,8 @@ func TestContract(t *testing.T) {
 	linktest.Run(t, raise)
 	// What AMQP alone has to close, on the same broker.
 	t.Run("WhatTheBrokerDidNotRouteIsNeitherStatusNorDeadLetter", func(t *testing.T) { notRouted(t, raise(t).(*amqpBus)) })
+	t.Run("ARevisionIsFetchedFromTheRepositoryByItsQueues", func(t *testing.T) { fetchedFromTheRepository(t, raise(t).(*amqpBus)) })
+	t.Run("AnArtifactIsCopiedToTheHostItIsDeclaredToAlone", func(t *testing.T) { artifactCopiedToItsHost(t, raise(t).(*amqpBus)) })
 }
 
 // amqpBus is the sample mesh's broker, its topology asserted, the

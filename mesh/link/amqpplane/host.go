@@ -202,9 +202,3 @@ func (h *host) Credentials(ctx context.Context, node string) ([]byte, error) {
 		}
 	}
 }
-
-// Artifact: the artifacts travel on NATS (ARTIFACTS); on AMQP, how they
-// travel is still open (docs/decisions/0009).
-func (h *host) Artifact(context.Context, string, int64) ([]byte, error) {
-	return nil, fmt.Errorf("%w: fetching an artifact on AMQP", plane.ErrUnsupported)
-}

@@ -55,3 +55,10 @@ func (c *Controller) ServeCredentials(ctx context.Context, answer func(ctx conte
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }
+
+// ServeArtifacts serves nothing: on NATS a host's grant names the chunks
+// of the artifacts declared to it, and it reads them from ARTIFACTS
+// itself (docs/decisions/0007).
+func (c *Controller) ServeArtifacts(context.Context, func(context.Context, string, string) (int64, error)) (func(), error) {
+	return func() {}, nil
+}

@@ -147,6 +147,7 @@ type Controller interface {
 	DeadFeed
 	HeartbeatFeed
 	CredentialDesk
+	ArtifactDesk
 	// Close ends the connections.
 	Close() error
 }
@@ -336,6 +337,20 @@ type HeartbeatFeed interface {
 // its bytes go back to that host alone.
 type CredentialDesk interface {
 	ServeCredentials(ctx context.Context, answer func(ctx context.Context, node string) []byte) (stop func(), err error)
+}
+
+// ArtifactDesk hands the hosts the artifacts their declarations name,
+// where the bus cannot narrow a host's reads to them itself (AMQP, where
+// the controller copies the chunks into the host's own queue:
+// docs/decisions/0011). On NATS a host's grant names its artifacts'
+// chunks and it reads them itself: ServeArtifacts serves nothing there.
+type ArtifactDesk interface {
+	// ServeArtifacts answers each host's request for an artifact until
+	// stop. allowed is asked with the node the request came from, which
+	// the bus vouches for, and the digest asked; it returns the
+	// artifact's size if that node's declaration names it, and an error
+	// saying why not otherwise (the host hears the reason).
+	ServeArtifacts(ctx context.Context, allowed func(ctx context.Context, node, digest string) (size int64, err error)) (stop func(), err error)
 }
 
 // Pusher sends an operator's push into CONTROL and returns where CONTROL
