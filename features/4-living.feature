@@ -325,9 +325,11 @@ Feature: Living — the mesh living on its bus
     in ARTIFACTS and says so on mesh.control.built; the controller records it once. A revision the
     repository does not have is a build that failed, saying so. A builder killed mid-build has its
     request handed to the builder started again, and the build is recorded once.
-    On NATS only, for now: the plane carries fetches and artifacts on the broker too (decision
-    0011, proved against RabbitMQ by amqpplane's contract), but the harness does not yet raise a
-    builder and a repository on a mesh on AMQP.
+    On AMQP (decision 0011) the builders share the queue builds, one active at a time; the fetch
+    goes through the repository's queue and its answer through the builder's, never a reply-to;
+    ARTIFACTS is the stream artifacts, which the controller alone reads, each chunk's newest copy
+    the one that counts. The steps read the builds queue's own counts, the broker's firehose for
+    each handing, and the stream with the controller's credential.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
@@ -346,6 +348,7 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |
 
   @install
   Scenario Outline: An installation completes over the bus, with the outcome the path it replaces produced
@@ -354,8 +357,10 @@ Feature: Living — the mesh living on its bus
     module's program, runs it as a process of its own and reports it installed. The record status
     keeps of it has the fields and values of the one the AMQP path kept. An artifact whose bytes
     are not its digest is refused by the node that fetched it, naming both.
-    On NATS only, for now: on AMQP the controller copies a declared artifact into the host's own
-    queue (decision 0011), but the harness does not yet raise a builder on a mesh on AMQP.
+    On AMQP (decision 0011) the host asks the controller for the artifact, and the controller,
+    having checked that the node's declaration names it, copies its chunks from the stream into
+    the host's own queue; the host checks them as on NATS. bob calls the installed tool over the
+    bus the mesh is on: his client on NATS, his broker credential through mesh.rpc on AMQP.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
@@ -363,7 +368,7 @@ Feature: Living — the mesh living on its bus
     When a push installs that build of "sensor" on "node-a"
     Then within 30 seconds status shows "node-a" installed that build of "sensor", and runs it
     And the installation's record on "node-a" has the fields and values of "testdata/amqp-installation.json"
-    When the person "bob" calls "sensor.calibrate" with {"to": 4} 1 times through her client
+    When the person "bob" calls "sensor.calibrate" with {"to": 4} 1 times over the mesh's bus
     Then every answer is {"offset":4}
     When the chunks ARTIFACTS holds of that build are overwritten with other bytes
     And a push installs that build of "sensor" on "node-b"
@@ -373,3 +378,4 @@ Feature: Living — the mesh living on its bus
     Examples:
       | bus  |
       | nats |
+      | amqp |

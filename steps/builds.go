@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/meshbus/mesh/beds"
-	"github.com/meshbus/mesh/mesh/artifact"
 	"github.com/meshbus/mesh/mesh/build"
 	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
@@ -30,8 +29,10 @@ type builds struct {
 	// it held, by build id.
 	committed time.Time
 	content   map[string]string
-	// delivered is the builders' consumer's delivered count when noted.
+	// delivered is the builders' consumer's delivered count when noted;
+	// on AMQP, mark is the firehose's mark then.
 	delivered uint64
+	mark      int
 	// build is the last build status showed built; pushed when its
 	// installation was pushed.
 	build  store.Build
@@ -71,6 +72,11 @@ func (s *scenario) theRepositoryCommits(ctx context.Context, repo, revision, mod
 // theRepositoryAnnounces announces a revision as the repository's own
 // user, without committing it: the builder finds no such revision.
 func (s *scenario) theRepositoryAnnounces(ctx context.Context, repo, revision, module string) error {
+	if s.onAMQP() {
+		s.r.tainted = true
+		s.bd.committed = time.Now()
+		return s.announceOnAMQP(ctx, repo, module, revision)
+	}
 	c, err := s.connect(ctx, wire.SourceUser(repo))
 	if err != nil {
 		return err
@@ -110,15 +116,12 @@ func (s *scenario) statusShowsTheBuild(ctx context.Context, secs int, module, re
 	return err
 }
 
-// theArtifactIsThatRevision reads the artifact out of ARTIFACTS as a
-// reader with the controller's credential does, and reads its provenance.
+// theArtifactIsThatRevision reads the artifact out of ARTIFACTS (on AMQP
+// the artifacts' stream) as a reader with the controller's credential
+// does, and reads its provenance.
 func (s *scenario) theArtifactIsThatRevision(ctx context.Context, module, revision string) error {
-	c, err := s.connect(ctx, wire.ControllerUser)
-	if err != nil {
-		return err
-	}
 	b := s.bd.build
-	data, err := artifact.Fetch(ctx, c.Conn, b.Digest, b.Size)
+	data, err := s.storedArtifact(ctx, b.Digest, b.Size)
 	if err != nil {
 		return err
 	}
@@ -141,6 +144,14 @@ func (s *scenario) buildsProgress(ctx context.Context) (observe.Progress, error)
 }
 
 func (s *scenario) iNoteTheBuildsDelivered(ctx context.Context) error {
+	if s.onAMQP() {
+		t, err := s.controlTrace(ctx)
+		if err != nil {
+			return err
+		}
+		s.bd.mark = t.Mark()
+		return nil
+	}
 	p, err := s.buildsProgress(ctx)
 	s.bd.delivered = p.Delivered
 	return err
@@ -151,6 +162,9 @@ func (s *scenario) iNoteTheBuildsDelivered(ctx context.Context) error {
 // then kills the builder.
 func (s *scenario) theBuilderIsKilledMidBuild(ctx context.Context) error {
 	err := eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+		if s.onAMQP() {
+			return s.aBuildInHandOnAMQP(ctx)
+		}
 		p, err := s.buildsProgress(ctx)
 		if err != nil {
 			return err
@@ -167,11 +181,11 @@ func (s *scenario) theBuilderIsKilledMidBuild(ctx context.Context) error {
 }
 
 func (s *scenario) theBuildWasHanded(ctx context.Context, times int) error {
-	p, err := s.buildsProgress(ctx)
+	got, err := s.buildsHandedSinceNoted(ctx)
 	if err != nil {
 		return err
 	}
-	if got := p.Delivered - s.bd.delivered; got != uint64(times) {
+	if got != uint64(times) {
 		return fmt.Errorf("expected the builders handed the build %d times, they were handed %d", times, got)
 	}
 	st, err := s.fullStatus(ctx)
@@ -281,8 +295,13 @@ func (s *scenario) theInstallationIsLikeTheFixture(ctx context.Context, node, fi
 
 // theChunksAreOverwritten replaces the first chunk of the last build's
 // artifact with as many other bytes, with the builder's credential, the
-// one that may write there.
+// one that may write there (on AMQP: puts it again into the stream, whose
+// newest copy of a chunk is the one copied to a host).
 func (s *scenario) theChunksAreOverwritten(ctx context.Context) error {
+	size := min(s.bd.build.Size, int64(wire.ArtifactChunkSize))
+	if s.onAMQP() {
+		return s.overwriteChunkOnAMQP(ctx, s.bd.build.Digest, make([]byte, size))
+	}
 	c, err := s.connect(ctx, wire.BuilderUser)
 	if err != nil {
 		return err
@@ -291,7 +310,6 @@ func (s *scenario) theChunksAreOverwritten(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	size := min(s.bd.build.Size, int64(wire.ArtifactChunkSize))
 	_, err = js.Publish(ctx, wire.ArtifactChunk(s.bd.build.Digest, 0), make([]byte, size))
 	return err
 }

@@ -43,6 +43,7 @@ func (s *scenario) bindPersons(sc *godog.ScenarioContext) {
 	sc.Step(`^the person "([^"]+)" asks her client for the mesh's tools$`, s.aPersonListsTools)
 	sc.Step(`^her client offers exactly "([^"]+)", described as the catalogue says$`, s.theClientOffers)
 	sc.Step(`^the person "([^"]+)" calls "([^"]+)" with (\{.*\}) (\d+) times through her client$`, s.aPersonCalls)
+	sc.Step(`^the person "([^"]+)" calls "([^"]+)" with (\{.*\}) (\d+) times over the mesh's bus$`, s.aPersonCallsOverTheBus)
 	sc.Step(`^every answer is (\{.*\})$`, s.everyAnswerIs)
 	sc.Step(`^the person "([^"]+)" calling "([^"]+)" through her client is refused by the server$`, s.aPersonIsDenied)
 	sc.Step(`^the controller issues the person "([^"]+)" the tools "([^"]+)", sealed to her own key$`, s.theControllerIssuesAPerson)

@@ -164,11 +164,8 @@ func (t Topology) Check() error {
 	if count[KindHost] > 0 && (count[KindController] == 0 || count[kind] == 0) {
 		bad("members of kind %s need a member of kind %s and one of kind %s: a host enrols over the bus with the controller", KindHost, KindController, kind)
 	}
-	if count[KindSource]+count[KindBuilder] > 0 && bus != BusNATS {
-		bad("members of kinds %s and %s run on %s only yet: artifacts are not carried on %s (docs/control-plane.md)", KindSource, KindBuilder, BusNATS, bus)
-	}
-	if count[KindSource]+count[KindBuilder] > 0 && (count[KindController] == 0 || count[KindNATS] == 0) {
-		bad("members of kinds %s and %s need a member of kind %s and one of kind %s: their credentials are the controller's, their work comes over the bus", KindSource, KindBuilder, KindController, KindNATS)
+	if count[KindSource]+count[KindBuilder] > 0 && (count[KindController] == 0 || count[kind] == 0) {
+		bad("members of kinds %s and %s need a member of kind %s and one of kind %s: their credentials are the controller's, their work comes over the bus", KindSource, KindBuilder, KindController, kind)
 	}
 	for i, m := range t.Members {
 		if m.OnDemand && m.Kind != KindRabbitMQ {
@@ -241,8 +238,9 @@ func Living() Topology {
 }
 
 // LivingOnAMQP is Living on the bus the mesh has today: the broker
-// instead of the NATS server, the controller's genesis on it. The build
-// path stays on NATS until artifacts are carried on AMQP.
+// instead of the NATS server, the controller's genesis on it, the build
+// path's members with their credentials for the broker
+// (docs/decisions/0011).
 func LivingOnAMQP() Topology {
 	return Topology{Bus: BusAMQP, Members: []Member{
 		{Name: "store", Kind: KindPostgres, Networks: []string{Private}},
@@ -250,6 +248,8 @@ func LivingOnAMQP() Topology {
 		{Name: "controller", Kind: KindController, Networks: []string{Private}},
 		{Name: "node-a", Kind: KindHost, Networks: []string{Private}},
 		{Name: "node-b", Kind: KindHost, Networks: []string{Private}},
+		{Name: "modules", Kind: KindSource, Networks: []string{Private}},
+		{Name: "builder", Kind: KindBuilder, Networks: []string{Private}},
 	}}
 }
 

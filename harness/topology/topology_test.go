@@ -51,7 +51,7 @@ func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
 		"amqp bus missing":   {Topology{Bus: BusAMQP, Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}}, "no member of kind rabbitmq: nothing can run without the bus (the mesh is on amqp)"},
 		"unknown bus":        {Topology{Bus: "kafka", Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}}, `bus "kafka": unknown (valid: nats, amqp)`},
 		"amqp host alone":    {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind rabbitmq"},
-		"builds on amqp":     {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "controller", Kind: KindController, Networks: []string{Private}}, {Name: "b", Kind: KindBuilder, Networks: []string{Private}}}}, "run on nats only yet"},
+		"builder alone":      {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "b", Kind: KindBuilder, Networks: []string{Private}}}}, "need a member of kind controller and one of kind rabbitmq"},
 		"two controller":     {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "c1", Kind: KindController, Networks: []string{Private}}, {Name: "c2", Kind: KindController, Networks: []string{Private}}}}, "one controller"},
 	} {
 		err := c.top.Check()
