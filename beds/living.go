@@ -22,7 +22,7 @@ func living() Bed {
 		Timeout:  20 * time.Minute,
 		Topology: topology.Living(),
 		// A flow that exists on both buses is an outline with a row per
-		// bus; the build path (source, builder, artifacts) is on NATS only.
+		// bus; the person's client's flows are on NATS only.
 		OnBus: map[string]topology.Topology{topology.BusAMQP: topology.LivingOnAMQP()},
 		Matrix: &Matrix{
 			Param:     "bus",

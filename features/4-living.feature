@@ -273,18 +273,13 @@ Feature: Living — the mesh living on its bus
       | amqp |
 
   @tools
-  Scenario Outline: A module's tool is called from another node and from a person's client, and refused where no grant allows it
+  Scenario Outline: A module's tool is called from another node, and refused where no grant allows it
     Design 25 §7 and design 19's tools. A push raises relay and stranger on node-b, each under its
     host as a process of its own. Each serves "call", which calls a tool on its own account and
     says what happened; relay's manifest uses sensor.calibrate, stranger's uses nothing. The
-    administrator bob asks them through his client (the person's client, on the SDK's contract):
-    sensor on node-a answers relay, and the server refuses stranger. alice's client lists the tools
-    the catalogue offers her and calls one; what she was not issued, the server refuses her. A
-    person the controller issues on the spot, sealed to her own key, is closed by the server when
-    revoked.
-    On NATS only: the person's client speaks NATS alone (design 25 §7) and refuses an AMQP
-    credential; a module's call over AMQP is proved by the conformance bed (a module built
-    once, first run on AMQP).
+    administrator bob asks them over the bus the mesh is on (his client on NATS, his broker
+    credential through mesh.rpc on AMQP): sensor on node-a answers relay, and the server refuses
+    stranger, in its own words.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When a push adds these modules to "node-b":
@@ -300,6 +295,30 @@ Feature: Living — the mesh living on its bus
     Then the relay's answer is "ok" after 200 calls, the last answering {"offset":1.5}
     When the person "bob" asks "stranger.call" to call "sensor.calibrate" with {"to": 1.5} 1 times
     Then the relay's answer is "denied" after 1 calls, within a second
+
+    Examples:
+      | bus  |
+      | nats |
+      | amqp |
+
+  @tools
+  Scenario Outline: A person's client offers and calls the tools she was issued, and is closed when revoked
+    Design 25 §7. A push raises relay on node-b. alice's client lists the tools the catalogue
+    offers her and calls one; relay's, which she was not issued, the server refuses her (her client
+    refuses at once a tool the catalogue does not have, so the mesh must have it). A person the
+    controller issues on the spot, sealed to her own key, is closed by the server when revoked.
+    On NATS only: the person's client speaks NATS alone (design 25 §7) and refuses an AMQP
+    credential; a person's call over AMQP is proved by @tools and @install above, through the
+    broker with her credential.
+
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
+    When a push adds these modules to "node-b":
+      """
+      - name: relay
+        tools: [call]
+        uses: [sensor.calibrate]
+      """
+    Then within 30 seconds every node runs every module declared to it, as status shows
     When the person "alice" asks her client for the mesh's tools
     Then her client offers exactly "sensor.calibrate", described as the catalogue says
     When the person "alice" calls "sensor.calibrate" with {"to": 2.5} 200 times through her client
@@ -354,9 +373,9 @@ Feature: Living — the mesh living on its bus
   Scenario Outline: An installation completes over the bus, with the outcome the path it replaces produced
     The push declares the artifact a build produced; the node's host fetches it from ARTIFACTS (its
     grant names that artifact's chunks and no other's), checks its digest, installs it as the
-    module's program, runs it as a process of its own and reports it installed. The record status
-    keeps of it has the fields and values of the one the AMQP path kept. An artifact whose bytes
-    are not its digest is refused by the node that fetched it, naming both.
+    module's program, runs it as a process of its own and reports it installed. Each row notes the
+    record status keeps of it, and the scenario after this one compares the two buses' records. An
+    artifact whose bytes are not its digest is refused by the node that fetched it, naming both.
     On AMQP (decision 0011) the host asks the controller for the artifact, and the controller,
     having checked that the node's declaration names it, copies its chunks from the stream into
     the host's own queue; the host checks them as on NATS. bob calls the installed tool over the
@@ -367,7 +386,7 @@ Feature: Living — the mesh living on its bus
     Then within 30 seconds status shows the build of "sensor" at "r2" built
     When a push installs that build of "sensor" on "node-a"
     Then within 30 seconds status shows "node-a" installed that build of "sensor", and runs it
-    And the installation's record on "node-a" has the fields and values of "testdata/amqp-installation.json"
+    And the installation's record on "node-a" names that build, installed, and is noted as the one the mesh on <bus> keeps
     When the person "bob" calls "sensor.calibrate" with {"to": 4} 1 times over the mesh's bus
     Then every answer is {"offset":4}
     When the chunks ARTIFACTS holds of that build are overwritten with other bytes
@@ -379,3 +398,14 @@ Feature: Living — the mesh living on its bus
       | bus  |
       | nats |
       | amqp |
+
+  @install
+  Scenario: The installation's record is the same on the bus it replaces as on NATS
+    Design 25 §9 step 4: a converted flow is proved against the behaviour it replaced, live. Each
+    row of the outline above installed the same revision, built by the same builder, and noted the
+    record status keeps of it; here the two are compared field by field. The artifact is a function
+    of the revision and the builder's program alone, so its digest is the same on both buses; only
+    when the node reported it differs, and is left out. Without both rows in the same run there is
+    nothing to compare, and this scenario fails saying which is missing.
+
+    Then the installation's records noted on amqp and on nats in this run have the same fields and the same values, the artifact's digest included

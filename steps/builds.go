@@ -2,11 +2,7 @@ package steps
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -49,7 +45,6 @@ func (s *scenario) bindBuilds(sc *godog.ScenarioContext) {
 	sc.Step(`^the builders were handed that build (\d+) times, and status records it once$`, s.theBuildWasHanded)
 	sc.Step(`^a push installs that build of "([^"]+)" on "([^"]+)"$`, s.aPushInstalls)
 	sc.Step(`^within (\d+) seconds status shows "([^"]+)" installed that build of "([^"]+)", and runs it$`, s.statusShowsInstalled)
-	sc.Step(`^the installation's record on "([^"]+)" has the fields and values of "([^"]+)"$`, s.theInstallationIsLikeTheFixture)
 	sc.Step(`^the chunks ARTIFACTS holds of that build are overwritten with other bytes$`, s.theChunksAreOverwritten)
 	sc.Step(`^within (\d+) seconds status shows "([^"]+)" refused that build, naming its digest and the one it fetched$`, s.statusShowsTheInstallRefused)
 }
@@ -253,44 +248,6 @@ func (s *scenario) statusShowsInstalled(ctx context.Context, secs int, node, mod
 		s.bd.pushed = time.Time{}
 	}
 	return err
-}
-
-// theInstallationIsLikeTheFixture compares the installation status
-// records with the record the AMQP path kept, field by field: the same
-// fields, and the same values but for the artifact, which is the build's.
-func (s *scenario) theInstallationIsLikeTheFixture(ctx context.Context, node, fixture string) error {
-	data, err := os.ReadFile(filepath.Join(s.w.opts.FeaturesDir, fixture))
-	if err != nil {
-		return err
-	}
-	var want map[string]any
-	if err := json.Unmarshal(data, &want); err != nil {
-		return fmt.Errorf("%s: %w", fixture, err)
-	}
-	st, err := s.fullStatus(ctx)
-	if err != nil {
-		return err
-	}
-	in, ok := s.installationOn(st, node, fmt.Sprint(want["module"]))
-	if !ok {
-		return fmt.Errorf("status shows no installation on %s", node)
-	}
-	raw, _ := json.Marshal(in)
-	var got map[string]any
-	_ = json.Unmarshal(raw, &got)
-	delete(got, "at")
-	if g, w := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)); !slices.Equal(g, w) {
-		return fmt.Errorf("the installation's record has the fields %v, the AMQP path's %v", g, w)
-	}
-	for k, v := range want {
-		if k == "artifact" {
-			v = s.bd.build.Digest
-		}
-		if got[k] != v {
-			return fmt.Errorf("the installation's %s is %v, the AMQP path's %v", k, got[k], v)
-		}
-	}
-	return nil
 }
 
 // theChunksAreOverwritten replaces the first chunk of the last build's

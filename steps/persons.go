@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshbus/mesh/beds"
 	meshclient "github.com/meshbus/mesh/mesh/client"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/modules/relay/call"
 	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -28,6 +29,9 @@ type persons struct {
 	// credentials, issued or from the description.
 	clients map[string]*meshclient.Client
 	creds   map[string]wire.Credential
+	// onAMQP are the persons' connections to the broker, on a mesh on
+	// AMQP, by person.
+	onAMQP map[string]link.Transport
 	// relayed is the relay's last answer; answers the last calls' answers
 	// and took how long each took; offered the tools a client offered.
 	relayed call.Answer
@@ -88,17 +92,25 @@ func (s *scenario) personClient(ctx context.Context, person string) (*meshclient
 }
 
 // aPersonAsksTheRelay has person call module's relay tool, asking it to
-// call target's tool with args, times times, on its own account.
+// call target's tool with args, times times, on its own account: through
+// her client on NATS, through the broker on AMQP (aPersonCallsOverTheBus).
 func (s *scenario) aPersonAsksTheRelay(ctx context.Context, person, module, tool, targetModule, targetTool, args string, times int) error {
-	c, err := s.personClient(ctx, person)
-	if err != nil {
-		return err
-	}
 	req, err := json.Marshal(call.Request{Module: targetModule, Tool: targetTool, Args: json.RawMessage(args), Times: times})
 	if err != nil {
 		return err
 	}
-	out, err := callServed(ctx, c, module+"."+tool, req)
+	var out []byte
+	if s.onAMQP() {
+		var tr link.Transport
+		if tr, err = s.personOnAMQP(ctx, person); err == nil {
+			out, err = callServedOverAMQP(ctx, tr, module+"."+tool, req)
+		}
+	} else {
+		var c *meshclient.Client
+		if c, err = s.personClient(ctx, person); err == nil {
+			out, err = callServed(ctx, c, module+"."+tool, req)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%s asking %s.%s: %w", person, module, tool, err)
 	}
@@ -120,14 +132,19 @@ func (s *scenario) theRelayAnswered(ctx context.Context, outcome string, calls i
 }
 
 // theRelayRefused: the relay's call was refused at once — by the
-// server's permissions violation, not by waiting out the call's timeout.
+// server's own refusal (NATS's permissions violation, the broker's
+// ACCESS_REFUSED on the channel), not by waiting out the call's timeout.
 func (s *scenario) theRelayRefused(ctx context.Context, outcome string, calls int) error {
 	a := s.pp.relayed
 	if string(a.Outcome) != outcome || a.Calls != calls {
 		return fmt.Errorf("expected %s after %d calls, got %+v", outcome, calls, a)
 	}
-	if outcome == string(call.Denied) && !strings.Contains(strings.ToLower(a.Error), "permission") {
-		return fmt.Errorf("expected the server's permissions violation, the relay says %q", a.Error)
+	refusal := "permission"
+	if s.onAMQP() {
+		refusal = "access_refused"
+	}
+	if outcome == string(call.Denied) && !strings.Contains(strings.ToLower(a.Error), refusal) {
+		return fmt.Errorf("expected the server's refusal (%s), the relay says %q", refusal, a.Error)
 	}
 	return nil
 }
@@ -184,12 +201,19 @@ func (s *scenario) aPersonCalls(ctx context.Context, person, name, args string, 
 		s.pp.took = append(s.pp.took, time.Since(start))
 		s.pp.answers = append(s.pp.answers, out)
 	}
-	if times >= 100 {
-		l := call.Summarize(s.pp.took)
-		beds.Measure(ctx, fmt.Sprintf("tool call person→node (test host → sensor on node-a), median of %d", times), time.Duration(l.MedianUS)*time.Microsecond)
-		beds.Measure(ctx, fmt.Sprintf("tool call person→node, p99 of %d", times), time.Duration(l.P99US)*time.Microsecond)
-	}
+	s.measurePersonCalls(ctx, times)
 	return nil
+}
+
+// measurePersonCalls reports the median and p99 of the last calls' times,
+// where there were enough of them for a p99 to mean something.
+func (s *scenario) measurePersonCalls(ctx context.Context, times int) {
+	if times < 100 {
+		return
+	}
+	l := call.Summarize(s.pp.took)
+	beds.Measure(ctx, fmt.Sprintf("tool call person→node (test host → sensor on node-a), median of %d", times), time.Duration(l.MedianUS)*time.Microsecond)
+	beds.Measure(ctx, fmt.Sprintf("tool call person→node, p99 of %d", times), time.Duration(l.P99US)*time.Microsecond)
 }
 
 func (s *scenario) everyAnswerIs(ctx context.Context, want string) error {

@@ -58,6 +58,10 @@ type World struct {
 	retired  []*raised          // kept up for --keep
 	evidence []evidence         // kept up for --fail-fast
 	reg      *conformance.Registry
+
+	// installRecords are the installation's records the rows of @install
+	// noted, by bus, for the scenario that compares them.
+	installRecords map[string]installRecord
 }
 
 // New makes the World of a run.
@@ -96,6 +100,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindRollout(sc)
 	s.bindPersons(sc)
 	s.bindBuilds(sc)
+	s.bindInstallRecords(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

@@ -24,8 +24,8 @@ const (
 )
 
 // Installation is one module's artifact declared to one node, and what
-// the node said of it: the record the path it replaces kept (the AMQP
-// path's fixture, features/testdata/amqp-installation.json), with the same fields.
+// the node said of it. The living bed compares the record kept on AMQP,
+// the path it replaces, with the one kept on NATS, field by field.
 type Installation struct {
 	Node     string `json:"node"`
 	Module   string `json:"module"`
