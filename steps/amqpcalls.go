@@ -31,23 +31,9 @@ func (s *scenario) aPersonCallsOverTheBus(ctx context.Context, person, name, arg
 	if err != nil {
 		return err
 	}
-	s.pp.answers, s.pp.took = nil, nil
-	// The first call waits for the tool to be served; the ones timed
-	// after it find it served.
-	if _, err := callServedOverAMQP(ctx, tr, name, []byte(args)); err != nil {
-		return fmt.Errorf("%s's first call of %s over AMQP: %w", person, name, err)
-	}
-	for i := range times {
-		start := time.Now()
-		out, err := callOverAMQP(ctx, tr, name, []byte(args))
-		if err != nil {
-			return fmt.Errorf("%s's call %d of %s over AMQP: %w", person, i+1, name, err)
-		}
-		s.pp.took = append(s.pp.took, time.Since(start))
-		s.pp.answers = append(s.pp.answers, out)
-	}
-	s.measurePersonCalls(ctx, times)
-	return nil
+	call := func(ctx context.Context) ([]byte, error) { return callOverAMQP(ctx, tr, name, []byte(args)) }
+	served := func(ctx context.Context) ([]byte, error) { return callServedOverAMQP(ctx, tr, name, []byte(args)) }
+	return s.timePersonCalls(ctx, person+"'s", name+" over AMQP", times, served, call)
 }
 
 // personOnAMQP is person's connection to the broker, opened once per

@@ -186,17 +186,24 @@ func (s *scenario) aPersonCalls(ctx context.Context, person, name, args string, 
 	if err != nil {
 		return err
 	}
+	call := func(ctx context.Context) ([]byte, error) { return c.Call(ctx, name, []byte(args)) }
+	served := func(ctx context.Context) ([]byte, error) { return callServed(ctx, c, name, []byte(args)) }
+	return s.timePersonCalls(ctx, person+"'s", name, times, served, call)
+}
+
+// timePersonCalls makes the first call with served, which waits for the
+// tool to be served, then times times calls made with call (which find it
+// served), keeping each answer and how long it took, and reports them.
+func (s *scenario) timePersonCalls(ctx context.Context, whose, name string, times int, served, call func(context.Context) ([]byte, error)) error {
 	s.pp.answers, s.pp.took = nil, nil
-	// The first call waits for the tool to be served (callServed); the
-	// ones timed after it find it served.
-	if _, err := callServed(ctx, c, name, []byte(args)); err != nil {
-		return fmt.Errorf("%s's first call of %s: %w", person, name, err)
+	if _, err := served(ctx); err != nil {
+		return fmt.Errorf("%s first call of %s: %w", whose, name, err)
 	}
 	for i := range times {
 		start := time.Now()
-		out, err := c.Call(ctx, name, []byte(args))
+		out, err := call(ctx)
 		if err != nil {
-			return fmt.Errorf("%s's call %d of %s: %w", person, i+1, name, err)
+			return fmt.Errorf("%s call %d of %s: %w", whose, i+1, name, err)
 		}
 		s.pp.took = append(s.pp.took, time.Since(start))
 		s.pp.answers = append(s.pp.answers, out)
