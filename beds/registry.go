@@ -12,6 +12,7 @@ import (
 // conformance, living, cutover; only those whose features exist are registered.
 func registerAll(r *Registry) {
 	r.Add(genesis())
+	r.Add(adoption())
 	r.Add(conformance())
 	r.Add(living())
 }

@@ -300,7 +300,19 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	clock.done("mint")
 
 	q := regexp.QuoteMeta(amqpObserverQueue)
-	opts := append(c.s.common(RoleAMQP),
+	opts := c.s.common(RoleAMQP)
+	if c.topology.Has(topology.KindPredecessor) {
+		// The predecessor's user and virtual host are the broker's
+		// operator's, there before the mesh: the mesh neither mints nor
+		// changes them (amqpadmin changes only the users it tagged).
+		c.predecessorPassword = rand.Text()
+		opts = append(opts,
+			rabbitmq.WithUser(PredecessorUser, c.predecessorPassword),
+			rabbitmq.WithVhost(PredecessorVhost),
+			rabbitmq.WithPermissions(PredecessorUser, PredecessorVhost, ".*", ".*", ".*"),
+		)
+	}
+	opts = append(opts,
 		// The observer is the harness's, in the boot definitions, so it is
 		// there before any principal of the mesh may log in; the
 		// controller's live changes leave alone a user it did not tag
@@ -324,10 +336,13 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 		),
 		network.WithNetworkName([]string{AliasAMQP}, c.networks[Private]),
 		// The TLS listener is published on this host's loopback too, for
-		// the steps, which observe the broker as its principals do.
-		testcontainers.WithExposedPorts(amqpTLSPort+"/tcp"),
+		// the steps, which observe the broker as its principals do; so is
+		// the management API, for the witness, which reads it as the
+		// harness's administrator.
+		testcontainers.WithExposedPorts(amqpTLSPort+"/tcp", rabbitmq.ManagementPort),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.PortBindings[dockernet.MustParsePort(amqpTLSPort+"/tcp")] = []dockernet.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+			hc.PortBindings[dockernet.MustParsePort(rabbitmq.ManagementPort)] = []dockernet.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
 		}),
 		rabbitmq.WithStartupTimeout(amqpReadyWithin),
 		// The broker runs as the image's own user: its Erlang cookie and

@@ -84,6 +84,11 @@ type Cluster struct {
 	faults     map[string]injected  // by member
 	busAddr    string               // as of the last BusAddress, for Describe
 	amqp       *AMQPBus             // once raised
+	// predecessorPassword is the predecessor's on the broker, minted
+	// with the broker when the topology has a predecessor.
+	predecessorPassword string
+	predecessor         *testcontainers.DockerContainer // once raised
+	beside              *NATSBeside                     // once raised
 }
 
 // RaiseGenesis raises the genesis cluster of the description
@@ -148,7 +153,7 @@ func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Clust
 }
 
 func (c *Cluster) ensureImages(ctx context.Context) error {
-	set, err := c.s.ensureImages(ctx, c.topology.Has(topology.KindHost))
+	set, err := c.s.ensureImages(ctx, c.topology.Has(topology.KindHost), c.topology.Has(topology.KindPredecessor))
 	if err != nil {
 		return err
 	}
@@ -251,14 +256,23 @@ func (c *Cluster) memberPhases() []phase {
 				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startBuilder(ctx, m) }})
 			case topology.KindRabbitMQ:
 				out = append(out, phase{m.Name, func(ctx context.Context) error { _, err := c.RaiseAMQP(ctx); return err }})
+			case topology.KindPredecessor:
+				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startPredecessor(ctx, m) }})
 			}
 		}
 	}
 	return out
 }
 
-// startNATS raises the bus's server as member m, on the networks m lists.
+// startNATS raises the bus's server as member m, on the networks m lists,
+// with the configuration the controller composed.
 func (c *Cluster) startNATS(ctx context.Context, m topology.Member) error {
+	return c.startNATSWith(ctx, m, statedir.Layout{Dir: c.state}.NATS())
+}
+
+// startNATSWith raises the bus's server as member m with the
+// configuration directory configDir.
+func (c *Cluster) startNATSWith(ctx context.Context, m topology.Member, configDir string) error {
 	defaults, err := c.imageCmd(ctx, c.images.nats)
 	if err != nil {
 		return err
@@ -266,7 +280,7 @@ func (c *Cluster) startNATS(ctx context.Context, m topology.Member) error {
 	opts := append(c.s.common(RoleNATS),
 		testcontainers.WithCmd(defaults...),
 		nats.WithPoll(c.poll),
-		nats.WithConfigDir(statedir.Layout{Dir: c.state}.NATS()),
+		nats.WithConfigDir(configDir),
 		nats.WithStoreDir(c.js),
 		network.WithNetworkName([]string{AliasNATS}, c.networks[Private]),
 		nats.WithStartupTimeout(c.readyTimeout),

@@ -140,6 +140,22 @@ type AMQPRaiser interface {
 	RaiseAMQP(ctx context.Context) (AMQPBroker, error)
 }
 
+// PredecessorWatcher is the capability of a Mesh whose topology has a
+// predecessor: the witness reads everything the predecessor's client
+// could notice, from outside it and the mesh.
+type PredecessorWatcher interface {
+	PredecessorWitness(ctx context.Context) (observe.Witness, error)
+}
+
+// NATSBesideRaiser is the capability of a Mesh on AMQP whose topology has
+// a NATS server raised on demand: an operator raises it beside the
+// broker with a configuration of its own (RaiseNATSBeside), for the mesh
+// to adopt; ReadNATSBesideConfig reads its watched file.
+type NATSBesideRaiser interface {
+	RaiseNATSBeside(ctx context.Context) (NATSBeside, error)
+	ReadNATSBesideConfig() ([]byte, error)
+}
+
 // AMQPBroker is a raised RabbitMQ broker as the steps observe it: where
 // its TLS listener is reached from here, what it holds by its own account
 // (rabbitmqctl), and the principals' AMQP credentials.
@@ -214,16 +230,18 @@ type Member interface {
 }
 
 var (
-	_ Mesh         = (*Cluster)(nil)
-	_ Containers   = (*Cluster)(nil)
-	_ Operator     = (*Cluster)(nil)
-	_ StoreQuerier = (*Cluster)(nil)
-	_ NATSConfig   = (*Cluster)(nil)
-	_ AMQPRaiser   = (*Cluster)(nil)
-	_ ModuleRunner = (*Cluster)(nil)
-	_ AMQPBroker   = (*AMQPBus)(nil)
-	_ Program      = (*Driver)(nil)
-	_ Member       = (*Handle)(nil)
+	_ Mesh               = (*Cluster)(nil)
+	_ Containers         = (*Cluster)(nil)
+	_ Operator           = (*Cluster)(nil)
+	_ StoreQuerier       = (*Cluster)(nil)
+	_ NATSConfig         = (*Cluster)(nil)
+	_ AMQPRaiser         = (*Cluster)(nil)
+	_ PredecessorWatcher = (*Cluster)(nil)
+	_ NATSBesideRaiser   = (*Cluster)(nil)
+	_ ModuleRunner       = (*Cluster)(nil)
+	_ AMQPBroker         = (*AMQPBus)(nil)
+	_ Program            = (*Driver)(nil)
+	_ Member             = (*Handle)(nil)
 )
 
 // Member is the member name is, or ErrUnknownMember naming the valid ones.

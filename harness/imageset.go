@@ -10,16 +10,21 @@ import (
 type imageSet struct {
 	nats, controller, probe, host string
 	builder, source               string
+	predecessor                   string
 }
 
 // ensureImages builds whichever of the cluster's images is missing or
 // stale (the images package decides, from its inputs label) and returns
-// their references; the host's only when hosts says the cluster runs one.
-// A failure wraps ErrInfrastructure.
-func (s *Session) ensureImages(ctx context.Context, hosts bool) (imageSet, error) {
+// their references; the host's only when hosts says the cluster runs one,
+// the predecessor's only when predecessor does. A failure wraps
+// ErrInfrastructure.
+func (s *Session) ensureImages(ctx context.Context, hosts, predecessor bool) (imageSet, error) {
 	specs := []images.Spec{images.NATS(), images.Controller(), images.Probe()}
 	if hosts {
 		specs = append(specs, images.Host(), images.BuildMachine(), images.Source())
+	}
+	if predecessor {
+		specs = append(specs, images.Predecessor())
 	}
 	refs, err := s.builder.EnsureAll(ctx, specs...)
 	if err != nil {
@@ -35,5 +40,6 @@ func (s *Session) ensureImages(ctx context.Context, hosts bool) (imageSet, error
 		set.builder = refs[images.BuildMachine().Name]
 		set.source = refs[images.Source().Name]
 	}
+	set.predecessor = refs[images.Predecessor().Name]
 	return set, nil
 }

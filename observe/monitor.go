@@ -21,6 +21,11 @@ type Varz struct {
 	Start          time.Time `json:"start"`
 	ConfigLoadTime time.Time `json:"config_load_time"`
 	ConfigDigest   string    `json:"config_digest"`
+	ServerName     string    `json:"server_name"`
+	// InMsgs and OutMsgs count the messages clients published to the
+	// server and it delivered, since it started.
+	InMsgs  uint64 `json:"in_msgs"`
+	OutMsgs uint64 `json:"out_msgs"`
 }
 
 // Change is what two readings of /varz say happened to the server
@@ -85,6 +90,27 @@ func ConnectionReasons(body []byte, user string) ([]string, error) {
 			out = append(out, c.Reason)
 		}
 	}
+	return out, nil
+}
+
+// ConnectedUsers reads an answer of /connz and returns each user that
+// has a connection in it, once, sorted.
+func ConnectedUsers(body []byte) ([]string, error) {
+	var connz struct {
+		Connections []struct {
+			User string `json:"authorized_user"`
+		} `json:"connections"`
+	}
+	if err := json.Unmarshal(body, &connz); err != nil {
+		return nil, fmt.Errorf("read /connz: %w", err)
+	}
+	var out []string
+	for _, c := range connz.Connections {
+		if !slices.Contains(out, c.User) {
+			out = append(out, c.User)
+		}
+	}
+	slices.Sort(out)
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +123,16 @@ func TestChangeSinceAnEarlierReading(t *testing.T) {
 		if got := c.now.Since(before); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestConnectedUsersAreEachUserOnce(t *testing.T) {
+	body := []byte(`{"connections":[{"authorized_user":"ops","reason":"Client Closed"},{"authorized_user":"controller"},{"authorized_user":"ops"}]}`)
+	got, err := ConnectedUsers(body)
+	if err != nil || !slices.Equal(got, []string{"controller", "ops"}) {
+		t.Fatalf("expected controller and ops, got %v, %v", got, err)
+	}
+	if _, err := ConnectedUsers([]byte("nope")); err == nil {
+		t.Fatal("expected an answer that is not JSON refused")
 	}
 }

@@ -103,6 +103,15 @@ type fullStatus struct {
 	// node did with the artifacts declared to it.
 	Builds        []store.Build         `json:"builds"`
 	Installations []status.Installation `json:"installations"`
+	// Seats are the seats held by servers adopted in place.
+	Seats []struct {
+		Name     string    `json:"name"`
+		Module   string    `json:"module"`
+		Server   string    `json:"server"`
+		ServerID string    `json:"server_id"`
+		Config   string    `json:"config"`
+		Adopted  time.Time `json:"adopted"`
+	} `json:"seats"`
 }
 
 func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {

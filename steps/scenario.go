@@ -63,8 +63,10 @@ type scenario struct {
 	ro          rollout
 	pp          persons
 	bd          builds
-	iso         isolation   // the AMQP isolation tries
-	ac          amqpControl // the control plane on AMQP, as watched
+	iso         isolation                    // the AMQP isolation tries
+	ac          amqpControl                  // the control plane on AMQP, as watched
+	witnessed   *observe.PredecessorSnapshot // the witness's last note
+	ad          adoption                     // the server beside the broker
 	// brokenFrom and brokenUntil bound the last fault held for a time.
 	brokenFrom, brokenUntil time.Time
 }

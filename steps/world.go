@@ -101,6 +101,8 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindPersons(sc)
 	s.bindBuilds(sc)
 	s.bindInstallRecords(sc)
+	s.bindPredecessor(sc)
+	s.bindAdoption(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

@@ -14,7 +14,7 @@ func TestUsage(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"-h"}, 0, "mesh-nats, mesh-controller, mesh-host, mesh-builder, mesh-source, mesh-probe"},
+		{[]string{"-h"}, 0, "mesh-nats, mesh-controller, mesh-host, mesh-builder, mesh-source, mesh-predecessor, mesh-probe"},
 		{[]string{"--help"}, 0, "Usage: build-images"},
 		// A driver of the registry not written in Go, by its image's name.
 		{[]string{"-h"}, 0, "mesh-driver-js"},

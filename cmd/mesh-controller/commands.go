@@ -92,6 +92,35 @@ func applyCmd() command {
 		}}
 }
 
+func adoptCmd() command {
+	return command{needsMesh: true,
+		flags: func(fs *flag.FlagSet, c *call) {
+			fs.StringVar(&c.config, "config", "", "the configuration file the server to adopt watches, as this process reaches it")
+			fs.StringVar(&c.monitor, "monitor", "", "its monitoring endpoint, http://host:port (default the description's bus.monitor and bus.monitor_port)")
+			fs.DurationVar(&c.within, "within", 30*time.Second, "how long to wait for the server to load each configuration written")
+		},
+		check: func(c *call) error {
+			if c.config == "" {
+				return errors.New("--config is required")
+			}
+			if c.within <= 0 {
+				return fmt.Errorf("--within %v must be above 0", c.within)
+			}
+			return nil
+		},
+		do: func(ctx context.Context, c *call, st store.Store) error {
+			m, err := c.mesh()
+			if err != nil {
+				return err
+			}
+			res, err := rollout.Adopt(ctx, m, st, c.stateDir, c.options(), rollout.AdoptOptions{Config: c.config, Monitor: c.monitor, LiveWithin: c.within})
+			if err != nil {
+				return err
+			}
+			return printJSON(c.stdout, res)
+		}}
+}
+
 func runCmd() command {
 	return command{needsMesh: true,
 		do: func(ctx context.Context, c *call, st store.Store) error {
@@ -313,6 +342,16 @@ func (n *names) Set(v string) error {
 // printStatus prints the status held in the store: as JSON, or as a line
 // per provision its provider keeps failing, which is what a person reading
 // it needs first, then a line per node.
+// seatStatus is a seat as status shows it.
+type seatStatus struct {
+	Name     string    `json:"name"`
+	Module   string    `json:"module"`
+	Server   string    `json:"server"`
+	ServerID string    `json:"server_id"`
+	Config   string    `json:"config"`
+	Adopted  time.Time `json:"adopted"`
+}
+
 func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool) error {
 	if _, err := kept.Secrets(ctx); err != nil {
 		return err // no genesis: say so rather than print an empty status
@@ -341,6 +380,16 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 	if err != nil {
 		return err
 	}
+	keptSeats, err := kept.Seats(ctx)
+	if err != nil {
+		return err
+	}
+	// What a seat's server was raised with stays in the store: it may
+	// hold its operator's passwords.
+	seats := []seatStatus{}
+	for _, s := range keptSeats {
+		seats = append(seats, seatStatus{Name: s.Name, Module: s.Module, Server: s.Server, ServerID: s.ServerID, Config: s.Config, Adopted: s.Adopted})
+	}
 	if asJSON {
 		if builds == nil {
 			builds = []store.Build{}
@@ -355,7 +404,12 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 			Refusals      store.Refusals        `json:"refusals"`
 			Builds        []store.Build         `json:"builds"`
 			Installations []status.Installation `json:"installations"`
-		}{st, nodes, dead, refused, builds, installs})
+			Seats         []seatStatus          `json:"seats"`
+		}{st, nodes, dead, refused, builds, installs, seats})
+	}
+	for _, s := range seats {
+		fmt.Fprintf(w, "seat %s: module %s, the server %s at %s adopted %s (its configuration %s)\n",
+			esc(s.Name), esc(s.Module), esc(s.ServerID), esc(s.Server), s.Adopted.Format(time.RFC3339), esc(s.Config))
 	}
 	if len(st.Failing) == 0 {
 		fmt.Fprintln(w, "no provision is failing")

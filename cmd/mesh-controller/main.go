@@ -56,6 +56,19 @@
 // definitions, and every principal's credential for --addr, into the state
 // directory's amqp/. Each run rotates every password.
 //
+// adopt puts the NATS server standing beside the broker of a mesh on AMQP
+// into seat mesh-broker, in place (design 25 §9 step 2; docs/decisions/
+// 0012-adoption.md): --config is the configuration file the server
+// watches, read as it was raised and written from then on (what it was
+// raised with kept, the mesh's accounts beside its own); --monitor its
+// monitoring endpoint (default the description's bus.monitor). It is
+// refused, nothing changed, on a mesh on NATS, where the seat is held or
+// assigned to a node, and where the server does not answer or its
+// configuration cannot be read or kept. It prints the seat as JSON once
+// the server has loaded the composition; an adoption stopped after it
+// recorded the seat is completed by adopt run again or by the running
+// controller.
+//
 // Logs are JSON lines on stderr; genesis, apply and amqp print a JSON
 // summary on stdout, status a line per provision its provider keeps
 // failing (or the whole status as JSON); help, -h or --help (alone or
@@ -100,7 +113,8 @@ const (
 		"       mesh-controller person list --state DIR | --store postgres://…\n" +
 		"       mesh-controller credential --state DIR | --store postgres://… USER\n" +
 		"       mesh-controller push --mesh FILE --state DIR [--store postgres://…]\n" +
-		"       mesh-controller amqp --mesh FILE --state DIR [--store postgres://…] --addr HOST:PORT [--name NAME]..."
+		"       mesh-controller amqp --mesh FILE --state DIR [--store postgres://…] --addr HOST:PORT [--name NAME]...\n" +
+		"       mesh-controller adopt --mesh FILE --state DIR [--store postgres://…] --config FILE [--monitor URL] [--within D]"
 )
 
 func main() {
@@ -142,6 +156,9 @@ type call struct {
 	tools      list
 	admin      bool
 	key        string
+	config     string
+	monitor    string
+	within     time.Duration
 }
 
 func commands() map[string]command {
@@ -157,6 +174,7 @@ func commands() map[string]command {
 		"amqp":          amqpCmd(),
 		"credential":    credentialCmd(),
 		"push":          pushCmd(),
+		"adopt":         adoptCmd(),
 	}
 }
 

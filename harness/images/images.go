@@ -121,6 +121,22 @@ func Source() Spec {
 	}
 }
 
+// PredecessorURL is where the predecessor's image reads the URL of its
+// own user on the broker (the harness puts it there).
+const PredecessorURL = "/etc/predecessor/url"
+
+// Predecessor is mesh-predecessor, the beds' stand-in for the
+// predecessor's AMQP client (design 25 §5): its counts served on port
+// 8080.
+func Predecessor() Spec {
+	return Spec{
+		Name:       "mesh-predecessor",
+		Binaries:   []Binary{{Package: module + "/stand-ins/predecessor", Name: "predecessor"}},
+		Entrypoint: []string{"/predecessor"},
+		Cmd:        []string{"--url-file=" + PredecessorURL, "--listen=:8080"},
+	}
+}
+
 // Probe is mesh-probe, the one-shot observer run on a chosen network.
 func Probe() Spec {
 	return Spec{
@@ -145,5 +161,5 @@ func Module(name string) Spec {
 // keeps the two in step; the others are made of Debian's packages, by
 // EnsureDriver), and the sample modules the beds run.
 func All() []Spec {
-	return []Spec{NATS(), Controller(), Host(), BuildMachine(), Source(), Probe(), Driver("go", module+"/conformance/drivers/go"), Module("echo")}
+	return []Spec{NATS(), Controller(), Host(), BuildMachine(), Source(), Predecessor(), Probe(), Driver("go", module+"/conformance/drivers/go"), Module("echo")}
 }

@@ -43,12 +43,17 @@ const (
 	// repository ("modules"): the build path of design 25 §9 step 4.
 	KindBuilder = "builder"
 	KindSource  = "source"
+	// KindPredecessor is the stand-in for the predecessor's client
+	// (design 25 §5), with its own user and virtual host on the broker,
+	// raised with the broker, before the mesh's members: it was there
+	// first. It needs a member of kind rabbitmq raised with the cluster.
+	KindPredecessor = "predecessor"
 )
 
 // Kinds lists every kind, in the order the harness raises them: the store
 // before genesis, the bus before the controller that needs it, the hosts
 // after the controller that answers their enrolment.
-var Kinds = []string{KindPostgres, KindNATS, KindRabbitMQ, KindController, KindHost, KindSource, KindBuilder}
+var Kinds = []string{KindPostgres, KindNATS, KindRabbitMQ, KindPredecessor, KindController, KindHost, KindSource, KindBuilder}
 
 // Buses a mesh's own traffic can be on (Topology.Bus).
 const (
@@ -167,9 +172,18 @@ func (t Topology) Check() error {
 	if count[KindSource]+count[KindBuilder] > 0 && (count[KindController] == 0 || count[kind] == 0) {
 		bad("members of kinds %s and %s need a member of kind %s and one of kind %s: their credentials are the controller's, their work comes over the bus", KindSource, KindBuilder, KindController, kind)
 	}
+	if count[KindPredecessor] > 1 {
+		bad("%d members of kind %s: the harness raises one predecessor's client", count[KindPredecessor], KindPredecessor)
+	}
+	if count[KindPredecessor] > 0 && !slices.ContainsFunc(t.Members, func(m Member) bool { return m.Kind == KindRabbitMQ && !m.OnDemand }) {
+		bad("a member of kind %s needs a member of kind %s raised with the cluster: it is the broker's client", KindPredecessor, KindRabbitMQ)
+	}
 	for i, m := range t.Members {
-		if m.OnDemand && m.Kind != KindRabbitMQ {
-			bad("members[%d] %q: a member of kind %s is raised with the cluster, not on demand (only %s is)", i, m.Name, m.Kind, KindRabbitMQ)
+		// The broker may stand beside a mesh on NATS; a NATS server may be
+		// raised beside a mesh on AMQP, for the adoption (design 25 §9
+		// step 2). Nothing else waits for a step.
+		if m.OnDemand && m.Kind != KindRabbitMQ && (m.Kind != KindNATS || bus != BusAMQP) {
+			bad("members[%d] %q: a member of kind %s is raised with the cluster, not on demand (only %s is, and %s beside a mesh on %s)", i, m.Name, m.Kind, KindRabbitMQ, KindNATS, BusAMQP)
 		}
 	}
 	return errors.Join(errs...)
@@ -250,6 +264,23 @@ func LivingOnAMQP() Topology {
 		{Name: "node-b", Kind: KindHost, Networks: []string{Private}},
 		{Name: "modules", Kind: KindSource, Networks: []string{Private}},
 		{Name: "builder", Kind: KindBuilder, Networks: []string{Private}},
+	}}
+}
+
+// Adoption is the cluster of design 25 §10 step 2: a mesh living on the
+// bus it has today (the store, the broker, the controller, a host on
+// node-a and node-b), on the same broker the predecessor's client, raised
+// with the broker, before the mesh's members, and the NATS server an
+// operator raises beside the broker when a step asks, to be adopted.
+func Adoption() Topology {
+	return Topology{Bus: BusAMQP, Members: []Member{
+		{Name: "store", Kind: KindPostgres, Networks: []string{Private}},
+		{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}},
+		{Name: "predecessor", Kind: KindPredecessor, Networks: []string{Private}},
+		{Name: "bus", Kind: KindNATS, Networks: []string{Private}, OnDemand: true},
+		{Name: "controller", Kind: KindController, Networks: []string{Private}},
+		{Name: "node-a", Kind: KindHost, Networks: []string{Private}},
+		{Name: "node-b", Kind: KindHost, Networks: []string{Private}},
 	}}
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 func TestTheBedsTopologiesAreValid(t *testing.T) {
-	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP(), "living": Living(), "living on amqp": LivingOnAMQP()} {
+	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP(), "living": Living(), "living on amqp": LivingOnAMQP(), "adoption": Adoption()} {
 		if err := top.Check(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -37,22 +37,25 @@ func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
 		top  Topology
 		want string
 	}{
-		"empty":              {Topology{}, "no members"},
-		"unknown kind":       {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "mysql", Networks: []string{Private}}}}, `unknown kind "mysql" (the harness runs: postgres, nats, rabbitmq, controller, host, source, builder)`},
-		"two stores":         {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "s1", Kind: KindPostgres, Networks: []string{Private}}, {Name: "s2", Kind: KindPostgres, Networks: []string{Private}}}}, "the controller has one store"},
-		"host alone":         {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind nats"},
-		"store later":        {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "store", Kind: KindPostgres, Networks: []string{Private}, OnDemand: true}}}, "raised with the cluster, not on demand"},
-		"no bus":             {Topology{Members: []Member{{Name: "controller", Kind: KindController, Networks: []string{Private}}}}, "nothing can run without the bus"},
-		"twice":              {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "bus", Kind: KindController, Networks: []string{Private}}}}, "named twice"},
-		"off private":        {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Outside}}}}, "every member is on the private network"},
-		"unknown net":        {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private, "dmz"}}}}, `unknown network "dmz" (valid: private, outside)`},
-		"two servers":        {Topology{Members: []Member{{Name: "a", Kind: KindNATS, Networks: []string{Private}}, {Name: "b", Kind: KindNATS, Networks: []string{Private}}}}, "raises one server yet"},
-		"amqp bus on demand": {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}, OnDemand: true}}}, "carries the mesh (bus amqp): it is raised with the cluster"},
-		"amqp bus missing":   {Topology{Bus: BusAMQP, Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}}, "no member of kind rabbitmq: nothing can run without the bus (the mesh is on amqp)"},
-		"unknown bus":        {Topology{Bus: "kafka", Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}}, `bus "kafka": unknown (valid: nats, amqp)`},
-		"amqp host alone":    {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind rabbitmq"},
-		"builder alone":      {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "b", Kind: KindBuilder, Networks: []string{Private}}}}, "need a member of kind controller and one of kind rabbitmq"},
-		"two controller":     {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "c1", Kind: KindController, Networks: []string{Private}}, {Name: "c2", Kind: KindController, Networks: []string{Private}}}}, "one controller"},
+		"empty":                         {Topology{}, "no members"},
+		"unknown kind":                  {Topology{Members: []Member{{Name: "bus", Kind: "nats", Networks: []string{Private}}, {Name: "db", Kind: "mysql", Networks: []string{Private}}}}, `unknown kind "mysql" (the harness runs: postgres, nats, rabbitmq, predecessor, controller, host, source, builder)`},
+		"two stores":                    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "s1", Kind: KindPostgres, Networks: []string{Private}}, {Name: "s2", Kind: KindPostgres, Networks: []string{Private}}}}, "the controller has one store"},
+		"host alone":                    {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind nats"},
+		"nats later beside nats":        {Topology{Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "bus", Kind: KindNATS, Networks: []string{Private}, OnDemand: true}}}, "carries the mesh (bus nats)"},
+		"store later":                   {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "store", Kind: KindPostgres, Networks: []string{Private}, OnDemand: true}}}, "raised with the cluster, not on demand"},
+		"no bus":                        {Topology{Members: []Member{{Name: "controller", Kind: KindController, Networks: []string{Private}}}}, "nothing can run without the bus"},
+		"twice":                         {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "bus", Kind: KindController, Networks: []string{Private}}}}, "named twice"},
+		"off private":                   {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Outside}}}}, "every member is on the private network"},
+		"unknown net":                   {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private, "dmz"}}}}, `unknown network "dmz" (valid: private, outside)`},
+		"two servers":                   {Topology{Members: []Member{{Name: "a", Kind: KindNATS, Networks: []string{Private}}, {Name: "b", Kind: KindNATS, Networks: []string{Private}}}}, "raises one server yet"},
+		"amqp bus on demand":            {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}, OnDemand: true}}}, "carries the mesh (bus amqp): it is raised with the cluster"},
+		"amqp bus missing":              {Topology{Bus: BusAMQP, Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}}, "no member of kind rabbitmq: nothing can run without the bus (the mesh is on amqp)"},
+		"unknown bus":                   {Topology{Bus: "kafka", Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}}, `bus "kafka": unknown (valid: nats, amqp)`},
+		"amqp host alone":               {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "node-a", Kind: KindHost, Networks: []string{Private}}}}, "need a member of kind controller and one of kind rabbitmq"},
+		"builder alone":                 {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "b", Kind: KindBuilder, Networks: []string{Private}}}}, "need a member of kind controller and one of kind rabbitmq"},
+		"predecessor alone":             {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "p", Kind: KindPredecessor, Networks: []string{Private}}}}, "needs a member of kind rabbitmq raised with the cluster"},
+		"predecessor, broker on demand": {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}, OnDemand: true}, {Name: "p", Kind: KindPredecessor, Networks: []string{Private}}}}, "needs a member of kind rabbitmq raised with the cluster"},
+		"two controller":                {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "c1", Kind: KindController, Networks: []string{Private}}, {Name: "c2", Kind: KindController, Networks: []string{Private}}}}, "one controller"},
 	} {
 		err := c.top.Check()
 		if !errors.Is(err, ErrBadTopology) || !strings.Contains(err.Error(), c.want) {

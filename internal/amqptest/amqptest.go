@@ -407,3 +407,28 @@ func (b *Broker) ctlJSON(ctx context.Context, t testing.TB, v any, args ...strin
 		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
 	}
 }
+
+// StartBare runs a broker with no mesh on it, only what opts give it
+// (rabbitmq.WithUser, WithVhost, WithPermissions …), its plain AMQP port
+// on this host's loopback: a broker as a predecessor's client knows it.
+// It is removed when t ends.
+func StartBare(t testing.TB, opts ...testcontainers.ContainerCustomizer) *rabbitmq.RabbitMQContainer {
+	t.Helper()
+	ctx, cancel, image, labels := prepare(t)
+	defer cancel()
+	ctr, err := rabbitmq.Run(ctx, image, append([]testcontainers.ContainerCustomizer{testcontainers.WithLabels(labels)}, opts...)...)
+	if ctr != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				logs(t, ctr)
+			}
+			if err := testcontainers.TerminateContainer(ctr); err != nil {
+				t.Errorf("remove the rabbitmq container: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("run rabbitmq: %v", err)
+	}
+	return ctr
+}

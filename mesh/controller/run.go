@@ -153,15 +153,28 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 // mesh on AMQP every rollout.LiveEvery (rollout.LiveAMQP): a composition
 // the broker did not take (its management API away for a moment) is made
 // live once it answers, and a user changed on the broker by hand is put
-// back. On NATS it does nothing: nats.conf is the composition.
+// back; and the configuration of a server adopted beside it is the
+// store's composition (rollout.KeepAdopted). On NATS it does nothing:
+// nats.conf is the composition.
 func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) (stop func()) {
 	if bus, err := rollout.MeshBus(ctx, st); err != nil || bus != rollout.AMQP {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	// An adoption stopped after its commit is completed here, at once
+	// and every time after.
+	keepAdopted := func() {
+		if o.Dir == "" {
+			return
+		}
+		if err := rollout.KeepAdopted(ctx, st, o.Dir, o.Apply); err != nil && ctx.Err() == nil {
+			o.Logger.Warn("keep the adopted server's configuration", "err", err)
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		keepAdopted()
 		t := time.NewTicker(rollout.LiveEvery)
 		defer t.Stop()
 		for {
@@ -173,6 +186,7 @@ func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOption
 			if err := rollout.LiveAMQP(ctx, m, st, o.Apply); err != nil && ctx.Err() == nil {
 				o.Logger.Warn("make the broker's users live", "err", err)
 			}
+			keepAdopted()
 		}
 	}()
 	return func() { cancel(); <-done }

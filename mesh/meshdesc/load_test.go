@@ -265,3 +265,25 @@ func TestTheSampleMeshesToolSchemasSayWhatTheyMean(t *testing.T) {
 		}
 	}
 }
+
+func TestTheBrokerSeatIsAssignedOncePerMesh(t *testing.T) {
+	const desc = `name: m
+bus: {names: [nats], monitor: nats}
+nodes:
+  - name: node-a
+    modules: [nats]
+  - name: node-b
+    modules: [nats]
+modules:
+  - name: nats
+    seat: mesh-broker
+`
+	_, err := Parse([]byte(desc))
+	want := `nodes[1] "node-b".modules[0] "nats": seat mesh-broker is assigned twice: here and at nodes[0] "node-a".modules[0] "nats"`
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("expected a refusal naming both assignments, %q, got %v", want, err)
+	}
+	if _, err := Parse([]byte(strings.Replace(desc, "  - name: node-b\n    modules: [nats]\n", "  - name: node-b\n", 1))); err != nil {
+		t.Fatalf("expected one assignment accepted, got %v", err)
+	}
+}

@@ -475,6 +475,7 @@ func (m *Mesh) Validate() error {
 
 	nodes := map[string]string{}
 	assigned := map[string]bool{}
+	broker := "" // where the module claiming wire.BrokerSeat is first placed
 	for i, n := range m.Nodes {
 		where := fmt.Sprintf("nodes[%d] %q", i, n.Name)
 		if err := wire.CheckName(n.Name); err != nil {
@@ -498,6 +499,14 @@ func (m *Mesh) Validate() error {
 			}
 			if here[name] {
 				bad(w, "assigned twice to the same node")
+			}
+			if mod, ok := m.Module(name); ok && mod.Seat == wire.BrokerSeat && !here[name] {
+				// One server per mesh (ADR 0079).
+				if broker != "" {
+					bad(w, "seat %s is assigned twice: here and at %s; one server holds it per mesh", wire.BrokerSeat, broker)
+				} else {
+					broker = w
+				}
 			}
 			here[name] = true
 			assigned[name] = true

@@ -21,6 +21,13 @@ const (
 	CatalogTool = "catalog_tools"
 )
 
+// BrokerSeat is the bus's server's seat (design 25 §5, ADR 0079): named
+// after the role, not the product, so that the server changing (AMQP's
+// broker, then NATS's) changes no seat. One server holds it per mesh:
+// placed on one node at most, or adopted in place (mesh-controller
+// adopt), never both.
+const BrokerSeat = "mesh-broker"
+
 // ToolInfo is one tool as the catalogue lists it.
 type ToolInfo struct {
 	Module      string `json:"module"`

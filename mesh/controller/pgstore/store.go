@@ -894,6 +894,27 @@ func (t *pgTx) PutPerson(ctx context.Context, p store.Person) error {
 		p.Name, string(doc))
 }
 
+func (v view) Seats(ctx context.Context) ([]store.Seat, error) {
+	return documents[store.Seat](ctx, v.q, "read seats", `SELECT document FROM seats ORDER BY name`)
+}
+
+func (t *pgTx) Seats(ctx context.Context) ([]store.Seat, error) {
+	return locked(t, func() ([]store.Seat, error) { return t.view.Seats(ctx) })
+}
+
+func (t *pgTx) PutSeat(ctx context.Context, st store.Seat) error {
+	if err := store.CheckSeat(st); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("put seat: %w", err)
+	}
+	return t.write(ctx, "put seat "+st.Name,
+		`INSERT INTO seats (name, document) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET document = excluded.document`,
+		st.Name, string(doc))
+}
+
 func (t *pgTx) DeletePerson(ctx context.Context, name string) error {
 	return t.write(ctx, "forget person "+name, `DELETE FROM persons WHERE name = $1`, name)
 }

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshbus/mesh/mesh/atomicfile"
 	"github.com/meshbus/mesh/mesh/compose"
@@ -121,6 +122,9 @@ type applied struct {
 	// live makes the broker's users and grants those of the store, on a
 	// mesh on AMQP, once the update is committed.
 	live func(ctx context.Context) error
+	// seats are the servers adopted in place, whose configuration is
+	// conf beside what they were raised with.
+	seats []store.Seat
 }
 
 // applyIn is Apply's update, for an update that does more (a push).
@@ -231,6 +235,21 @@ func applyIn(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, o O
 				return err
 			}
 		}
+		if a.seats, err = tx.Seats(ctx); err != nil {
+			return err
+		}
+		for _, s := range a.seats {
+			if s.Name == wire.BrokerSeat {
+				if _, err := brokerModule(m); err != nil {
+					// One server per mesh (ADR 0079): the adopted one holds it.
+					return fmt.Errorf("%w: seat %s is held by the server %s at %s, adopted %s: %w",
+						ErrUnfit, s.Name, s.ServerID, s.Server, s.Adopted.Format(time.RFC3339), err)
+				}
+			}
+			if _, err := adoptedConfig(s, a.conf); err != nil {
+				return fmt.Errorf("the server adopted into seat %s: %w", s.Name, err)
+			}
+		}
 		if bus == AMQP {
 			desired, err := amqpDefinitions(m, secrets)
 			if err != nil {
@@ -271,6 +290,11 @@ func (a applied) finish(ctx context.Context, dir string, o Options) (ApplyResult
 	}
 	if res.ConfigChanged, err = atomicfile.Write(l.NATSConfig(), a.conf, 0o644, o.syncDir); err != nil {
 		return res, err
+	}
+	for _, s := range a.seats {
+		if _, err := keepAdopted(ctx, s, a.conf, 30*time.Second, false, o); err != nil {
+			return res, fmt.Errorf("the server adopted into seat %s: %w", s.Name, err)
+		}
 	}
 	if a.live != nil {
 		if err := a.live(ctx); err != nil {

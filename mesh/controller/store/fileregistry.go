@@ -69,13 +69,14 @@ type regState struct {
 	refusals    Refusals
 	persons     map[string]Person
 	builds      map[string]Build
+	seats       map[string]Seat
 }
 
 func newRegState() *regState {
 	return &regState{
 		tokens: map[string]Token{}, nodes: map[string]Node{}, ledger: map[string]Applied{},
 		declared: map[string]wire.Declaration{}, reports: map[string]Reported{}, dead: map[string]DeadLetter{},
-		persons: map[string]Person{}, builds: map[string]Build{},
+		persons: map[string]Person{}, builds: map[string]Build{}, seats: map[string]Seat{},
 	}
 }
 
@@ -112,6 +113,9 @@ func fromRegistry(r registry) *regState {
 	for _, b := range r.Builds {
 		st.builds[b.ID] = b
 	}
+	for _, s := range r.Seats {
+		st.seats[s.Name] = s
+	}
 	return st
 }
 
@@ -130,6 +134,7 @@ func (st *regState) document() registry {
 		Refusals:    st.refusals,
 		Persons:     slices.Collect(maps.Values(st.persons)),
 		Builds:      slices.Collect(maps.Values(st.builds)),
+		Seats:       slices.Collect(maps.Values(st.seats)),
 	}
 }
 
@@ -150,6 +155,7 @@ type regOp struct {
 	Person      *Person           `json:"person,omitempty"`
 	Unperson    string            `json:"unperson,omitempty"`
 	Build       *Build            `json:"build,omitempty"`
+	Seat        *Seat             `json:"seat,omitempty"`
 }
 
 // journalLine is one update's registry writes, one line of the journal.
@@ -190,6 +196,8 @@ func (st *regState) apply(op regOp) {
 		delete(st.persons, op.Unperson)
 	case op.Build != nil:
 		st.builds[op.Build.ID] = *op.Build
+	case op.Seat != nil:
+		st.seats[op.Seat.Name] = *op.Seat
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/wire"
@@ -100,6 +101,17 @@ func (v regView) persons() []Person {
 		}
 		return "", nil, false
 	}, copyPerson)
+}
+
+func (v regView) seats() []Seat {
+	ss := overlay(v.base.seats, v.ops, func(op regOp) (string, *Seat, bool) {
+		if op.Seat == nil {
+			return "", nil, false
+		}
+		return op.Seat.Name, op.Seat, true
+	}, copySeat)
+	slices.SortFunc(ss, func(a, b Seat) int { return strings.Compare(a.Name, b.Name) })
+	return ss
 }
 
 func (v regView) builds() []Build {
@@ -280,6 +292,9 @@ func copyOp(op regOp) regOp {
 	case op.Person != nil:
 		p := copyPerson(*op.Person)
 		op.Person = &p
+	case op.Seat != nil:
+		s := copySeat(*op.Seat)
+		op.Seat = &s
 	}
 	return op
 }

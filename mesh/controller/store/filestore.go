@@ -658,6 +658,10 @@ func (v fileView) Builds(ctx context.Context) (out []Build, err error) {
 	return out, v.regRead(ctx, func(r regView) { out = r.builds() })
 }
 
+func (v fileView) Seats(ctx context.Context) (out []Seat, err error) {
+	return out, v.regRead(ctx, func(r regView) { out = r.seats() })
+}
+
 func (v fileView) Persons(ctx context.Context) (out []Person, err error) {
 	return out, v.regRead(ctx, func(r regView) { out = r.persons() })
 }
@@ -738,6 +742,13 @@ func (tx *fileTx) PutPerson(ctx context.Context, p Person) error {
 		return err
 	}
 	return tx.putReg(ctx, regOp{Person: &p})
+}
+
+func (tx *fileTx) PutSeat(ctx context.Context, s Seat) error {
+	if err := CheckSeat(s); err != nil {
+		return err
+	}
+	return tx.putReg(ctx, regOp{Seat: &s})
 }
 
 func (tx *fileTx) DeletePerson(ctx context.Context, name string) error {

@@ -119,6 +119,7 @@ type registry struct {
 	Refusals    Refusals           `json:"refusals"`
 	Persons     []Person           `json:"persons"`
 	Builds      []Build            `json:"builds"`
+	Seats       []Seat             `json:"seats,omitempty"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {

@@ -91,6 +91,9 @@ type Reader interface {
 	Refusals(ctx context.Context) (Refusals, error)
 	// Persons are the persons issued (rollout.IssuePerson), by name.
 	Persons(ctx context.Context) ([]Person, error)
+	// Seats are the foundation seats held by servers adopted in place
+	// (rollout.Adopt), by name.
+	Seats(ctx context.Context) ([]Seat, error)
 	// Builds are the builds asked for and their outcomes, by id.
 	Builds(ctx context.Context) ([]Build, error)
 }
@@ -149,6 +152,8 @@ type Tx interface {
 	PutRefusals(ctx context.Context, r Refusals) error
 	// PutPerson records a person issued, or replaces the one of its name.
 	PutPerson(ctx context.Context, p Person) error
+	// PutSeat records a seat adopted, or replaces the one of its name.
+	PutSeat(ctx context.Context, s Seat) error
 	// DeletePerson forgets a person (revoked); one not issued is no error.
 	DeletePerson(ctx context.Context, name string) error
 	// PutBuild records a build, or replaces the one of its id.

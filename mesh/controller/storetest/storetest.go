@@ -51,6 +51,7 @@ func Run(t *testing.T, backing Backing) {
 		{"AFailedUpdateKeepsNoLedgerEntry", registryFailed},
 		{"DeclarationsReportsAndTheDescription", declaredAndReported},
 		{"PersonsAreKeptAndForgotten", personsKept},
+		{"ASeatAdoptedIsKeptWithWhatTheServerWasRaisedWith", seatsKept},
 		{"TheLedgerIsPrunedBySequenceAndAge", ledgerPruned},
 		{"APruneInAFailedUpdateKeepsEveryEntry", ledgerPruneFailed},
 		{"AFailedPartOfAnUpdateKeepsNothingOfItsOwn", subUndone},
@@ -654,6 +655,43 @@ func personsKept(t *testing.T, open func() store.Store) {
 		ctx := ctxT(t)
 		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutPerson(ctx, bad) }); err == nil {
 			t.Errorf("a person %+v was kept", bad)
+		}
+	}
+}
+
+// seatsKept: a seat adopted is read back whole, what its server was raised
+// with included, by another opening of the store; a failed update keeps
+// none; a seat without its server or configuration is refused.
+func seatsKept(t *testing.T, open func() store.Store) {
+	st := open()
+	created(t, func() store.Store { return st })
+	adopted := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	seat := store.Seat{Name: wire.BrokerSeat, Module: "nats", Server: "http://nats:8222", ServerID: "NABC",
+		Config: "/var/lib/mesh/adopted/nats.conf", Raised: []byte("listen: 4222\n"), Adopted: adopted}
+	ctx := ctxT(t)
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutSeat(ctx, seat); err != nil {
+			return err
+		}
+		return errors.New("the adoption failed after its seat was put")
+	}); err == nil {
+		t.Fatal("expected the failed update's error")
+	}
+	if got, err := open().Seats(ctxT(t)); err != nil || len(got) != 0 {
+		t.Fatalf("a failed update kept seats %+v, %v", got, err)
+	}
+	update(t, st, func(ctx context.Context, tx store.Tx) error { return tx.PutSeat(ctx, seat) })
+	got, err := open().Seats(ctxT(t))
+	if err != nil || len(got) != 1 || got[0].Name != seat.Name || got[0].Module != "nats" || got[0].ServerID != "NABC" ||
+		got[0].Config != seat.Config || string(got[0].Raised) != "listen: 4222\n" || !got[0].Adopted.Equal(adopted) {
+		t.Fatalf("seats read back: %+v, %v", got, err)
+	}
+	for _, bad := range []store.Seat{{Name: wire.BrokerSeat, Module: "nats", Config: "c", Raised: []byte("x"), Adopted: adopted},
+		{Name: wire.BrokerSeat, Module: "nats", Server: "s", Raised: []byte("x"), Adopted: adopted},
+		{Name: wire.BrokerSeat, Module: "nats", Server: "s", Config: "c", Adopted: adopted}} {
+		ctx := ctxT(t)
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutSeat(ctx, bad) }); err == nil {
+			t.Errorf("a seat %+v was kept", bad)
 		}
 	}
 }

@@ -1,0 +1,134 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/meshbus/mesh/harness/controllerctr"
+	"github.com/meshbus/mesh/harness/nats"
+	"github.com/meshbus/mesh/harness/topology"
+	"github.com/meshbus/mesh/mesh/compose"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/pki"
+)
+
+// A NATS server an operator raises beside the broker of a mesh on AMQP,
+// before the mesh adopts it (design 25 §9 step 2): the nats image, the
+// mesh's bus ports, the certificate the mesh minted for its names, and a
+// configuration and JetStream data of its own. Its configuration
+// directory is inside the controller's state directory, so that every
+// controller container reaches its watched file at the same path.
+const (
+	// besideDir is that directory, under the state directory.
+	besideDir = "mesh-broker"
+	// BesideName is the server_name it is raised with, and BesideUser
+	// and BesideAccount the operator's own user and account on it.
+	BesideName    = "beside"
+	BesideUser    = "ops"
+	BesideAccount = "OPS"
+)
+
+// NATSBeside is the server raised beside the broker, as the steps reach
+// it.
+type NATSBeside struct {
+	// Config is its watched configuration file, as a controller
+	// container reaches it (mesh-controller adopt --config).
+	Config string
+	// Password is BesideUser's.
+	Password string
+	// Fingerprint is its certificate's, which a client pins.
+	Fingerprint string
+}
+
+// RaiseNATSBeside raises the NATS server beside the broker of a mesh on
+// AMQP with its own configuration: its name BesideName, TLS with the
+// certificate the mesh minted for the bus's names, JetStream on its own
+// store, and an account of its own with the operator's user. A server
+// raised already is returned as it is.
+func (c *Cluster) RaiseNATSBeside(ctx context.Context) (NATSBeside, error) {
+	i := slices.IndexFunc(c.topology.Members, func(m topology.Member) bool { return m.Kind == topology.KindNATS && m.OnDemand })
+	if i < 0 || c.topology.MeshBus() != topology.BusAMQP {
+		return NATSBeside{}, fmt.Errorf("raise a NATS server beside the broker: %w: this cluster's topology has no %s member raised on demand beside a mesh on %s (it has: %v)",
+			ErrUnknownMember, topology.KindNATS, topology.BusAMQP, c.topology.Names())
+	}
+	c.mu.Lock()
+	raised := c.beside
+	c.mu.Unlock()
+	if raised != nil {
+		return *raised, nil
+	}
+	m, err := meshdesc.Load(c.MeshFile())
+	if err != nil {
+		return NATSBeside{}, err
+	}
+	l := statedir.Layout{Dir: c.state}
+	dir := filepath.Join(c.state, besideDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return NATSBeside{}, fmt.Errorf("raise the NATS server beside the broker: %w", err)
+	}
+	// The certificate the mesh minted for the bus's names (genesis does
+	// on either bus): the operator raises the server for the mesh.
+	cert, err := os.ReadFile(l.ServerCert())
+	if err != nil {
+		return NATSBeside{}, fmt.Errorf("the certificate the mesh minted for its bus: %w", err)
+	}
+	key, err := os.ReadFile(l.ServerKey())
+	if err != nil {
+		return NATSBeside{}, fmt.Errorf("the key the mesh minted for its bus: %w", err)
+	}
+	fp, err := pki.Fingerprint(cert)
+	if err != nil {
+		return NATSBeside{}, err
+	}
+	password := rand.Text()
+	conf := fmt.Sprintf(`# Raised by the operator beside the broker; the mesh does not know it yet.
+server_name: %s
+listen: "0.0.0.0:%d"
+http: %q
+tls {
+  cert_file: %q
+  key_file: %q
+  timeout: 2
+}
+jetstream { store_dir: %q }
+accounts {
+  %s {
+    jetstream: enabled
+    users: [ { user: %s, password: %q } ]
+  }
+}
+`, BesideName, m.Bus.Port, m.Bus.Monitor+":"+strconv.Itoa(m.Bus.MonitorPort),
+		path.Join(nats.ConfigDir, compose.CertFile), path.Join(nats.ConfigDir, compose.KeyFile), nats.StoreDir,
+		BesideAccount, BesideUser, password)
+	for _, f := range []struct {
+		name string
+		data []byte
+		perm os.FileMode
+	}{{compose.CertFile, cert, 0o644}, {compose.KeyFile, key, 0o600}, {compose.ConfigFile, []byte(conf), 0o644}} {
+		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, f.perm); err != nil {
+			return NATSBeside{}, fmt.Errorf("raise the NATS server beside the broker: %w", err)
+		}
+	}
+	if err := c.startNATSWith(ctx, c.topology.Members[i], dir); err != nil {
+		return NATSBeside{}, err
+	}
+	b := NATSBeside{Config: path.Join(controllerctr.StateDir, besideDir, compose.ConfigFile), Password: password, Fingerprint: fp}
+	c.mu.Lock()
+	c.beside = &b
+	c.mu.Unlock()
+	c.s.narrate("NATS server raised beside the broker, its configuration its own")
+	return b, nil
+}
+
+// ReadNATSBesideConfig is the configuration file the server raised beside
+// the broker watches, as it is now.
+func (c *Cluster) ReadNATSBesideConfig() ([]byte, error) {
+	return os.ReadFile(filepath.Join(c.state, besideDir, compose.ConfigFile))
+}

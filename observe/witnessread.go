@@ -1,0 +1,173 @@
+package observe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
+
+	"github.com/meshbus/mesh/stand-ins/predecessor/report"
+)
+
+// Witness reads PredecessorSnapshots from outside the predecessor and the
+// mesh: the broker's management API, the broker's record of connections,
+// and the stand-in's counts.
+type Witness struct {
+	// Management is the broker's management API as a user that sees every
+	// connection and the predecessor's virtual host (the harness's
+	// administrator, never a principal of the mesh).
+	Management *rabbithole.Client
+	// Events reads the broker's events about connections since it was
+	// raised (AMQPConnectionsEver folds them).
+	Events func(context.Context) ([]AMQPEvent, error)
+	// Counts is the URL of the stand-in's counts (report.Path).
+	Counts string
+	// User and Vhost are the predecessor's.
+	User, Vhost string
+}
+
+// Snapshot reads everything the predecessor could notice, now.
+func (w Witness) Snapshot(ctx context.Context) (PredecessorSnapshot, error) {
+	s := PredecessorSnapshot{Taken: time.Now().UTC()}
+	var err error
+	if s.Counts, err = w.counts(ctx); err != nil {
+		return s, err
+	}
+	mgmt := *w.Management
+	if dl, ok := ctx.Deadline(); ok {
+		mgmt.SetTimeout(time.Until(dl))
+	}
+	u, err := mgmt.GetUser(w.User)
+	if err != nil {
+		return s, fmt.Errorf("witness: the predecessor's user %s: %w", w.User, err)
+	}
+	s.User = fmt.Sprintf("%s tags %v hash %s %s", u.Name, []string(u.Tags), u.PasswordHash, u.HashingAlgorithm)
+
+	conns, err := mgmt.ListConnections()
+	if err != nil {
+		return s, fmt.Errorf("witness: the broker's connections: %w", err)
+	}
+	for _, c := range conns {
+		if c.User == w.User {
+			s.Connections = append(s.Connections, fmt.Sprintf("name=%q vhost=%s peer_port=%v connected_at=%d",
+				c.ClientProperties["connection_name"], c.Vhost, c.PeerPort, c.ConnectedAt))
+		}
+	}
+	slices.Sort(s.Connections)
+
+	events, err := w.Events(ctx)
+	if err != nil {
+		return s, fmt.Errorf("witness: the broker's record of connections: %w", err)
+	}
+	rec, err := AMQPConnectionsEver(events)
+	if err != nil {
+		return s, fmt.Errorf("witness: %w", err)
+	}
+	for _, c := range rec.Connections {
+		if c.User != w.User {
+			continue
+		}
+		if !strings.HasPrefix(c.Reason, "login refused") {
+			s.Opened++
+		}
+		if c.Reason != "" {
+			s.Closed++
+		}
+	}
+
+	if s.Definitions, err = w.definitions(&mgmt); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// definitions are the predecessor's virtual host's exchanges, queues,
+// bindings and grants, and its user's grants anywhere, as sorted lines.
+func (w Witness) definitions(mgmt *rabbithole.Client) ([]string, error) {
+	var out []string
+	xs, err := mgmt.ListExchangesIn(w.Vhost)
+	if err != nil {
+		return nil, fmt.Errorf("witness: exchanges of %s: %w", w.Vhost, err)
+	}
+	for _, x := range xs {
+		out = append(out, fmt.Sprintf("exchange %q %s durable=%t auto_delete=%v internal=%t args=%s",
+			x.Name, x.Type, x.Durable, x.AutoDelete, x.Internal, canonical(x.Arguments)))
+	}
+	qs, err := mgmt.ListQueuesIn(w.Vhost)
+	if err != nil {
+		return nil, fmt.Errorf("witness: queues of %s: %w", w.Vhost, err)
+	}
+	for _, q := range qs {
+		out = append(out, fmt.Sprintf("queue %q %s durable=%t auto_delete=%v exclusive=%t args=%s",
+			q.Name, q.Type, q.Durable, q.AutoDelete, q.Exclusive, canonical(q.Arguments)))
+	}
+	bs, err := mgmt.ListBindingsIn(w.Vhost)
+	if err != nil {
+		return nil, fmt.Errorf("witness: bindings of %s: %w", w.Vhost, err)
+	}
+	for _, b := range bs {
+		out = append(out, fmt.Sprintf("binding %q -> %s %q key %q args=%s",
+			b.Source, b.DestinationType, b.Destination, b.RoutingKey, canonical(b.Arguments)))
+	}
+	ps, err := mgmt.ListPermissions()
+	if err != nil {
+		return nil, fmt.Errorf("witness: permissions: %w", err)
+	}
+	for _, p := range ps {
+		if p.Vhost == w.Vhost || p.User == w.User {
+			out = append(out, fmt.Sprintf("permission %s in %s: configure %q write %q read %q", p.User, p.Vhost, p.Configure, p.Write, p.Read))
+		}
+	}
+	ts, err := mgmt.ListTopicPermissions()
+	if err != nil {
+		return nil, fmt.Errorf("witness: topic permissions: %w", err)
+	}
+	for _, p := range ts {
+		if p.Vhost == w.Vhost || p.User == w.User {
+			out = append(out, fmt.Sprintf("topic permission %s in %s on %q: write %q read %q", p.User, p.Vhost, p.Exchange, p.Write, p.Read))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// counts reads the stand-in's own counts.
+func (w Witness) counts(ctx context.Context) (report.Counts, error) {
+	var c report.Counts
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.Counts, nil)
+	if err != nil {
+		return c, fmt.Errorf("witness: %w", err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return c, fmt.Errorf("witness: the predecessor's counts: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("witness: the predecessor's counts: %s", res.Status)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
+		return c, fmt.Errorf("witness: read the predecessor's counts: %w", err)
+	}
+	return c, nil
+}
+
+// canonical is a map of arguments as one line, keys sorted.
+func canonical(m map[string]any) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%s=%v", k, m[k])
+	}
+	b.WriteString("}")
+	return b.String()
+}
