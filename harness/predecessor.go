@@ -86,11 +86,12 @@ func (c *Cluster) PredecessorWitness(ctx context.Context) (observe.Witness, erro
 	if ctr == nil || bus == nil {
 		return observe.Witness{}, fmt.Errorf("the predecessor's witness: %w: this cluster raised no predecessor (its members: %v)", ErrUnknownMember, c.topology.Names())
 	}
-	counts, err := ctr.PortEndpoint(ctx, predecessorPort, "http")
+	// Both are published on this host's loopback alone.
+	counts, err := loopback(ctx, ctr, predecessorPort)
 	if err != nil {
 		return observe.Witness{}, infra("the predecessor's published port", err)
 	}
-	mgmt, err := bus.ctr.PortEndpoint(ctx, rabbitmq.ManagementPort, "http")
+	mgmt, err := loopback(ctx, bus.ctr, rabbitmq.ManagementPort)
 	if err != nil {
 		return observe.Witness{}, infra("the broker's management API's published port", err)
 	}
@@ -115,4 +116,16 @@ func (c *Cluster) PredecessorWitness(ctx context.Context) (observe.Witness, erro
 		User:   PredecessorUser,
 		Vhost:  PredecessorVhost,
 	}, nil
+}
+
+// loopback is http://127.0.0.1:<port> where ctr's port is published on
+// this host's loopback.
+func loopback(ctx context.Context, ctr interface {
+	MappedPort(context.Context, string) (dockernet.Port, error)
+}, port string) (string, error) {
+	p, err := ctr.MappedPort(ctx, port)
+	if err != nil {
+		return "", err
+	}
+	return "http://" + net.JoinHostPort("127.0.0.1", p.Port()), nil
 }
