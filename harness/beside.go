@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -88,30 +89,33 @@ func (c *Cluster) RaiseNATSBeside(ctx context.Context) (NATSBeside, error) {
 		return NATSBeside{}, err
 	}
 	password := rand.Text()
-	conf := fmt.Sprintf(`# Raised by the operator beside the broker; the mesh does not know it yet.
-server_name: %s
-listen: "0.0.0.0:%d"
-http: %q
-tls {
-  cert_file: %q
-  key_file: %q
-  timeout: 2
-}
-jetstream { store_dir: %q }
-accounts {
-  %s {
-    jetstream: enabled
-    users: [ { user: %s, password: %q } ]
-  }
-}
-`, BesideName, m.Bus.Port, m.Bus.Monitor+":"+strconv.Itoa(m.Bus.MonitorPort),
-		path.Join(nats.ConfigDir, compose.CertFile), path.Join(nats.ConfigDir, compose.KeyFile), nats.StoreDir,
-		BesideAccount, BesideUser, password)
+	// One JSON document, as the nats image's entrypoint takes nothing
+	// else (docs/nats-entrypoint.md); the settings are the operator's.
+	conf, err := json.MarshalIndent(map[string]any{
+		"server_name": BesideName,
+		"listen":      "0.0.0.0:" + strconv.Itoa(m.Bus.Port),
+		"http":        m.Bus.Monitor + ":" + strconv.Itoa(m.Bus.MonitorPort),
+		"tls": map[string]any{
+			"cert_file": path.Join(nats.ConfigDir, compose.CertFile),
+			"key_file":  path.Join(nats.ConfigDir, compose.KeyFile),
+			"timeout":   2,
+		},
+		"jetstream": map[string]any{"store_dir": nats.StoreDir},
+		"accounts": map[string]any{
+			BesideAccount: map[string]any{
+				"jetstream": "enabled",
+				"users":     []any{map[string]any{"user": BesideUser, "password": password}},
+			},
+		},
+	}, "", "  ")
+	if err != nil {
+		return NATSBeside{}, err
+	}
 	for _, f := range []struct {
 		name string
 		data []byte
 		perm os.FileMode
-	}{{compose.CertFile, cert, 0o644}, {compose.KeyFile, key, 0o600}, {compose.ConfigFile, []byte(conf), 0o644}} {
+	}{{compose.CertFile, cert, 0o644}, {compose.KeyFile, key, 0o600}, {compose.ConfigFile, append(conf, '\n'), 0o644}} {
 		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, f.perm); err != nil {
 			return NATSBeside{}, fmt.Errorf("raise the NATS server beside the broker: %w", err)
 		}

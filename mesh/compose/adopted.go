@@ -129,9 +129,9 @@ func adopted(raised Raised, composed []byte, bare bool) ([]byte, error) {
 		return nil, fmt.Errorf("%w: it already has %s, which the mesh composes", ErrNotAdoptable, strings.Join(clash, ", "))
 	}
 	out["accounts"] = accounts
+	// One whole JSON document, as every composition: the nats image's
+	// entrypoint applies nothing else (a torn write is refused whole).
 	var buf bytes.Buffer
-	buf.WriteString("# Composed by mesh-controller for the server adopted in seat mesh-broker:\n" +
-		"# the settings it was raised with, kept, and the mesh's accounts beside its own.\n")
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
