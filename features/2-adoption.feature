@@ -25,6 +25,16 @@ Feature: Adoption — a mesh already running adopts the bus's server in place, a
   The scenarios share one cluster, in this order; each one that needs the server adopted adopts
   it if no scenario before did, so that it also runs alone.
 
+  @compat
+  Scenario: The broker the mesh had is kept as the compatibility broker, not retirable while the predecessor is connected
+    Design 25 §5: the predecessor's broker stays, a module of its own ("amqp-compat" in the
+    description, naming the predecessor's user and virtual host), retirable once nobody has been
+    connected for the period the operator set (retire_after: 10m). The running controller asks the
+    broker's management API who is connected, every 30 s, and status shows it.
+
+    Given a mesh raised from nothing from "testdata/mesh.yaml"
+    Then within 40 seconds status shows the compatibility broker "amqp-compat" with the predecessor's connections the broker lists, and not retirable
+
   @adopt
   Scenario: Adopting where no NATS server answers is refused, and nothing changes
     Given a mesh raised from nothing from "testdata/mesh.yaml"

@@ -304,12 +304,17 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	if c.topology.Has(topology.KindPredecessor) {
 		// The predecessor's user and virtual host are the broker's
 		// operator's, there before the mesh: the mesh neither mints nor
-		// changes them (amqpadmin changes only the users it tagged).
-		c.predecessorPassword = rand.Text()
+		// changes them (amqpadmin changes only the users it tagged). The
+		// description names them, as its compatibility broker's clients.
+		compat, ok := m.CompatBroker()
+		if !ok || len(compat.Compat.Vhosts) == 0 {
+			return nil, fmt.Errorf("raise the predecessor's client: the description declares no compatibility broker (a module with compat:) naming its user and virtual host")
+		}
+		c.predecessor = predecessorOf{user: compat.Compat.Users[0], vhost: compat.Compat.Vhosts[0], password: rand.Text()}
 		opts = append(opts,
-			rabbitmq.WithUser(PredecessorUser, c.predecessorPassword),
-			rabbitmq.WithVhost(PredecessorVhost),
-			rabbitmq.WithPermissions(PredecessorUser, PredecessorVhost, ".*", ".*", ".*"),
+			rabbitmq.WithUser(c.predecessor.user, c.predecessor.password),
+			rabbitmq.WithVhost(c.predecessor.vhost),
+			rabbitmq.WithPermissions(c.predecessor.user, c.predecessor.vhost, ".*", ".*", ".*"),
 		)
 	}
 	opts = append(opts,

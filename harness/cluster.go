@@ -84,11 +84,12 @@ type Cluster struct {
 	faults     map[string]injected  // by member
 	busAddr    string               // as of the last BusAddress, for Describe
 	amqp       *AMQPBus             // once raised
-	// predecessorPassword is the predecessor's on the broker, minted
-	// with the broker when the topology has a predecessor.
-	predecessorPassword string
-	predecessor         *testcontainers.DockerContainer // once raised
-	beside              *NATSBeside                     // once raised
+	// predecessor is the predecessor's user on the broker, given it with
+	// the broker when the topology has a predecessor, and its container
+	// once raised.
+	predecessor    predecessorOf
+	predecessorCtr *testcontainers.DockerContainer
+	beside         *NATSBeside // once raised
 }
 
 // RaiseGenesis raises the genesis cluster of the description

@@ -23,12 +23,10 @@ import (
 )
 
 // The predecessor's client (design 25 §5): a client of the broker the
-// mesh has, with a user and a virtual host of its own that the broker's
-// operator (here the harness) gave it before the mesh was there.
+// mesh has, with a user and a virtual host of its own, which the broker's
+// operator (here the harness) gave it before the mesh was there; the
+// description names them as its compatibility broker's clients.
 const (
-	// PredecessorUser and PredecessorVhost are its own on the broker.
-	PredecessorUser  = "legacy-app"
-	PredecessorVhost = "legacy"
 	// predecessorReady is what it logs once its connection is open.
 	predecessorReady = `"msg":"predecessor is connected"`
 	// predecessorPort is where it serves its counts.
@@ -39,14 +37,20 @@ const (
 	amqpPlainPort = "5672"
 )
 
+// predecessorOf is the predecessor's user on the broker.
+type predecessorOf struct {
+	user, vhost, password string
+}
+
 // startPredecessor raises the predecessor's client as member m, logged in
 // as its own user on its own virtual host, its counts published on this
 // host's loopback for the witness.
 func (c *Cluster) startPredecessor(ctx context.Context, m topology.Member) error {
-	if c.predecessorPassword == "" {
+	p := c.predecessor
+	if p.password == "" {
 		return fmt.Errorf("start %s: the broker was raised without the predecessor's user", m.Name)
 	}
-	u := rabbitmq.URL(net.JoinHostPort(AliasAMQP, amqpPlainPort), PredecessorUser, c.predecessorPassword, PredecessorVhost)
+	u := rabbitmq.URL(net.JoinHostPort(AliasAMQP, amqpPlainPort), p.user, p.password, p.vhost)
 	opts := append(c.s.common(m.Name),
 		testcontainers.WithFiles(testcontainers.ContainerFile{Reader: bytes.NewReader([]byte(u + "\n")), ContainerFilePath: images.PredecessorURL, FileMode: 0o644}),
 		network.WithNetworkName([]string{m.Name}, c.networks[Private]),
@@ -69,9 +73,9 @@ func (c *Cluster) startPredecessor(ctx context.Context, m topology.Member) error
 		return err
 	}
 	c.mu.Lock()
-	c.predecessor = ctr
+	c.predecessorCtr = ctr
 	c.mu.Unlock()
-	c.s.narrate("%s up as %s on virtual host %s", m.Name, PredecessorUser, PredecessorVhost)
+	c.s.narrate("%s up as %s on virtual host %s", m.Name, p.user, p.vhost)
 	return nil
 }
 
@@ -81,7 +85,7 @@ func (c *Cluster) startPredecessor(ctx context.Context, m topology.Member) error
 // counts.
 func (c *Cluster) PredecessorWitness(ctx context.Context) (observe.Witness, error) {
 	c.mu.Lock()
-	ctr, bus := c.predecessor, c.amqp
+	ctr, bus, p := c.predecessorCtr, c.amqp, c.predecessor
 	c.mu.Unlock()
 	if ctr == nil || bus == nil {
 		return observe.Witness{}, fmt.Errorf("the predecessor's witness: %w: this cluster raised no predecessor (its members: %v)", ErrUnknownMember, c.topology.Names())
@@ -113,8 +117,8 @@ func (c *Cluster) PredecessorWitness(ctx context.Context) (observe.Witness, erro
 			return out, nil
 		},
 		Counts: counts + (&url.URL{Path: report.Path}).String(),
-		User:   PredecessorUser,
-		Vhost:  PredecessorVhost,
+		User:   p.user,
+		Vhost:  p.vhost,
 	}, nil
 }
 

@@ -334,6 +334,7 @@ func (s *scenario) aPushAssigningTheSeatIsRefused(ctx context.Context, module, n
 func (s *scenario) iNoteTheAdoptedServersCounts(ctx context.Context) error {
 	v, err := s.readVarz(ctx)
 	s.ad.varz = v
+	beds.Logf(ctx, "the adopted server before: in %d, out %d messages", v.InMsgs, v.OutMsgs)
 	return err
 }
 
@@ -342,6 +343,7 @@ func (s *scenario) theAdoptedServersCountsHaveNotGrown(ctx context.Context) erro
 	if err != nil {
 		return err
 	}
+	beds.Logf(ctx, "the adopted server after: in %d, out %d messages", v.InMsgs, v.OutMsgs)
 	if v.InMsgs != s.ad.varz.InMsgs || v.OutMsgs != s.ad.varz.OutMsgs {
 		return fmt.Errorf("expected no message through the adopted server, its counts went from in %d out %d to in %d out %d",
 			s.ad.varz.InMsgs, s.ad.varz.OutMsgs, v.InMsgs, v.OutMsgs)
@@ -358,6 +360,7 @@ func (s *scenario) noMeshPrincipalConnected(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	beds.Logf(ctx, "users ever connected to the adopted server: %v", users)
 	for _, u := range users {
 		if u != harness.BesideUser {
 			return fmt.Errorf("expected no principal of the mesh ever connected to the adopted server, /connz shows %v", users)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cucumber/godog"
 
+	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/observe"
 )
@@ -25,6 +26,36 @@ func (s *scenario) bindPredecessor(sc *godog.ScenarioContext) {
 	sc.Step(`^the witness notes what the predecessor can notice$`, s.theWitnessNotes)
 	sc.Step(`^the predecessor noticed nothing since the witness's note$`, s.noticedNothingSinceTheNote)
 	sc.Step(`^the predecessor noticed nothing since the broker was raised$`, s.noticedNothingSinceRaised)
+	sc.Step(`^within (\d+) seconds status shows the compatibility broker "([^"]+)" with the predecessor's connections the broker lists, and not retirable$`, s.statusShowsTheCompatibilityBroker)
+}
+
+// statusShowsTheCompatibilityBroker compares the controller's count of
+// the compatibility broker's clients with the broker's own list of the
+// predecessor's connections, read by the witness.
+func (s *scenario) statusShowsTheCompatibilityBroker(ctx context.Context, seconds int, module string) error {
+	w, err := s.witness(ctx)
+	if err != nil {
+		return err
+	}
+	return eventually(ctx, time.Duration(seconds)*time.Second, func(ctx context.Context) error {
+		snap, err := w.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		st, err := s.fullStatus(ctx)
+		if err != nil {
+			return err
+		}
+		c := st.Compat
+		if c == nil {
+			return fmt.Errorf("expected status to show the compatibility broker %s, it shows none", module)
+		}
+		if c.Module != module || c.Connected[w.User] != len(snap.Connections) || len(snap.Connections) == 0 || c.Retirable {
+			return fmt.Errorf("expected the compatibility broker %s with %s connected %d time(s), as the broker lists, and not retirable; status shows %+v",
+				module, w.User, len(snap.Connections), *c)
+		}
+		return nil
+	})
 }
 
 // witness is the raised cluster's witness, and its first snapshot, taken
@@ -76,7 +107,13 @@ func (s *scenario) noticedNothingSinceRaised(ctx context.Context) error {
 	first := now
 	first.Counts = observe.FirstConnected(now.Counts)
 	first.Opened, first.Closed = 1, 0
-	return s.noticedNothingSince(ctx, first)
+	if err := s.noticedNothingSince(ctx, first); err != nil {
+		return err
+	}
+	c := now.Counts
+	beds.Logf(ctx, "the predecessor since %s: sent %d, confirmed %d, received %d, lost %d, duplicated %d; calls %d, answered %d, timed out %d; connections %d, disconnects %d",
+		c.Started.Format(time.RFC3339), c.Sent, c.Confirmed, c.Received, c.Lost, c.Duplicated, c.Calls, c.Answered, c.TimedOut, len(c.Connections), len(c.Disconnects))
+	return nil
 }
 
 // noticedNothingSince waits until the predecessor's counts have grown

@@ -112,6 +112,13 @@ type fullStatus struct {
 		Config   string    `json:"config"`
 		Adopted  time.Time `json:"adopted"`
 	} `json:"seats"`
+	// Compat is the compatibility broker's retirement condition.
+	Compat *struct {
+		Module    string         `json:"module"`
+		Checked   time.Time      `json:"checked"`
+		Connected map[string]int `json:"connected"`
+		Retirable bool           `json:"retirable"`
+	} `json:"compat"`
 }
 
 func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {

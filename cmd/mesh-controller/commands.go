@@ -40,7 +40,7 @@ func checkCost(c *call) error {
 // options are Apply's options as the flags set them. A composition on a
 // mesh on AMQP is made live through the broker's management API.
 func (c *call) options() rollout.Options {
-	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log, Bus: c.bus, AMQPAdmin: amqpadmin.ApplyAs}
+	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log, Bus: c.bus, AMQPAdmin: amqpadmin.ApplyAs, AMQPClients: amqpadmin.ClientsAs}
 }
 
 func (c *call) mesh() (*meshdesc.Mesh, error) { return meshdesc.Load(c.meshFile) }
@@ -342,6 +342,35 @@ func (n *names) Set(v string) error {
 // printStatus prints the status held in the store: as JSON, or as a line
 // per provision its provider keeps failing, which is what a person reading
 // it needs first, then a line per node.
+// compatStatus is the compatibility broker's retirement condition as
+// status shows it.
+type compatStatus struct {
+	store.Compat
+	RetireAfter string `json:"retire_after"`
+	Retirable   bool   `json:"retirable"`
+}
+
+// compatClients says who is connected, or since when nobody.
+func compatClients(c store.Compat) string {
+	var parts []string
+	for _, u := range slices.Sorted(maps.Keys(c.Connected)) {
+		if c.Connected[u] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", esc(u), c.Connected[u]))
+		}
+	}
+	if len(parts) == 0 {
+		return "nobody connected since " + c.IdleSince.Format(time.RFC3339)
+	}
+	return "connected: " + strings.Join(parts, ", ")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
 // seatStatus is a seat as status shows it.
 type seatStatus struct {
 	Name     string    `json:"name"`
@@ -390,6 +419,15 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 	for _, s := range keptSeats {
 		seats = append(seats, seatStatus{Name: s.Name, Module: s.Module, Server: s.Server, ServerID: s.ServerID, Config: s.Config, Adopted: s.Adopted})
 	}
+	var compat *compatStatus
+	if c, err := kept.Compat(ctx); err == nil {
+		compat = &compatStatus{Compat: c, RetireAfter: c.RetireAfter.String(), Retirable: c.Retirable()}
+		if compat.Connected == nil {
+			compat.Connected = map[string]int{}
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
 	if asJSON {
 		if builds == nil {
 			builds = []store.Build{}
@@ -405,7 +443,12 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 			Builds        []store.Build         `json:"builds"`
 			Installations []status.Installation `json:"installations"`
 			Seats         []seatStatus          `json:"seats"`
-		}{st, nodes, dead, refused, builds, installs, seats})
+			Compat        *compatStatus         `json:"compat,omitempty"`
+		}{st, nodes, dead, refused, builds, installs, seats, compat})
+	}
+	if compat != nil {
+		fmt.Fprintf(w, "compatibility broker %s, as of %s: %s; retirable after %s with nobody connected: %s\n",
+			esc(compat.Module), compat.Checked.Format(time.RFC3339), compatClients(compat.Compat), compat.RetireAfter, yesNo(compat.Retirable))
 	}
 	for _, s := range seats {
 		fmt.Fprintf(w, "seat %s: module %s, the server %s at %s adopted %s (its configuration %s)\n",

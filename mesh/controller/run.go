@@ -161,9 +161,13 @@ func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOption
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	// An adoption stopped after its commit is completed here, at once
-	// and every time after.
+	// An adoption stopped after its commit is completed here, and the
+	// compatibility broker's clients are counted, at once and every time
+	// after.
 	keepAdopted := func() {
+		if err := rollout.ObserveCompat(ctx, m, st, o.Apply); err != nil && ctx.Err() == nil {
+			o.Logger.Warn("observe the compatibility broker's clients", "err", err)
+		}
 		if o.Dir == "" {
 			return
 		}

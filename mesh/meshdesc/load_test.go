@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSampleLoads(t *testing.T) {
@@ -285,5 +286,44 @@ modules:
 	}
 	if _, err := Parse([]byte(strings.Replace(desc, "  - name: node-b\n    modules: [nats]\n", "  - name: node-b\n", 1))); err != nil {
 		t.Fatalf("expected one assignment accepted, got %v", err)
+	}
+}
+
+func TestTheCompatibilityBrokerKeepsThePredecessorsUsersAlone(t *testing.T) {
+	const ok = `name: m
+bus: {names: [nats], monitor: nats}
+amqp: {names: [rabbitmq], management: rabbitmq}
+nodes:
+  - name: node-a
+modules:
+  - name: amqp-compat
+    compat:
+      users: [legacy-app]
+      vhosts: [legacy]
+      retire_after: 10m
+`
+	m, err := Parse([]byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, found := m.CompatBroker(); !found || c.Compat.RetireAfterDuration() != 10*time.Minute {
+		t.Fatalf("expected the compatibility broker, retirable after 10m, got %+v", c)
+	}
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"a mesh user", "users: [legacy-app]", "users: [host.node-a]", `users[0] "host.node-a": named as the mesh names its users`},
+		{"the controller", "users: [legacy-app]", "users: [controller]", "a user of the mesh's own"},
+		{"no users", "users: [legacy-app]", "users: []", "the predecessor's users are required"},
+		{"the mesh's vhost", "vhosts: [legacy]", "vhosts: [mesh]", `vhosts[0] "mesh": the mesh's own virtual host`},
+		{"no retirement condition", "retire_after: 10m", "retire_after: soon", `retire_after: "soon" is not a duration`},
+		{"no broker", "amqp: {names: [rabbitmq], management: rabbitmq}\n", "", "names no broker"},
+		{"placed on a node", "  - name: node-a\n", "  - name: node-a\n    modules: [amqp-compat]\n", `placed on nodes[0] "node-a"`},
+		{"an account on the bus", "      retire_after: 10m\n", "      retire_after: 10m\n    emits: [x]\n", "it has no account on the bus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(strings.Replace(ok, tc.from, tc.to, 1)))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("expected a refusal saying %q, got %v", tc.want, err)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-multierror"
 	"go.yaml.in/yaml/v3"
@@ -141,6 +142,40 @@ type Module struct {
 	// module's program (wire.Digest's spelling), one a build recorded;
 	// none, a node runs the program it has.
 	Artifact string `yaml:"artifact,omitempty"`
+	// Compat makes the module the compatibility broker (design 25 §5):
+	// the broker the mesh had, kept as it stands for the predecessor's
+	// clients, until its retirement condition holds.
+	Compat *Compat `yaml:"compat,omitempty"`
+}
+
+// Compat is the compatibility broker's manifest: whose clients it keeps,
+// and when it may retire.
+type Compat struct {
+	// Users are the predecessor's users on the broker, and Vhosts its
+	// virtual hosts: never the mesh's, which the mesh mints and changes.
+	// A connection of one of those users, or to one of those virtual
+	// hosts, is a client of the compatibility broker.
+	Users  []string `yaml:"users"`
+	Vhosts []string `yaml:"vhosts,omitempty"`
+	// RetireAfter is the retirement condition: retirable once no client
+	// has been connected for this long (a Go duration: "24h", "10m").
+	RetireAfter string `yaml:"retire_after"`
+}
+
+// RetireAfterDuration is RetireAfter parsed (checked by Parse).
+func (c Compat) RetireAfterDuration() time.Duration {
+	d, _ := time.ParseDuration(c.RetireAfter)
+	return d
+}
+
+// CompatBroker is the module declared the compatibility broker, if any.
+func (m *Mesh) CompatBroker() (Module, bool) {
+	for _, mod := range m.Modules {
+		if mod.Compat != nil {
+			return mod, true
+		}
+	}
+	return Module{}, false
 }
 
 // ToolDoc is what the catalogue says of one tool.
@@ -473,6 +508,8 @@ func (m *Mesh) Validate() error {
 		}
 	}
 
+	m.checkCompat(bad)
+
 	nodes := map[string]string{}
 	assigned := map[string]bool{}
 	broker := "" // where the module claiming wire.BrokerSeat is first placed
@@ -780,4 +817,63 @@ func isHostName(s string) bool {
 		}
 	}
 	return true
+}
+
+// meshUserPrefixes are the user names the mesh mints on the broker: a
+// node's host, a module's placement, a person, a token, a repository.
+// The predecessor's users must be none of them, nor any the mesh could
+// mint later (a node or a person added).
+var meshUserPrefixes = []string{"host.", "mod.", "person.", "enrol.", "source."}
+
+// checkCompat checks the compatibility broker's manifest: one at most,
+// on the broker the description names, placed on no node (the broker
+// stands as it is), its users and virtual hosts the predecessor's alone,
+// and a retirement condition.
+func (m *Mesh) checkCompat(bad func(where, format string, args ...any)) {
+	first := ""
+	for i, mod := range m.Modules {
+		if mod.Compat == nil {
+			continue
+		}
+		where := fmt.Sprintf("modules[%d] %q.compat", i, mod.Name)
+		if first != "" {
+			bad(where, "a second compatibility broker (also %s): the mesh had one broker", first)
+			continue
+		}
+		first = where
+		if m.AMQP == nil {
+			bad(where, "the description names no broker (amqp:) for it to keep")
+		}
+		for j, n := range m.Nodes {
+			if slices.Contains(n.Modules, mod.Name) {
+				bad(where, "placed on nodes[%d] %q: the compatibility broker is the broker as it stands, run by no host", j, n.Name)
+			}
+		}
+		if len(mod.Emits)+len(mod.Consumes)+len(mod.Tools)+len(mod.Uses)+len(mod.Provides) > 0 {
+			bad(where, "it has no account on the bus: no emits, consumes, tools, uses or provides")
+		}
+		if len(mod.Compat.Users) == 0 {
+			bad(where+".users", "the predecessor's users are required: their connections are the broker's clients")
+		}
+		for j, u := range mod.Compat.Users {
+			w := fmt.Sprintf("%s.users[%d] %q", where, j, u)
+			switch {
+			case u == "" || strings.ContainsAny(u, " \t\r\n"):
+				bad(w, "not a user name")
+			case u == wire.ControllerUser || u == wire.ControllerMeshUser || u == wire.AMQPAdminUser || u == wire.BuilderUser:
+				bad(w, "a user of the mesh's own: the predecessor's users are never the mesh's")
+			case slices.ContainsFunc(meshUserPrefixes, func(p string) bool { return strings.HasPrefix(u, p) }):
+				bad(w, "named as the mesh names its users (%s…): the mesh could mint it", strings.Join(meshUserPrefixes, "…, "))
+			}
+		}
+		for j, v := range mod.Compat.Vhosts {
+			w := fmt.Sprintf("%s.vhosts[%d] %q", where, j, v)
+			if v == "" || v == wire.AMQPVhost || v == wire.AMQPControlVhost {
+				bad(w, "the mesh's own virtual host (%s, %s): the predecessor's are never the mesh's", wire.AMQPVhost, wire.AMQPControlVhost)
+			}
+		}
+		if d, err := time.ParseDuration(mod.Compat.RetireAfter); err != nil || d <= 0 {
+			bad(where+".retire_after", "%q is not a duration above zero (\"24h\", \"10m\")", mod.Compat.RetireAfter)
+		}
+	}
 }

@@ -894,6 +894,33 @@ func (t *pgTx) PutPerson(ctx context.Context, p store.Person) error {
 		p.Name, string(doc))
 }
 
+func (v view) Compat(ctx context.Context) (store.Compat, error) {
+	c, err := documents[store.Compat](ctx, v.q, "read compat", `SELECT document FROM compat`)
+	if err != nil {
+		return store.Compat{}, err
+	}
+	if len(c) == 0 {
+		return store.Compat{}, fmt.Errorf("%w: the compatibility broker was never checked", store.ErrNotFound)
+	}
+	return c[0], nil
+}
+
+func (t *pgTx) Compat(ctx context.Context) (store.Compat, error) {
+	return locked(t, func() (store.Compat, error) { return t.view.Compat(ctx) })
+}
+
+func (t *pgTx) PutCompat(ctx context.Context, c store.Compat) error {
+	if err := store.CheckCompat(c); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("put compat: %w", err)
+	}
+	return t.write(ctx, "put compat",
+		`INSERT INTO compat (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
+}
+
 func (v view) Seats(ctx context.Context) ([]store.Seat, error) {
 	return documents[store.Seat](ctx, v.q, "read seats", `SELECT document FROM seats ORDER BY name`)
 }

@@ -60,6 +60,9 @@ type Options struct {
 	// AMQPAdmin reaches the broker's management API, to make a
 	// composition live on a mesh on AMQP.
 	AMQPAdmin AMQPAdmin
+	// AMQPClients counts the compatibility broker's clients through it
+	// (ObserveCompat).
+	AMQPClients AMQPClients
 
 	// syncDir fsyncs a directory after entries in it were created, renamed
 	// or removed; default the real one. A test records the calls.

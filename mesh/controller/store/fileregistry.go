@@ -70,6 +70,7 @@ type regState struct {
 	persons     map[string]Person
 	builds      map[string]Build
 	seats       map[string]Seat
+	compat      *Compat
 }
 
 func newRegState() *regState {
@@ -116,6 +117,7 @@ func fromRegistry(r registry) *regState {
 	for _, s := range r.Seats {
 		st.seats[s.Name] = s
 	}
+	st.compat = r.Compat
 	return st
 }
 
@@ -135,6 +137,7 @@ func (st *regState) document() registry {
 		Persons:     slices.Collect(maps.Values(st.persons)),
 		Builds:      slices.Collect(maps.Values(st.builds)),
 		Seats:       slices.Collect(maps.Values(st.seats)),
+		Compat:      st.compat,
 	}
 }
 
@@ -156,6 +159,7 @@ type regOp struct {
 	Unperson    string            `json:"unperson,omitempty"`
 	Build       *Build            `json:"build,omitempty"`
 	Seat        *Seat             `json:"seat,omitempty"`
+	Compat      *Compat           `json:"compat,omitempty"`
 }
 
 // journalLine is one update's registry writes, one line of the journal.
@@ -198,6 +202,9 @@ func (st *regState) apply(op regOp) {
 		st.builds[op.Build.ID] = *op.Build
 	case op.Seat != nil:
 		st.seats[op.Seat.Name] = *op.Seat
+	case op.Compat != nil:
+		c := copyCompat(*op.Compat)
+		st.compat = &c
 	}
 }
 

@@ -103,6 +103,18 @@ func (v regView) persons() []Person {
 	}, copyPerson)
 }
 
+func (v regView) compatRecord() (Compat, bool) {
+	for i := len(v.ops) - 1; i >= 0; i-- {
+		if v.ops[i].Compat != nil {
+			return copyCompat(*v.ops[i].Compat), true
+		}
+	}
+	if v.base.compat == nil {
+		return Compat{}, false
+	}
+	return copyCompat(*v.base.compat), true
+}
+
 func (v regView) seats() []Seat {
 	ss := overlay(v.base.seats, v.ops, func(op regOp) (string, *Seat, bool) {
 		if op.Seat == nil {
@@ -295,6 +307,9 @@ func copyOp(op regOp) regOp {
 	case op.Seat != nil:
 		s := copySeat(*op.Seat)
 		op.Seat = &s
+	case op.Compat != nil:
+		c := copyCompat(*op.Compat)
+		op.Compat = &c
 	}
 	return op
 }

@@ -658,6 +658,18 @@ func (v fileView) Builds(ctx context.Context) (out []Build, err error) {
 	return out, v.regRead(ctx, func(r regView) { out = r.builds() })
 }
 
+func (v fileView) Compat(ctx context.Context) (Compat, error) {
+	var c Compat
+	ok := false
+	if err := v.regRead(ctx, func(r regView) { c, ok = r.compatRecord() }); err != nil {
+		return Compat{}, err
+	}
+	if !ok {
+		return Compat{}, fmt.Errorf("%w: the compatibility broker was never checked", ErrNotFound)
+	}
+	return c, nil
+}
+
 func (v fileView) Seats(ctx context.Context) (out []Seat, err error) {
 	return out, v.regRead(ctx, func(r regView) { out = r.seats() })
 }
@@ -742,6 +754,13 @@ func (tx *fileTx) PutPerson(ctx context.Context, p Person) error {
 		return err
 	}
 	return tx.putReg(ctx, regOp{Person: &p})
+}
+
+func (tx *fileTx) PutCompat(ctx context.Context, c Compat) error {
+	if err := CheckCompat(c); err != nil {
+		return err
+	}
+	return tx.putReg(ctx, regOp{Compat: &c})
 }
 
 func (tx *fileTx) PutSeat(ctx context.Context, s Seat) error {

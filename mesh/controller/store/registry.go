@@ -120,6 +120,7 @@ type registry struct {
 	Persons     []Person           `json:"persons"`
 	Builds      []Build            `json:"builds"`
 	Seats       []Seat             `json:"seats,omitempty"`
+	Compat      *Compat            `json:"compat,omitempty"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {

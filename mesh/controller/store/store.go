@@ -94,6 +94,9 @@ type Reader interface {
 	// Seats are the foundation seats held by servers adopted in place
 	// (rollout.Adopt), by name.
 	Seats(ctx context.Context) ([]Seat, error)
+	// Compat is what the running controller last saw of the
+	// compatibility broker's clients; ErrNotFound if it never looked.
+	Compat(ctx context.Context) (Compat, error)
 	// Builds are the builds asked for and their outcomes, by id.
 	Builds(ctx context.Context) ([]Build, error)
 }
@@ -154,6 +157,8 @@ type Tx interface {
 	PutPerson(ctx context.Context, p Person) error
 	// PutSeat records a seat adopted, or replaces the one of its name.
 	PutSeat(ctx context.Context, s Seat) error
+	// PutCompat replaces what was seen of the compatibility broker.
+	PutCompat(ctx context.Context, c Compat) error
 	// DeletePerson forgets a person (revoked); one not issued is no error.
 	DeletePerson(ctx context.Context, name string) error
 	// PutBuild records a build, or replaces the one of its id.

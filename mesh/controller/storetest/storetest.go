@@ -52,6 +52,7 @@ func Run(t *testing.T, backing Backing) {
 		{"DeclarationsReportsAndTheDescription", declaredAndReported},
 		{"PersonsAreKeptAndForgotten", personsKept},
 		{"ASeatAdoptedIsKeptWithWhatTheServerWasRaisedWith", seatsKept},
+		{"WhatWasSeenOfTheCompatibilityBrokerIsReplacedWhole", compatKept},
 		{"TheLedgerIsPrunedBySequenceAndAge", ledgerPruned},
 		{"APruneInAFailedUpdateKeepsEveryEntry", ledgerPruneFailed},
 		{"AFailedPartOfAnUpdateKeepsNothingOfItsOwn", subUndone},
@@ -693,6 +694,33 @@ func seatsKept(t *testing.T, open func() store.Store) {
 		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutSeat(ctx, bad) }); err == nil {
 			t.Errorf("a seat %+v was kept", bad)
 		}
+	}
+}
+
+// compatKept: before the controller looked, there is no record; a record
+// put is read back whole by another opening of the store, and replaced
+// whole by the next; one without its module or time is refused.
+func compatKept(t *testing.T, open func() store.Store) {
+	st := open()
+	created(t, func() store.Store { return st })
+	if _, err := open().Compat(ctxT(t)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("expected ErrNotFound before any look, got %v", err)
+	}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	seen := store.Compat{Module: "amqp-compat", Checked: at, Connected: map[string]int{"legacy-app": 1}}
+	update(t, st, func(ctx context.Context, tx store.Tx) error { return tx.PutCompat(ctx, seen) })
+	got, err := open().Compat(ctxT(t))
+	if err != nil || got.Module != "amqp-compat" || !got.Checked.Equal(at) || got.Connected["legacy-app"] != 1 || !got.IdleSince.IsZero() {
+		t.Fatalf("compat read back: %+v, %v", got, err)
+	}
+	idle := store.Compat{Module: "amqp-compat", Checked: at.Add(time.Minute), Connected: map[string]int{}, IdleSince: at.Add(time.Minute)}
+	update(t, st, func(ctx context.Context, tx store.Tx) error { return tx.PutCompat(ctx, idle) })
+	if got, err := open().Compat(ctxT(t)); err != nil || len(got.Connected) != 0 || !got.IdleSince.Equal(idle.IdleSince) {
+		t.Fatalf("compat replaced: %+v, %v", got, err)
+	}
+	ctx := ctxT(t)
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutCompat(ctx, store.Compat{Module: "amqp-compat"}) }); err == nil {
+		t.Error("a record without when it was checked was kept")
 	}
 }
 

@@ -644,3 +644,31 @@ func ApplyAs(ctx context.Context, endpoint, user, password string, desired amqpd
 	changes, err := a.Apply(ctx, desired)
 	return changes.String(), err
 }
+
+// Clients counts the open connections of each of users, and of any user
+// connected to one of vhosts: the clients of a compatibility broker
+// (design 25 §5), as the broker itself lists them.
+func (a *Admin) Clients(ctx context.Context, users, vhosts []string) (map[string]int, error) {
+	conns, err := a.with(ctx).ListConnections()
+	if err != nil {
+		return nil, fmt.Errorf("list the broker's connections: %w", err)
+	}
+	out := map[string]int{}
+	for _, c := range conns {
+		if slices.Contains(users, c.User) || slices.Contains(vhosts, c.Vhost) {
+			out[c.User]++
+		}
+	}
+	return out, nil
+}
+
+// ClientsAs is Clients through the management API at endpoint as user:
+// what a controller that holds the administrator's password in its store
+// is given (rollout.Options.AMQPClients).
+func ClientsAs(ctx context.Context, endpoint, user, password string, users, vhosts []string) (map[string]int, error) {
+	a, err := Dial(ctx, endpoint, user, password)
+	if err != nil {
+		return nil, err
+	}
+	return a.Clients(ctx, users, vhosts)
+}
