@@ -15,6 +15,11 @@ import (
 	"github.com/meshbus/mesh/stand-ins/predecessor/report"
 )
 
+// witnessCallTimeout bounds a call to the management API made without a
+// deadline: a broker that does not answer fails the snapshot, it does not
+// hang it.
+const witnessCallTimeout = 10 * time.Second
+
 // Witness reads PredecessorSnapshots from outside the predecessor and the
 // mesh: the broker's management API, the broker's record of connections,
 // and the stand-in's counts.
@@ -39,10 +44,14 @@ func (w Witness) Snapshot(ctx context.Context) (PredecessorSnapshot, error) {
 	if s.Counts, err = w.counts(ctx); err != nil {
 		return s, err
 	}
+	// rabbit-hole takes no context: each call is bounded by the
+	// context's deadline, or by witnessCallTimeout where it has none.
 	mgmt := *w.Management
+	timeout := witnessCallTimeout
 	if dl, ok := ctx.Deadline(); ok {
-		mgmt.SetTimeout(time.Until(dl))
+		timeout = time.Until(dl)
 	}
+	mgmt.SetTimeout(timeout)
 	u, err := mgmt.GetUser(w.User)
 	if err != nil {
 		return s, fmt.Errorf("witness: the predecessor's user %s: %w", w.User, err)
@@ -140,6 +149,8 @@ func (w Witness) definitions(mgmt *rabbithole.Client) ([]string, error) {
 // counts reads the stand-in's own counts.
 func (w Witness) counts(ctx context.Context) (report.Counts, error) {
 	var c report.Counts
+	ctx, cancel := context.WithTimeout(ctx, witnessCallTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.Counts, nil)
 	if err != nil {
 		return c, fmt.Errorf("witness: %w", err)
