@@ -164,7 +164,7 @@ func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOption
 	// An adoption stopped after its commit is completed here, and the
 	// compatibility broker's clients are counted, at once and every time
 	// after.
-	keepAdopted := func() {
+	tendBeside := func() {
 		if err := rollout.ObserveCompat(ctx, m, st, o.Apply); err != nil && ctx.Err() == nil {
 			o.Logger.Warn("observe the compatibility broker's clients", "err", err)
 		}
@@ -178,7 +178,7 @@ func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOption
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		keepAdopted()
+		tendBeside()
 		t := time.NewTicker(rollout.LiveEvery)
 		defer t.Stop()
 		for {
@@ -190,7 +190,7 @@ func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOption
 			if err := rollout.LiveAMQP(ctx, m, st, o.Apply); err != nil && ctx.Err() == nil {
 				o.Logger.Warn("make the broker's users live", "err", err)
 			}
-			keepAdopted()
+			tendBeside()
 		}
 	}()
 	return func() { cancel(); <-done }
