@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -255,9 +256,12 @@ func KeepAdopted(ctx context.Context, st store.Reader, dir string, o Options) er
 
 // keepAdopted writes the seat's configuration if it is not composed's;
 // with await it returns when the server had loaded it (and when). Where
-// the file does not have the mesh's accounts yet, they are written bare
-// first and that load awaited whatever await says (compose.AdoptedBare
-// says why).
+// the server has not loaded the mesh's accounts yet, as its own
+// /accountz says, they are written bare first and that load awaited
+// whatever await says (compose.AdoptedBare says why). The file is not
+// asked: an adoption killed after it wrote the bare accounts leaves a
+// file the server may not have loaded yet, and the whole accounts written
+// over it would reach the server in one reload.
 func keepAdopted(ctx context.Context, s store.Seat, composed []byte, within time.Duration, await bool, o Options) (time.Time, error) {
 	raised, err := compose.ReadRaised(s.Raised)
 	if err != nil {
@@ -272,57 +276,93 @@ func keepAdopted(ctx context.Context, s store.Seat, composed []byte, within time
 		return time.Time{}, fmt.Errorf("read the adopted server's configuration: %w", err)
 	}
 	if bytes.Equal(cur, full) {
+		// Written only once the server had loaded the accounts bare.
 		return time.Time{}, nil
 	}
-	steps := [][]byte{full}
-	if !hasAccountsOf(cur, full) {
+	need := accountsOf(full)
+	have, err := serverAccounts(ctx, s.Server)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !containsAll(have, need) {
 		bare, err := compose.AdoptedBare(raised, composed)
 		if err != nil {
 			return time.Time{}, err
 		}
-		steps = [][]byte{bare, full}
+		if _, err := atomicfile.Write(s.Config, bare, 0o644, o.syncDir); err != nil {
+			return time.Time{}, err
+		}
+		if err := accountsLoaded(ctx, s.Server, need, within); err != nil {
+			return time.Time{}, err
+		}
 	}
-	var live time.Time
-	for i, data := range steps {
-		last := i == len(steps)-1
-		if last && !await {
-			_, err := atomicfile.Write(s.Config, data, 0o644, o.syncDir)
-			return time.Time{}, err
-		}
-		before, err := readVarz(ctx, s.Server)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if _, err := atomicfile.Write(s.Config, data, 0o644, o.syncDir); err != nil {
-			return time.Time{}, err
-		}
-		if live, err = loaded(ctx, s.Server, before.ConfigLoadTime, within); err != nil {
-			return time.Time{}, err
-		}
+	if !await {
+		_, err := atomicfile.Write(s.Config, full, 0o644, o.syncDir)
+		return time.Time{}, err
+	}
+	before, err := readVarz(ctx, s.Server)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if _, err := atomicfile.Write(s.Config, full, 0o644, o.syncDir); err != nil {
+		return time.Time{}, err
+	}
+	live, err := loaded(ctx, s.Server, before.ConfigLoadTime, within)
+	if err != nil {
+		return time.Time{}, err
 	}
 	o.Logger.Info("adopted server's configuration live", "seat", s.Name, "config", s.Config)
 	return live, nil
 }
 
-// hasAccountsOf reports whether the configuration cur already names every
-// account of want.
-func hasAccountsOf(cur, want []byte) bool {
-	c, err := conf.Parse(string(cur))
+// accountsOf are the accounts a configuration names.
+func accountsOf(data []byte) []string {
+	c, err := conf.Parse(string(data))
 	if err != nil {
-		return false
+		return nil
 	}
-	w, err := conf.Parse(string(want))
-	if err != nil {
-		return false
-	}
-	have, _ := c["accounts"].(map[string]any)
-	need, _ := w["accounts"].(map[string]any)
-	for name := range need {
-		if _, ok := have[name]; !ok {
+	accounts, _ := c["accounts"].(map[string]any)
+	return slices.Sorted(maps.Keys(accounts))
+}
+
+func containsAll(have, need []string) bool {
+	for _, n := range need {
+		if !slices.Contains(have, n) {
 			return false
 		}
 	}
 	return true
+}
+
+// serverAccounts are the accounts the server has loaded, as its own
+// /accountz lists them.
+func serverAccounts(ctx context.Context, monitor string) ([]string, error) {
+	var a struct {
+		Accounts []string `json:"accounts"`
+	}
+	if err := monitorGet(ctx, monitor, "/accountz", &a); err != nil {
+		return nil, err
+	}
+	return a.Accounts, nil
+}
+
+// accountsLoaded waits until the server lists every account of need.
+func accountsLoaded(ctx context.Context, monitor string, need []string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		have, err := serverAccounts(ctx, monitor)
+		if err == nil && containsAll(have, need) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server at %s did not load the mesh's accounts within %s (its log says why; a reload it refuses changes nothing): it has %v, %v", monitor, within, have, err)
+		case <-tick.C:
+		}
+	}
 }
 
 // varz is what the adoption reads of the server's /varz.
@@ -335,25 +375,36 @@ type varz struct {
 }
 
 func readVarz(ctx context.Context, monitor string) (varz, error) {
+	var v varz
+	if err := monitorGet(ctx, monitor, "/varz", &v); err != nil {
+		return varz{}, err
+	}
+	if v.ServerID == "" {
+		return varz{}, fmt.Errorf("%s/varz is not a NATS server's monitoring: it names no server", monitor)
+	}
+	return v, nil
+}
+
+// monitorGet reads the server's monitoring endpoint path into v.
+func monitorGet(ctx context.Context, monitor, path string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, monitor+"/varz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, monitor+path, nil)
 	if err != nil {
-		return varz{}, fmt.Errorf("the server's monitoring endpoint %q: %w", monitor, err)
+		return fmt.Errorf("the server's monitoring endpoint %q: %w", monitor, err)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return varz{}, fmt.Errorf("no NATS server answers at %s/varz: %w", monitor, err)
+		return fmt.Errorf("no NATS server answers at %s%s: %w", monitor, path, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return varz{}, fmt.Errorf("%s/varz answered %s, not a NATS server's monitoring", monitor, res.Status)
+		return fmt.Errorf("%s%s answered %s, not a NATS server's monitoring", monitor, path, res.Status)
 	}
-	var v varz
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || v.ServerID == "" {
-		return varz{}, fmt.Errorf("%s/varz is not a NATS server's monitoring: %v", monitor, err)
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		return fmt.Errorf("%s%s is not a NATS server's monitoring: %w", monitor, path, err)
 	}
-	return v, nil
+	return nil
 }
 
 // loaded waits until the server reports a configuration loaded after

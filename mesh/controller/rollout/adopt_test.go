@@ -45,7 +45,11 @@ type beside struct {
 
 const opsPassword = "ops-secret"
 
-func raiseBeside(t *testing.T) *beside {
+func raiseBeside(t *testing.T) *beside { return raiseBesideWatched(t, 20*time.Millisecond) }
+
+// raiseBesideWatched is raiseBeside with the server's watcher looking at
+// its file every poll.
+func raiseBesideWatched(t *testing.T, poll time.Duration) *beside {
 	t.Helper()
 	ctx := controllertest.Ctx(t)
 	m := amqpMesh(t)
@@ -81,7 +85,7 @@ accounts { OPS { jetstream: enabled, users: [ {user: ops, password: %q} ] } }
 		t.Fatal(err)
 	}
 	srv := natstest.ServeFile(t, raised)
-	watch(t, srv, raised)
+	watch(t, srv, raised, poll)
 	b := &beside{m: m, st: st, dir: dir, config: raised, monitor: fmt.Sprintf("http://127.0.0.1:%d", m.Bus.MonitorPort), srv: srv, fp: fp}
 	nc := b.dial(t, "ops", opsPassword)
 	js, err := jetstream.New(nc)
@@ -100,9 +104,9 @@ accounts { OPS { jetstream: enabled, users: [ {user: ops, password: %q} ] } }
 	return b
 }
 
-// watch reloads srv whenever path's content changes, as the image's
-// entrypoint sends nats-server SIGHUP.
-func watch(t *testing.T, srv *server.Server, path string) {
+// watch reloads srv whenever path's content changes, looking every poll,
+// as the image's entrypoint sends nats-server SIGHUP.
+func watch(t *testing.T, srv *server.Server, path string, poll time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -111,7 +115,7 @@ func watch(t *testing.T, srv *server.Server, path string) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(poll)
 			cur, err := os.ReadFile(path)
 			if err != nil || bytes.Equal(cur, last) {
 				continue
@@ -132,6 +136,24 @@ func (b *beside) dial(t *testing.T, user, password string) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// heartbeatRoutes says the mesh's accounts are live with their imports
+// routed: a host's heartbeat, published in the hosts' account, reaches
+// ctl, the controller's connection, in the control account.
+func (b *beside) heartbeatRoutes(t *testing.T, ctl *nats.Conn) {
+	t.Helper()
+	heard, err := ctl.SubscribeSync(wire.NodeAlive("*"))
+	if err != nil || ctl.Flush() != nil {
+		t.Fatal(err)
+	}
+	host := b.dial(t, wire.HostUser("node-a"), b.password(t, wire.HostUser("node-a")))
+	if err := host.Publish(wire.NodeAlive("node-a"), []byte("{}")); err != nil || host.Flush() != nil {
+		t.Fatal(err)
+	}
+	if _, err := heard.NextMsg(2 * time.Second); err != nil {
+		t.Fatalf("expected the host's heartbeat routed into the control account after the adoption: %v", err)
+	}
 }
 
 func (b *beside) password(t *testing.T, user string) string {
@@ -182,18 +204,7 @@ func TestAdoptionKeepsTheServerItsDataAndConfiguration(t *testing.T) {
 	}
 	// The mesh's accounts are live, their imports routed: a host's
 	// heartbeat, published in its account, reaches the controller's.
-	ctl := b.dial(t, wire.ControllerUser, b.password(t, wire.ControllerUser))
-	heard, err := ctl.SubscribeSync(wire.NodeAlive("*"))
-	if err != nil || ctl.Flush() != nil {
-		t.Fatal(err)
-	}
-	host := b.dial(t, wire.HostUser("node-a"), b.password(t, wire.HostUser("node-a")))
-	if err := host.Publish(wire.NodeAlive("node-a"), []byte("{}")); err != nil || host.Flush() != nil {
-		t.Fatal(err)
-	}
-	if _, err := heard.NextMsg(2 * time.Second); err != nil {
-		t.Fatalf("expected the host's heartbeat routed into the control account after the adoption: %v", err)
-	}
+	b.heartbeatRoutes(t, b.dial(t, wire.ControllerUser, b.password(t, wire.ControllerUser)))
 	// What the server was raised with is there: its account and its stream.
 	js, err := jetstream.New(b.dial(t, "ops", opsPassword))
 	if err != nil {
@@ -318,17 +329,7 @@ func TestAnAdoptionStoppedAfterItsCommitIsCompleted(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}
-			heard, err := ctl.SubscribeSync(wire.NodeAlive("*"))
-			if err != nil || ctl.Flush() != nil {
-				t.Fatal(err)
-			}
-			host := b.dial(t, wire.HostUser("node-a"), b.password(t, wire.HostUser("node-a")))
-			if err := host.Publish(wire.NodeAlive("node-a"), []byte("{}")); err != nil || host.Flush() != nil {
-				t.Fatal(err)
-			}
-			if _, err := heard.NextMsg(2 * time.Second); err != nil {
-				t.Fatalf("expected the host's heartbeat routed after the adoption was completed: %v", err)
-			}
+			b.heartbeatRoutes(t, ctl)
 		})
 	}
 }
