@@ -223,6 +223,31 @@ func TestAdoptionKeepsTheServerItsDataAndConfiguration(t *testing.T) {
 		t.Fatalf("expected a second adoption refused naming the first, got %v", err)
 	}
 
+	// From then on the controller owns its configuration: a token issued
+	// is composed into it, and the server, the same one, lets it in.
+	// (Without a broker to make it live there, the issue says so.)
+	if _, _, err := rollout.IssueToken(ctx, b.m, b.st, b.dir, "node-b", time.Hour, rollout.Options{BcryptCost: bcrypt.MinCost}); err != nil && !errors.Is(err, rollout.ErrNotLive) {
+		t.Fatal(err)
+	}
+	tokens, err := b.st.Tokens(ctx)
+	if err != nil || len(tokens) != 1 {
+		t.Fatalf("expected the token issued kept, got %+v, %v", tokens, err)
+	}
+	user := wire.EnrolUser(tokens[0].ID)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		nc, err := nats.Connect(b.srv.ClientURL(), nats.UserInfo(user, b.password(t, user)), nats.Secure(link.PinnedTLS(b.fp, "localhost")))
+		if err == nil {
+			nc.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 5s, expected the token issued after the adoption let in by the adopted server: %v", err)
+		}
+	}
+	if b.srv.ID() != res.ServerID {
+		t.Fatal("expected the same server")
+	}
+
 	// A description that assigns the seat to a node as well is refused at
 	// resolution, naming both assignments, and changes nothing.
 	adopted, _ := os.ReadFile(b.config)
