@@ -64,8 +64,8 @@ Feature: Adoption — a mesh already running adopts the bus's server in place, a
     Given a mesh raised from nothing from "testdata/mesh.yaml"
     And the NATS server beside the broker was adopted into its seat
     And the witness notes what the predecessor can notice
-    Then adopting it again is refused, saying "seat mesh-broker is held already by the server", and its configuration is unchanged
-    And a push that assigns the module "nats" to "node-b" as well is refused, saying "seat mesh-broker is held by the server", and its configuration is unchanged
+    Then adopting it again is refused, saying "seat mesh-broker is held already by the server", and the seat is as it was
+    And a push that assigns the module "nats" to "node-b" as well is refused, saying "seat mesh-broker is held by the server", and the adopted server's configuration has no user of that placement
     And status shows seat "mesh-broker" held by the module "nats", the server adopted
     And the predecessor noticed nothing since the witness's note
 
