@@ -226,20 +226,7 @@ func run(ctx context.Context, t testing.TB, image string, labels map[string]stri
 			hc.PortBindings[network.MustParsePort(tlsPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: port(s.tlsPort)}}
 		}),
 	}, publish...)...)
-	if ctr != nil {
-		t.Cleanup(func() {
-			if t.Failed() {
-				logs(t, ctr)
-			}
-			if err := testcontainers.TerminateContainer(ctr); err != nil {
-				t.Errorf("remove the rabbitmq container: %v", err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatalf("run rabbitmq: %v", err)
-	}
-	return ctr
+	return kept(t, ctr, err)
 }
 
 // importDefinitions loads the mesh's definitions into the running broker.
@@ -417,6 +404,13 @@ func StartBare(t testing.TB, opts ...testcontainers.ContainerCustomizer) *rabbit
 	ctx, cancel, image, labels := prepare(t)
 	defer cancel()
 	ctr, err := rabbitmq.Run(ctx, image, append([]testcontainers.ContainerCustomizer{testcontainers.WithLabels(labels)}, opts...)...)
+	return kept(t, ctr, err)
+}
+
+// kept is what rabbitmq.Run gave, removed when t ends (its logs in the
+// test's output first, if it failed); a failed Run fails t.
+func kept(t testing.TB, ctr *rabbitmq.RabbitMQContainer, err error) *rabbitmq.RabbitMQContainer {
+	t.Helper()
 	if ctr != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
