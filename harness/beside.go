@@ -136,3 +136,15 @@ func (c *Cluster) RaiseNATSBeside(ctx context.Context) (NATSBeside, error) {
 func (c *Cluster) ReadNATSBesideConfig() ([]byte, error) {
 	return os.ReadFile(filepath.Join(c.state, besideDir, compose.ConfigFile))
 }
+
+// AdoptBeside runs mesh-controller adopt on the server raised beside the
+// broker (its watched file, whether it was raised yet or not), asking it
+// at monitor ("" the description's bus.monitor): what it printed, and its
+// exit status.
+func (c *Cluster) AdoptBeside(ctx context.Context, monitor string) (string, int, error) {
+	args := append(controllerctr.Args("adopt", filepath.Base(controllerctr.MeshFile)), "--config", path.Join(controllerctr.StateDir, besideDir, compose.ConfigFile))
+	if monitor != "" {
+		args = append(args, "--monitor", monitor)
+	}
+	return c.RunController(ctx, args...)
+}

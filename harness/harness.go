@@ -154,6 +154,9 @@ type PredecessorWatcher interface {
 type NATSBesideRaiser interface {
 	RaiseNATSBeside(ctx context.Context) (NATSBeside, error)
 	ReadNATSBesideConfig() ([]byte, error)
+	// AdoptBeside runs mesh-controller adopt on it, the server asked at
+	// monitor ("" the description's): what it printed, and its exit.
+	AdoptBeside(ctx context.Context, monitor string) (output string, exit int, err error)
 }
 
 // AMQPBroker is a raised RabbitMQ broker as the steps observe it: where

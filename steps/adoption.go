@@ -15,7 +15,6 @@ import (
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
-	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -109,20 +108,24 @@ func (s *scenario) theOperatorRaisesNATSBeside(ctx context.Context, stream strin
 	return nil
 }
 
-// adopt runs mesh-controller adopt on the server beside; it returns what
-// it printed and its exit.
-func (s *scenario) adopt(ctx context.Context, config string) (string, int, error) {
+// adopt runs mesh-controller adopt on the server beside, asked at
+// monitor ("" the description's); it returns what it printed and its
+// exit.
+func (s *scenario) adopt(ctx context.Context, monitor string) (string, int, error) {
 	r, err := s.cluster()
 	if err != nil {
 		return "", -1, err
 	}
-	args := append(controllerctr.Args("adopt", "mesh.yaml"), "--config", config)
-	return r.cluster.RunController(ctx, args...)
+	nb, ok := r.cluster.(harness.NATSBesideRaiser)
+	if !ok {
+		return "", -1, fmt.Errorf("this cluster has no NATS server beside its broker to adopt")
+	}
+	return nb.AdoptBeside(ctx, monitor)
 }
 
 func (s *scenario) theOperatorAdopts(ctx context.Context) error {
 	start := time.Now()
-	out, exit, err := s.adopt(ctx, s.ad.beside.Config)
+	out, exit, err := s.adopt(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -242,7 +245,7 @@ func (s *scenario) adoptingAgainIsRefused(ctx context.Context, saying string) er
 	if err != nil {
 		return err
 	}
-	out, exit, err := s.adopt(ctx, s.ad.beside.Config)
+	out, exit, err := s.adopt(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -260,15 +263,8 @@ func (s *scenario) adoptingAgainIsRefused(ctx context.Context, saying string) er
 }
 
 func (s *scenario) adoptingWhereNoneAnswers(ctx context.Context, saying string) error {
-	r, err := s.cluster()
-	if err != nil {
-		return err
-	}
-	// Nothing listens at the broker's management host on the bus's
-	// monitoring port.
-	args := append(controllerctr.Args("adopt", "mesh.yaml"), "--config", controllerctr.StateDir+"/nats/nats.conf",
-		"--monitor", fmt.Sprintf("http://%s:%d", harness.AliasAMQP, r.mesh.Bus.MonitorPort))
-	out, exit, err := r.cluster.RunController(ctx, args...)
+	// Nothing listens at the broker's host on the bus's monitoring port.
+	out, exit, err := s.adopt(ctx, fmt.Sprintf("http://%s:%d", harness.AliasAMQP, s.r.mesh.Bus.MonitorPort))
 	if err != nil {
 		return err
 	}

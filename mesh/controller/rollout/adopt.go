@@ -135,6 +135,11 @@ func Adopt(ctx context.Context, m *meshdesc.Mesh, st store.Store, dir string, o 
 			return nil
 		}
 
+		// The server first: with none, its file is nothing to adopt.
+		v, err := readVarz(ctx, ao.Monitor)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrAdoption, err)
+		}
 		raisedData, err := os.ReadFile(ao.Config)
 		if err != nil {
 			return fmt.Errorf("%w: read the server's configuration: %w", ErrAdoption, err)
@@ -142,10 +147,6 @@ func Adopt(ctx context.Context, m *meshdesc.Mesh, st store.Store, dir string, o 
 		raised, err := compose.ReadRaised(raisedData)
 		if err != nil {
 			return fmt.Errorf("%w: the server's configuration %s: %w", ErrAdoption, ao.Config, err)
-		}
-		v, err := readVarz(ctx, ao.Monitor)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrAdoption, err)
 		}
 		var bad []string
 		if v.Port != m.Bus.Port {
