@@ -349,18 +349,31 @@ func serverAccounts(ctx context.Context, monitor string) ([]string, error) {
 
 // accountsLoaded waits until the server lists every account of need.
 func accountsLoaded(ctx context.Context, monitor string, need []string, within time.Duration) error {
+	return untilServer(ctx, monitor, "the mesh's accounts", within, func(ctx context.Context) (string, bool, error) {
+		have, err := serverAccounts(ctx, monitor)
+		return fmt.Sprintf("it has %v", have), err == nil && containsAll(have, need), err
+	})
+}
+
+// untilServer asks the server every 100 ms, within, until done says it
+// has loaded what was written; what says what, and done's first result
+// what it last said, for the error.
+func untilServer(ctx context.Context, monitor, what string, within time.Duration, done func(context.Context) (string, bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		have, err := serverAccounts(ctx, monitor)
-		if err == nil && containsAll(have, need) {
+		last, ok, err := done(ctx)
+		if ok {
 			return nil
+		}
+		if err != nil {
+			last = err.Error()
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the server at %s did not load the mesh's accounts within %s (its log says why; a reload it refuses changes nothing): it has %v, %v", monitor, within, have, err)
+			return fmt.Errorf("the server at %s did not load %s within %s (its log says why; a reload it refuses changes nothing): %s", monitor, what, within, last)
 		case <-tick.C:
 		}
 	}
@@ -411,23 +424,14 @@ func monitorGet(ctx context.Context, monitor, path string, v any) error {
 // loaded waits until the server reports a configuration loaded after
 // before, and returns when.
 func loaded(ctx context.Context, monitor string, before time.Time, within time.Duration) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	var at time.Time
+	err := untilServer(ctx, monitor, "the configuration written", within, func(ctx context.Context) (string, bool, error) {
 		v, err := readVarz(ctx, monitor)
-		if err == nil && v.ConfigLoadTime.After(before) {
-			return v.ConfigLoadTime, nil
-		}
-		select {
-		case <-ctx.Done():
-			last := fmt.Sprintf("it last loaded one at %s", v.ConfigLoadTime.Format(time.RFC3339Nano))
-			if err != nil {
-				last = err.Error()
-			}
-			return time.Time{}, fmt.Errorf("the server at %s did not load the configuration written within %s (its log says why; a reload it refuses changes nothing): %s", monitor, within, last)
-		case <-tick.C:
-		}
+		at = v.ConfigLoadTime
+		return "it last loaded one at " + at.Format(time.RFC3339Nano), err == nil && at.After(before), err
+	})
+	if err != nil {
+		return time.Time{}, err
 	}
+	return at, nil
 }

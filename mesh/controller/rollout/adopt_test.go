@@ -156,6 +156,31 @@ func (b *beside) heartbeatRoutes(t *testing.T, ctl *nats.Conn) {
 	}
 }
 
+// dialWithin connects as user once the server lets it in, within d: what
+// a configuration the server takes at its next watcher poll allows.
+func (b *beside) dialWithin(t *testing.T, user string, d time.Duration) *nats.Conn {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		nc, err := nats.Connect(b.srv.ClientURL(), nats.UserInfo(user, b.password(t, user)), nats.Secure(link.PinnedTLS(b.fp, "localhost")))
+		if err == nil {
+			t.Cleanup(nc.Close)
+			return nc
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within %s, expected %s let in by the adopted server: %v", d, user, err)
+		}
+	}
+}
+
+// withNATSOn is the description with the module claiming the broker's
+// seat placed on its node i as well: a second assignment of the seat.
+func (b *beside) withNATSOn(i int) *meshdesc.Mesh {
+	placed := *b.m
+	placed.Nodes = append([]meshdesc.Node(nil), b.m.Nodes...)
+	placed.Nodes[i].Modules = append(append([]string(nil), placed.Nodes[i].Modules...), "nats")
+	return &placed
+}
+
 func (b *beside) password(t *testing.T, user string) string {
 	t.Helper()
 	secrets, err := b.st.Secrets(controllertest.Ctx(t))
@@ -233,17 +258,7 @@ func TestAdoptionKeepsTheServerItsDataAndConfiguration(t *testing.T) {
 	if err != nil || len(tokens) != 1 {
 		t.Fatalf("expected the token issued kept, got %+v, %v", tokens, err)
 	}
-	user := wire.EnrolUser(tokens[0].ID)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		nc, err := nats.Connect(b.srv.ClientURL(), nats.UserInfo(user, b.password(t, user)), nats.Secure(link.PinnedTLS(b.fp, "localhost")))
-		if err == nil {
-			nc.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("within 5s, expected the token issued after the adoption let in by the adopted server: %v", err)
-		}
-	}
+	b.dialWithin(t, wire.EnrolUser(tokens[0].ID), 5*time.Second)
 	if b.srv.ID() != res.ServerID {
 		t.Fatal("expected the same server")
 	}
@@ -251,10 +266,7 @@ func TestAdoptionKeepsTheServerItsDataAndConfiguration(t *testing.T) {
 	// A description that assigns the seat to a node as well is refused at
 	// resolution, naming both assignments, and changes nothing.
 	adopted, _ := os.ReadFile(b.config)
-	placed := *b.m
-	placed.Nodes = append([]meshdesc.Node(nil), b.m.Nodes...)
-	placed.Nodes[0].Modules = append(append([]string(nil), placed.Nodes[0].Modules...), "nats")
-	_, err = rollout.Apply(ctx, &placed, b.st, b.dir, rollout.Options{BcryptCost: bcrypt.MinCost})
+	_, err = rollout.Apply(ctx, b.withNATSOn(0), b.st, b.dir, rollout.Options{BcryptCost: bcrypt.MinCost})
 	if !errors.Is(err, rollout.ErrUnfit) || !strings.Contains(err.Error(), "held by the server "+b.srv.ID()) ||
 		!strings.Contains(err.Error(), `assigned at nodes[0] "node-a"`) {
 		t.Fatalf("expected the second assignment refused naming both, got %v", err)
@@ -273,9 +285,6 @@ func TestAdoptionRefusedChangesNothing(t *testing.T) {
 	if err := os.WriteFile(garbled, []byte("listen: {"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	placed := *b.m
-	placed.Nodes = append([]meshdesc.Node(nil), b.m.Nodes...)
-	placed.Nodes[1].Modules = append(append([]string(nil), placed.Nodes[1].Modules...), "nats")
 	for _, tc := range []struct {
 		name string
 		ao   rollout.AdoptOptions
@@ -285,7 +294,7 @@ func TestAdoptionRefusedChangesNothing(t *testing.T) {
 		{"no server answers", rollout.AdoptOptions{Monitor: fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))}, nil, "no NATS server answers at"},
 		{"its configuration cannot be read", rollout.AdoptOptions{Config: filepath.Join(t.TempDir(), "missing.conf")}, nil, "read the server's configuration"},
 		{"its configuration is not one", rollout.AdoptOptions{Config: garbled}, nil, "nats-server cannot read it"},
-		{"the seat assigned to a node", rollout.AdoptOptions{}, &placed, `seat mesh-broker is assigned at nodes[1] "node-b".modules[1] "nats"`},
+		{"the seat assigned to a node", rollout.AdoptOptions{}, b.withNATSOn(1), `seat mesh-broker is assigned at nodes[1] "node-b".modules[1] "nats"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := b.m
@@ -341,20 +350,7 @@ func TestAnAdoptionStoppedAfterItsCommitIsCompleted(t *testing.T) {
 			}
 			// The running controller does not wait for the last load: the
 			// server's watcher takes it within its poll.
-			var ctl *nats.Conn
-			for deadline := time.Now().Add(5 * time.Second); ctl == nil; {
-				nc, err := nats.Connect(b.srv.ClientURL(), nats.UserInfo(wire.ControllerUser, b.password(t, wire.ControllerUser)),
-					nats.Secure(link.PinnedTLS(b.fp, "localhost")))
-				if err == nil {
-					ctl = nc
-					t.Cleanup(nc.Close)
-				} else if time.Now().After(deadline) {
-					t.Fatalf("within 5s, expected the controller let in once the adoption was completed: %v", err)
-				} else {
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-			b.heartbeatRoutes(t, ctl)
+			b.heartbeatRoutes(t, b.dialWithin(t, wire.ControllerUser, 5*time.Second))
 		})
 	}
 }

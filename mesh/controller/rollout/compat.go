@@ -53,20 +53,12 @@ func ObserveCompat(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Opti
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if total(connected) == 0 {
+		if seen.Clients() == 0 {
 			seen.IdleSince = now
-			if err == nil && before.Module == mod.Name && total(before.Connected) == 0 && !before.IdleSince.IsZero() {
+			if err == nil && before.Module == mod.Name && before.Clients() == 0 && !before.IdleSince.IsZero() {
 				seen.IdleSince = before.IdleSince
 			}
 		}
 		return tx.PutCompat(ctx, seen)
 	})
-}
-
-func total(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
 }

@@ -28,14 +28,19 @@ type Compat struct {
 	RetireAfter time.Duration `json:"retire_after"`
 }
 
-// Retirable says whether the retirement condition held when the broker
-// was last asked.
-func (c Compat) Retirable() bool {
+// Clients is how many connections of client users the broker listed.
+func (c Compat) Clients() int {
 	n := 0
 	for _, v := range c.Connected {
 		n += v
 	}
-	return n == 0 && !c.IdleSince.IsZero() && c.Checked.Sub(c.IdleSince) >= c.RetireAfter
+	return n
+}
+
+// Retirable says whether the retirement condition held when the broker
+// was last asked.
+func (c Compat) Retirable() bool {
+	return c.Clients() == 0 && !c.IdleSince.IsZero() && c.Checked.Sub(c.IdleSince) >= c.RetireAfter
 }
 
 // CheckCompat refuses a record that could not have been observed.
