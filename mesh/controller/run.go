@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,32 +100,76 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 	if err != nil {
 		return err
 	}
+	stopLive := keepLive(ctx, m, st, o)
+	defer stopLive()
+	for {
+		err := serve(ctx, m, st, key, decls, o)
+		if !errors.Is(err, errReconnect) {
+			return err
+		}
+		// A cutover changed the buses the controller listens on: it
+		// connects again, as a controller started now would.
+		if decls, err = st.Declared(ctx); err != nil {
+			return err
+		}
+		o.Logger.Info("connecting again: the cutover changed the buses")
+	}
+}
+
+// errReconnect ends serve when a cutover's phase changes the buses the
+// controller is to listen on.
+var errReconnect = errors.New("the cutover changed the buses")
+
+// serve connects to the buses the store says the controller listens on
+// (the mesh's; and while a cutover switches, the one it moves from too,
+// for the nodes not moved yet), serves them until ctx ends (nil) or the
+// cutover changes them (errReconnect), and steps a cutover in progress.
+func serve(ctx context.Context, m *meshdesc.Mesh, st store.Store, key ed25519.PrivateKey, decls []wire.Declaration, o RunOptions) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	bus, rep, err := Start(ctx, m, st, o)
 	if err != nil {
 		return err
 	}
 	defer bus.Close()
+	on, err := rollout.MeshBus(ctx, st)
+	if err != nil {
+		return err
+	}
+	old, err := oldBus(ctx, m, st, o)
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		defer old.Close()
+	}
 	stopFollowing, err := status.FollowStatus(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow status: %w", err)
 	}
 	defer stopFollowing()
-	stopAnswering, err := control.AnswerCredentials(ctx, bus, st, o.Logger)
-	if err != nil {
-		return err
+	for _, b := range withOld(bus, old) {
+		stopAnswering, err := control.AnswerCredentials(ctx, b, st, o.Logger)
+		if err != nil {
+			return err
+		}
+		defer stopAnswering()
+		stopServing, err := control.ServeArtifacts(ctx, b, st, o.Logger)
+		if err != nil {
+			return fmt.Errorf("serve artifacts: %w", err)
+		}
+		defer stopServing()
 	}
-	defer stopAnswering()
-	stopServing, err := control.ServeArtifacts(ctx, bus, st, o.Logger)
-	if err != nil {
-		return fmt.Errorf("serve artifacts: %w", err)
-	}
-	defer stopServing()
 	stopDead, err := status.FollowDead(ctx, bus, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("follow the dead letters: %w", err)
 	}
 	defer stopDead()
-	stopListening, err := status.ListenLiveness(ctx, bus, st, o.Logger)
+	var hearing plane.HeartbeatFeed = bus
+	if old != nil {
+		hearing = bothHeartbeats{bus, old}
+	}
+	stopListening, err := status.ListenLiveness(ctx, hearing, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("listen to heartbeats: %w", err)
 	}
@@ -134,17 +179,34 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 		return fmt.Errorf("guard declarations: %w", err)
 	}
 	defer stopGuarding()
+	if old != nil {
+		stopOld, err := guard.Also(ctx, old)
+		if err != nil {
+			return fmt.Errorf("guard declarations on the bus the cutover moves from: %w", err)
+		}
+		defer stopOld()
+	}
 	if o.Dir != "" {
-		_, stopControl, err := control.FollowControl(ctx, bus, m, st, o.Dir, o.Apply, guard)
+		_, stopControl, err := control.FollowControl(ctx, bus, m, st, o.Dir, o.Apply, guard, string(on))
 		if err != nil {
 			return fmt.Errorf("follow CONTROL: %w", err)
 		}
 		defer stopControl()
+		if old != nil {
+			_, stopOld, err := control.FollowControl(ctx, old, m, st, o.Dir, o.Apply, guard, wire.BusAMQP)
+			if err != nil {
+				return fmt.Errorf("follow CONTROL on the bus the cutover moves from: %w", err)
+			}
+			defer stopOld()
+		}
 	}
-	stopLive := keepLive(ctx, m, st, o)
-	defer stopLive()
-	o.Logger.Info("ready", "created", len(rep.Created), "corrected", len(rep.Corrected), "deleted", len(rep.Deleted))
+	stopCutover := driveCutover(ctx, m, st, o, guard, func() { cancel(errReconnect) })
+	defer stopCutover()
+	o.Logger.Info("ready", "bus", on, "also", old != nil, "created", len(rep.Created), "corrected", len(rep.Corrected), "deleted", len(rep.Deleted))
 	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), errReconnect) {
+		return errReconnect
+	}
 	o.Logger.Info("stopping", "why", context.Cause(ctx))
 	return nil
 }
@@ -154,12 +216,11 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 // the broker did not take (its management API away for a moment) is made
 // live once it answers, and a user changed on the broker by hand is put
 // back; and the configuration of a server adopted beside it is the
-// store's composition (rollout.KeepAdopted). On NATS it does nothing:
-// nats.conf is the composition.
+// store's composition (rollout.KeepAdopted), on either bus: a mesh a
+// cutover moved to the adopted server still writes its configuration
+// there, and still observes the compatibility broker until it retires.
+// On NATS LiveAMQP does nothing: nats.conf is the composition.
 func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) (stop func()) {
-	if bus, err := rollout.MeshBus(ctx, st); err != nil || bus != rollout.AMQP {
-		return func() {}
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	// An adoption stopped after its commit is completed here, and the
 	// compatibility broker's clients are counted, at once and every time
@@ -212,6 +273,13 @@ func Start(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) 
 		}
 		creds[i] = c
 	}
+	return dialAndAssert(ctx, m, creds, o)
+}
+
+// dialAndAssert connects as the controller with creds (its two users'),
+// retrying as Start says, and asserts what m needs on that bus.
+func dialAndAssert(ctx context.Context, m *meshdesc.Mesh, creds [2]wire.Credential, o RunOptions) (plane.Controller, Report, error) {
+	o = o.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
 

@@ -152,13 +152,13 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer bus.Close()
+	defer func() { _ = bus.Close() }() // the bus the host is on when it stops
 	log.Info(ReadyLog, "node", cred.Node, "user", cred.User())
 	sealing, err := o.State.SealingKey()
 	if err != nil {
 		return err
 	}
-	n := &node{name: cred.Node, key: key, sealing: sealing, state: o.State, out: out, log: log}
+	n := &node{name: cred.Node, key: key, sealing: sealing, state: o.State, out: out, log: log, cred: cred, dial: o.Dial}
 	if o.Programs != "" {
 		n.sup = &supervisor{programs: o.Programs, state: o.State, ids: &identities{state: o.State, span: o.ModuleIDs}, node: cred.Node, log: log}
 		defer n.sup.stopAll()
@@ -204,6 +204,14 @@ func Run(ctx context.Context, o Options) error {
 	defer func() { <-reporting }()
 	for {
 		n.declarations(ctx, bus)
+		if n.moved != nil {
+			// Switched (a cutover): the connection to the new bus, made
+			// before the credentials were kept, is the one to go on with;
+			// the report of the switch is sent on it.
+			_ = bus.Close()
+			bus, n.moved = n.moved, nil
+			log.Info(ReadyLog, "node", n.cred.Node, "user", n.cred.User(), "bus", wire.BusOfScheme(n.cred.Scheme()))
+		}
 		if err := out.send(ctx, bus); err != nil && ctx.Err() == nil {
 			log.Warn("reports wait in the outbox", "waiting", out.Len(), "err", err)
 		}
@@ -234,6 +242,12 @@ type node struct {
 	// the reason of a refusal with nothing read to name): a refusal is
 	// said once, not every poll.
 	refused string
+	// cred is the host's credential, which says the bus it is on; dial
+	// are the extra options it dials with. moved is the connection to the
+	// bus a switch moved it to, until the host goes on with it (move).
+	cred  wire.Credential
+	dial  []link.Option
+	moved plane.Host
 	// sup runs the modules; nil when the host runs none.
 	sup *supervisor
 	// installWait bounds the next attempt to fetch the artifacts (zero
@@ -296,6 +310,20 @@ func (n *node) declarations(ctx context.Context, bus declarationBus) {
 	if why := judge(was, d, got.Where); why != "" {
 		n.refuse(was, read, why)
 		return
+	}
+	if d.Move != nil && wire.BusOfScheme(n.cred.Scheme()) != d.Move.Bus {
+		if !d.Move.Switch && read == n.refused {
+			return // its prepare was refused already: a new declaration is needed
+		}
+		why, err := n.move(ctx, bus, d)
+		if err != nil {
+			n.log.Warn("the declaration waits to switch", "revision", d.Revision, "err", err)
+			return
+		}
+		if why != "" {
+			n.refuse(was, read, why)
+			return
+		}
 	}
 	if err := fetchCredentials(rctx, bus, n.state, n.sealing, d, n.identity); err != nil {
 		n.log.Warn("the declaration waits for its modules' credentials", "revision", d.Revision, "err", err)

@@ -66,6 +66,22 @@ type supervised struct {
 	done    chan struct{}
 	mu      sync.Mutex
 	pid     int
+	// credential is the credential file as the process was last started
+	// with: one kept since (a cutover's switch to another bus) starts it
+	// again, on the new one.
+	credential []byte
+}
+
+// credentialChanged says whether module's credential file is not the one
+// its process was started with.
+func (s *supervisor) credentialChanged(module string, p *supervised) bool {
+	now, err := os.ReadFile(s.state.ModuleCredential(module))
+	if err != nil {
+		return false // none kept: the process waits for it as it is
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.credential != nil && !bytes.Equal(now, p.credential)
 }
 
 // program is the path of module's program — its installed artifact when
@@ -113,7 +129,8 @@ func preflight(programs string, state State) error {
 }
 
 // set makes the running modules the declaration's: one not running is
-// started, one whose version changed started again, one no longer
+// started, one whose version, configuration, program or credential
+// changed started again, one no longer
 // declared stopped. It returns once every process it stops has ended.
 func (s *supervisor) set(d wire.Declaration) error {
 	for _, mod := range d.Modules {
@@ -131,7 +148,8 @@ func (s *supervisor) set(d wire.Declaration) error {
 	var stopping []*supervised
 	var gone []string
 	for mod, p := range s.procs {
-		if !slices.Contains(d.Modules, mod) || p.version != d.Versions[mod] || !bytes.Equal(p.config, d.Config[mod]) || p.program != d.Artifacts[mod].Digest {
+		if !slices.Contains(d.Modules, mod) || p.version != d.Versions[mod] || !bytes.Equal(p.config, d.Config[mod]) || p.program != d.Artifacts[mod].Digest ||
+			s.credentialChanged(mod, p) {
 			stopping = append(stopping, p)
 			delete(s.procs, mod)
 		}
@@ -264,11 +282,12 @@ func (s *supervisor) runOnce(ctx context.Context, p *supervised, module string) 
 		cmd.Env = append(cmd.Env, wire.EnvConfig+"="+config)
 	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	credential, _ := os.ReadFile(s.state.ModuleCredential(module))
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	p.mu.Lock()
-	p.pid = cmd.Process.Pid
+	p.pid, p.credential = cmd.Process.Pid, credential
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()

@@ -38,6 +38,8 @@ type Declaration struct {
 	// fetches each from ARTIFACTS, checks its digest, and runs it as the
 	// module's program.
 	Artifacts map[string]Artifact `json:"artifacts,omitempty"`
+	// Move asks the node to move to another bus, during a cutover.
+	Move *Move `json:"move,omitempty"`
 }
 
 // Artifact names a built artifact: its digest (Digest) and its size.
@@ -93,7 +95,8 @@ func SignDeclaration(key ed25519.PrivateKey, d Declaration) (body []byte, signat
 // again by the controller, is no new declaration and no refusal.
 func SameDeclaration(a, b Declaration) bool {
 	if a.Node != b.Node || a.Revision != b.Revision || !slices.Equal(a.Modules, b.Modules) ||
-		!maps.Equal(a.Versions, b.Versions) || !maps.Equal(a.Artifacts, b.Artifacts) || len(a.Config) != len(b.Config) {
+		!maps.Equal(a.Versions, b.Versions) || !maps.Equal(a.Artifacts, b.Artifacts) || len(a.Config) != len(b.Config) ||
+		!sameMove(a.Move, b.Move) {
 		return false
 	}
 	for mod, x := range a.Config {
@@ -108,6 +111,10 @@ func SameDeclaration(a, b Declaration) bool {
 		}
 	}
 	return true
+}
+
+func sameMove(a, b *Move) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // VerifyDeclaration is how every reader of NODES takes a message: only a

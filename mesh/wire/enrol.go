@@ -100,6 +100,9 @@ func (a EnrolAnswer) Marshal() []byte {
 type CredentialsAnswer struct {
 	Sealed  map[string][]byte `json:"sealed,omitempty"`
 	Refused string            `json:"refused,omitempty"`
+	// Next are the node's credentials on the bus a cutover moves it to,
+	// while one does (Move).
+	Next *NextCredentials `json:"next,omitempty"`
 }
 
 // Marshal is the answer as it goes on the wire.

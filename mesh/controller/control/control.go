@@ -65,6 +65,9 @@ type ControlLoop struct {
 	o     rollout.Options
 	log   *slog.Logger
 	bus   controlBus
+	// on is the bus bus is (wire.BusNATS, wire.BusAMQP), which each report
+	// taken is recorded as heard on; "" where the caller does not say.
+	on string
 	// composer makes the enrolments answered live, and serialises every
 	// composition of the loop's (a push's too).
 	composer *composer
@@ -85,9 +88,9 @@ type controlBus interface {
 // FollowControl consumes CONTROL through bus and handles its messages
 // until stop; answers and build requests go through bus too, and the
 // declarations of a push are handed to guard.
-func FollowControl(ctx context.Context, bus controlBus, m *meshdesc.Mesh, st store.Store, dir string, o rollout.Options, guard *rollout.Guard) (loop *ControlLoop, stop func(), err error) {
+func FollowControl(ctx context.Context, bus controlBus, m *meshdesc.Mesh, st store.Store, dir string, o rollout.Options, guard *rollout.Guard, on string) (loop *ControlLoop, stop func(), err error) {
 	o = o.WithDefaults()
-	l := &ControlLoop{m: m, st: st, guard: guard, dir: dir, o: o, log: o.Logger.With("loop", "control"), bus: bus}
+	l := &ControlLoop{m: m, st: st, guard: guard, dir: dir, o: o, log: o.Logger.With("loop", "control", "bus", on), bus: bus, on: on}
 	l.composer = newComposer(l.mesh, st, dir, o)
 	// Every token's user is revoked when it leaves the configuration: at
 	// its expiry, or at the end of its grace once spent (scanTokens),
@@ -437,7 +440,7 @@ func (l *ControlLoop) push(ctx context.Context, st store.Store, key string, data
 }
 
 func (l *ControlLoop) report(ctx context.Context, st store.Store, key string, seq uint64, subject string, data []byte, fx *effects) error {
-	if _, err := TakeReport(ctx, st, key, seq, subject, data, l.o); err != nil {
+	if _, err := TakeReport(ctx, st, key, seq, subject, data, l.on, l.o); err != nil {
 		return err
 	}
 	fx.after = append(fx.after, func() { l.count(func(c *ControlCounts) { c.Reported++ }) })

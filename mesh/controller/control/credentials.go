@@ -2,10 +2,12 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 
+	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/seal"
@@ -65,7 +67,50 @@ func credentialsFor(ctx context.Context, st store.Reader, node string) wire.Cred
 			return refuse("seal module %s's credential: %v", mod, err)
 		}
 	}
+	next, err := nextCredentials(ctx, st, pub, declared[d])
+	if err != nil {
+		return refuse("the credentials on the bus the cutover moves to: %v", err)
+	}
+	out.Next = next
 	return out
+}
+
+// nextCredentials are the node's credentials on the bus a cutover in
+// progress moves it to, sealed to it; nil with none in progress, or
+// none that moves the node. They are the store's own documents pointing
+// there (rollout.Retarget): the same users and passwords, so nothing is
+// composed for them, and nothing of them travels in a declaration.
+func nextCredentials(ctx context.Context, st store.Reader, pub *[seal.KeySize]byte, d wire.Declaration) (*wire.NextCredentials, error) {
+	c, err := st.Cutover(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := c.Nodes[d.Node]; !ok || c.Phase.Ended() || c.Phase == store.CutoverCompose {
+		return nil, nil
+	}
+	next := &wire.NextCredentials{Generation: c.Generation, Bus: c.To, Sealed: map[string][]byte{}}
+	sealed := func(user string) ([]byte, error) {
+		doc, err := st.Credential(ctx, user)
+		if err != nil {
+			return nil, fmt.Errorf("%s's credential: %w", user, err)
+		}
+		if doc, err = rollout.Retarget(doc, c.To, c.Target, nil); err != nil {
+			return nil, err
+		}
+		return seal.To(pub, doc)
+	}
+	if next.Host, err = sealed(wire.HostUser(d.Node)); err != nil {
+		return nil, err
+	}
+	for _, mod := range d.Modules {
+		if next.Sealed[mod], err = sealed(wire.ModuleUser(d.Node, mod)); err != nil {
+			return nil, err
+		}
+	}
+	return next, nil
 }
 
 // ServeArtifacts lets each host have the artifacts its node's newest

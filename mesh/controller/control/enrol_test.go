@@ -82,7 +82,7 @@ func newLivingOf(t *testing.T, m *meshdesc.Mesh, guarded bool) *living {
 	} else if err := publishDeclarations(ctx, jss[wire.AccountControl], key, decls); err != nil {
 		t.Fatal(err)
 	}
-	loop, stop, err := FollowControl(ctx, conns, b.M, b.St, b.Dir, b.Opts, guard)
+	loop, stop, err := FollowControl(ctx, conns, b.M, b.St, b.Dir, b.Opts, guard, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ func TestAHeldEnrolmentStillReachesTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conns.Close()
-	loop, stop, err := FollowControl(ctx, conns, b.M, st, b.Dir, b.Opts, nil)
+	loop, stop, err := FollowControl(ctx, conns, b.M, st, b.Dir, b.Opts, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

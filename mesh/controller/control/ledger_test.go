@@ -53,7 +53,7 @@ func newClockBed(t *testing.T, opts func(*rollout.Options)) *clockBed {
 // follow starts the CONTROL loop.
 func (c *clockBed) follow() *ControlLoop {
 	c.T.Helper()
-	loop, stop, err := FollowControl(context.Background(), c.conns, c.M, c.St, c.Dir, c.Opts, nil)
+	loop, stop, err := FollowControl(context.Background(), c.conns, c.M, c.St, c.Dir, c.Opts, nil, "")
 	if err != nil {
 		c.T.Fatal(err)
 	}

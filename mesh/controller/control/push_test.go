@@ -313,16 +313,16 @@ func TestAPushAndAReportApplyOnceUnderRedelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := wire.Report{Node: "node-a", ID: "r1", At: time.Now(), Applied: 1}
-	if taken, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), "r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), b.Opts); err != nil || !taken {
+	if taken, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), "r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), "", b.Opts); err != nil || !taken {
 		t.Fatalf("a report: %v %v", taken, err)
 	}
 	later := rep
 	later.ID, later.Applied = "r2", 2
-	if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), "r2", 11), 11, wire.NodeReport("node-a"), later.Marshal(), b.Opts); err != nil {
+	if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), "r2", 11), 11, wire.NodeReport("node-a"), later.Marshal(), "", b.Opts); err != nil {
 		t.Fatal(err)
 	}
 	// r1 again, redelivered after r2 was kept: recognised, r2 stays.
-	if taken, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), "r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), b.Opts); err != nil || taken {
+	if taken, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), "r1", 10), 10, wire.NodeReport("node-a"), rep.Marshal(), "", b.Opts); err != nil || taken {
 		t.Fatalf("a report redelivered: taken %v (%v)", taken, err)
 	}
 	if reps, _ := b.St.Reports(ctx); len(reps) != 1 || reps[0].Report.ID != "r2" {
@@ -330,11 +330,11 @@ func TestAPushAndAReportApplyOnceUnderRedelivery(t *testing.T) {
 	}
 	// From a node not enrolled: refused, nothing kept.
 	stranger := wire.Report{Node: "node-b", ID: "x", At: time.Now(), Applied: 1}
-	if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-b"), "x", 12), 12, wire.NodeReport("node-b"), stranger.Marshal(), b.Opts); !errors.Is(err, rollout.ErrBadControl) {
+	if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-b"), "x", 12), 12, wire.NodeReport("node-b"), stranger.Marshal(), "", b.Opts); !errors.Is(err, rollout.ErrBadControl) {
 		t.Fatalf("a report from a node not enrolled: %v", err)
 	}
 	// On another node's subject: refused.
-	if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-b"), "y", 13), 13, wire.NodeReport("node-b"), rep.Marshal(), b.Opts); !errors.Is(err, rollout.ErrBadControl) {
+	if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-b"), "y", 13), 13, wire.NodeReport("node-b"), rep.Marshal(), "", b.Opts); !errors.Is(err, rollout.ErrBadControl) {
 		t.Fatalf("node-a's report on node-b's subject: %v", err)
 	}
 }
@@ -368,7 +368,7 @@ func TestReportsWithoutPositionsAreOrderedByTheirTime(t *testing.T) {
 	older := wire.Report{Node: "node-a", ID: "r1", At: at, Applied: 1}
 	newer := wire.Report{Node: "node-a", ID: "r2", At: at.Add(time.Second), Applied: 2}
 	for _, r := range []wire.Report{older, newer} {
-		if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), r.ID, 0), 0, wire.NodeReport("node-a"), r.Marshal(), b.Opts); err != nil {
+		if _, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), r.ID, 0), 0, wire.NodeReport("node-a"), r.Marshal(), "", b.Opts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -379,7 +379,7 @@ func TestReportsWithoutPositionsAreOrderedByTheirTime(t *testing.T) {
 	// not taken over the newer.
 	again := older
 	again.ID = "r1-again"
-	if taken, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), again.ID, 0), 0, wire.NodeReport("node-a"), again.Marshal(), b.Opts); err != nil || taken {
+	if taken, err := TakeReport(ctx, b.St, store.LedgerKey(wire.NodeReport("node-a"), again.ID, 0), 0, wire.NodeReport("node-a"), again.Marshal(), "", b.Opts); err != nil || taken {
 		t.Fatalf("expected an older report not taken over a newer, got taken %v (%v)", taken, err)
 	}
 	if reps, _ := b.St.Reports(ctx); len(reps) != 1 || reps[0].Report.ID != "r2" {

@@ -37,10 +37,10 @@ func later(r wire.Report, seq uint64, kept store.Reported) bool {
 // TakeReport applies a node's report from CONTROL (stream sequence seq):
 // read strictly from its subject (wire.ParseReport), from an enrolled
 // node, kept as the node's last unless a later one is kept already
-// (later), with
+// (later), as heard on bus on, with
 // its ledger entry in the same update. A report that does not read, or
 // is from a node that is not enrolled, is rollout.ErrBadControl.
-func TakeReport(ctx context.Context, st store.Store, key string, seq uint64, subject string, data []byte, o rollout.Options) (taken bool, err error) {
+func TakeReport(ctx context.Context, st store.Store, key string, seq uint64, subject string, data []byte, on string, o rollout.Options) (taken bool, err error) {
 	o = o.WithDefaults()
 	r, err := wire.ParseReport(subject, data)
 	if err != nil {
@@ -64,7 +64,7 @@ func TakeReport(ctx context.Context, st store.Store, key string, seq uint64, sub
 			return err
 		}
 		if i := slices.IndexFunc(reports, func(h store.Reported) bool { return h.Report.Node == r.Node }); i < 0 || later(r, seq, reports[i]) {
-			if err := tx.PutReport(ctx, store.Reported{Report: r, Seq: seq, Received: o.Now()}); err != nil {
+			if err := tx.PutReport(ctx, store.Reported{Report: r, Seq: seq, Received: o.Now(), Bus: on}); err != nil {
 				return err
 			}
 			taken = true

@@ -921,6 +921,33 @@ func (t *pgTx) PutCompat(ctx context.Context, c store.Compat) error {
 		`INSERT INTO compat (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
 }
 
+func (v view) Cutover(ctx context.Context) (store.Cutover, error) {
+	c, err := documents[store.Cutover](ctx, v.q, "read cutover", `SELECT document FROM cutover`)
+	if err != nil {
+		return store.Cutover{}, err
+	}
+	if len(c) == 0 {
+		return store.Cutover{}, fmt.Errorf("%w: no cutover was begun", store.ErrNotFound)
+	}
+	return c[0], nil
+}
+
+func (t *pgTx) Cutover(ctx context.Context) (store.Cutover, error) {
+	return locked(t, func() (store.Cutover, error) { return t.view.Cutover(ctx) })
+}
+
+func (t *pgTx) PutCutover(ctx context.Context, c store.Cutover) error {
+	if err := store.CheckCutover(c); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("put cutover: %w", err)
+	}
+	return t.write(ctx, "put cutover",
+		`INSERT INTO cutover (document) VALUES ($1) ON CONFLICT (one) DO UPDATE SET document = excluded.document`, string(doc))
+}
+
 func (v view) Seats(ctx context.Context) ([]store.Seat, error) {
 	return documents[store.Seat](ctx, v.q, "read seats", `SELECT document FROM seats ORDER BY name`)
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/store"
@@ -69,7 +71,13 @@ func Declare(ctx context.Context, tx store.Tx, m *meshdesc.Mesh) (all []wire.Dec
 	if err != nil {
 		return nil, nil, err
 	}
+	// A cutover in progress asks its nodes to move (moveOf).
+	cut, err := tx.Cutover(ctx)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, err
+	}
 	for _, d := range Declarations(m) {
+		d.Move = moveOf(cut, d.Node)
 		for mod, a := range d.Artifacts {
 			// The push was refused unless a build produced it (applyIn).
 			b, _ := store.BuiltArtifact(builds, a.Digest)
@@ -99,7 +107,7 @@ func Declare(ctx context.Context, tx store.Tx, m *meshdesc.Mesh) (all []wire.Dec
 // sameDeclaration compares what a node is to run, not the revision.
 func sameDeclaration(a, b wire.Declaration) bool {
 	return slices.Equal(a.Modules, b.Modules) && maps.Equal(a.Versions, b.Versions) && maps.EqualFunc(a.Config, b.Config, sameDocument) &&
-		maps.Equal(a.Artifacts, b.Artifacts)
+		maps.Equal(a.Artifacts, b.Artifacts) && (a.Move == nil) == (b.Move == nil) && (a.Move == nil || *a.Move == *b.Move)
 }
 
 // sameDocument compares two documents by what they say: a store may keep JSON
@@ -116,8 +124,11 @@ func sameDocument(a, b json.RawMessage) bool {
 // controller's key (the bus's DeclarationKeeper: on NATS it also watches
 // NODES and puts back what anything else wrote there).
 type Guard struct {
-	key    ed25519.PrivateKey
-	keeper plane.Keeper
+	key ed25519.PrivateKey
+
+	mu      sync.Mutex
+	keepers []plane.Keeper
+	signed  []plane.SignedDeclaration
 }
 
 // GuardDeclarations signs decls and has the bus keep them; it returns
@@ -132,16 +143,41 @@ func GuardDeclarations(ctx context.Context, bus plane.DeclarationKeeper, key ed2
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Guard{key: key, keeper: k}, k.Stop, nil
+	return &Guard{key: key, keepers: []plane.Keeper{k}, signed: signed}, k.Stop, nil
 }
 
-// Set makes decls the declarations kept.
+// Also keeps the same declarations on another bus too, until stop: while
+// a cutover switches, a node not moved yet reads them on the old bus.
+func (g *Guard) Also(ctx context.Context, bus plane.DeclarationKeeper) (stop func(), err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k, err := bus.Keep(ctx, g.signed)
+	if err != nil {
+		return nil, err
+	}
+	g.keepers = append(g.keepers, k)
+	return func() {
+		g.mu.Lock()
+		g.keepers = slices.DeleteFunc(g.keepers, func(x plane.Keeper) bool { return x == k })
+		g.mu.Unlock()
+		k.Stop()
+	}, nil
+}
+
+// Set makes decls the declarations kept, on every bus.
 func (g *Guard) Set(ctx context.Context, decls []wire.Declaration) error {
 	signed, err := signAll(g.key, decls)
 	if err != nil {
 		return err
 	}
-	return g.keeper.Set(ctx, signed)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.signed = signed
+	var errs []error
+	for _, k := range g.keepers {
+		errs = append(errs, k.Set(ctx, signed))
+	}
+	return errors.Join(errs...)
 }
 
 // signAll signs every declaration (wire.SignDeclaration).

@@ -63,6 +63,9 @@ type Options struct {
 	// AMQPClients counts the compatibility broker's clients through it
 	// (ObserveCompat).
 	AMQPClients AMQPClients
+	// AMQPRetire removes the mesh's side of the broker through it, once a
+	// cutover moved the mesh off (RetireAMQP).
+	AMQPRetire AMQPRetire
 
 	// syncDir fsyncs a directory after entries in it were created, renamed
 	// or removed; default the real one. A test records the calls.

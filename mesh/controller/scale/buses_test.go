@@ -65,7 +65,7 @@ func BenchmarkControlLoop(b *testing.B) {
 			if _, err := ctl.Assert(ctx, m); err != nil {
 				b.Fatal(err)
 			}
-			loop, stop, err := control.FollowControl(ctx, ctl, m, st, dir, o, nil)
+			loop, stop, err := control.FollowControl(ctx, ctl, m, st, dir, o, nil, "")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,7 +13,7 @@ import (
 // take applies one report as the loop does: its ledger entry at its
 // CONTROL sequence.
 func take(ctx context.Context, st store.Store, key string, seq uint64, subject string, data []byte, o rollout.Options) error {
-	_, err := control.TakeReport(ctx, control.AtSequence(st, key, seq), key, seq, subject, data, o)
+	_, err := control.TakeReport(ctx, control.AtSequence(st, key, seq), key, seq, subject, data, "", o)
 	return err
 }
 

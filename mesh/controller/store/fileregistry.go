@@ -71,6 +71,7 @@ type regState struct {
 	builds      map[string]Build
 	seats       map[string]Seat
 	compat      *Compat
+	cutover     *Cutover
 }
 
 func newRegState() *regState {
@@ -118,6 +119,7 @@ func fromRegistry(r registry) *regState {
 		st.seats[s.Name] = s
 	}
 	st.compat = r.Compat
+	st.cutover = r.Cutover
 	return st
 }
 
@@ -138,6 +140,7 @@ func (st *regState) document() registry {
 		Builds:      slices.Collect(maps.Values(st.builds)),
 		Seats:       slices.Collect(maps.Values(st.seats)),
 		Compat:      st.compat,
+		Cutover:     st.cutover,
 	}
 }
 
@@ -160,6 +163,7 @@ type regOp struct {
 	Build       *Build            `json:"build,omitempty"`
 	Seat        *Seat             `json:"seat,omitempty"`
 	Compat      *Compat           `json:"compat,omitempty"`
+	Cutover     *Cutover          `json:"cutover,omitempty"`
 }
 
 // journalLine is one update's registry writes, one line of the journal.
@@ -205,6 +209,9 @@ func (st *regState) apply(op regOp) {
 	case op.Compat != nil:
 		c := copyCompat(*op.Compat)
 		st.compat = &c
+	case op.Cutover != nil:
+		c := copyCutover(*op.Cutover)
+		st.cutover = &c
 	}
 }
 

@@ -115,6 +115,18 @@ func (v regView) compatRecord() (Compat, bool) {
 	return copyCompat(*v.base.compat), true
 }
 
+func (v regView) cutoverRecord() (Cutover, bool) {
+	for i := len(v.ops) - 1; i >= 0; i-- {
+		if v.ops[i].Cutover != nil {
+			return copyCutover(*v.ops[i].Cutover), true
+		}
+	}
+	if v.base.cutover == nil {
+		return Cutover{}, false
+	}
+	return copyCutover(*v.base.cutover), true
+}
+
 func (v regView) seats() []Seat {
 	ss := overlay(v.base.seats, v.ops, func(op regOp) (string, *Seat, bool) {
 		if op.Seat == nil {
@@ -310,6 +322,9 @@ func copyOp(op regOp) regOp {
 	case op.Compat != nil:
 		c := copyCompat(*op.Compat)
 		op.Compat = &c
+	case op.Cutover != nil:
+		c := copyCutover(*op.Cutover)
+		op.Cutover = &c
 	}
 	return op
 }

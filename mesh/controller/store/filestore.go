@@ -670,6 +670,18 @@ func (v fileView) Compat(ctx context.Context) (Compat, error) {
 	return c, nil
 }
 
+func (v fileView) Cutover(ctx context.Context) (Cutover, error) {
+	var c Cutover
+	ok := false
+	if err := v.regRead(ctx, func(r regView) { c, ok = r.cutoverRecord() }); err != nil {
+		return Cutover{}, err
+	}
+	if !ok {
+		return Cutover{}, fmt.Errorf("%w: no cutover was begun", ErrNotFound)
+	}
+	return c, nil
+}
+
 func (v fileView) Seats(ctx context.Context) (out []Seat, err error) {
 	return out, v.regRead(ctx, func(r regView) { out = r.seats() })
 }
@@ -761,6 +773,13 @@ func (tx *fileTx) PutCompat(ctx context.Context, c Compat) error {
 		return err
 	}
 	return tx.putReg(ctx, regOp{Compat: &c})
+}
+
+func (tx *fileTx) PutCutover(ctx context.Context, c Cutover) error {
+	if err := CheckCutover(c); err != nil {
+		return err
+	}
+	return tx.putReg(ctx, regOp{Cutover: &c})
 }
 
 func (tx *fileTx) PutSeat(ctx context.Context, s Seat) error {

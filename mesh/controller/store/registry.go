@@ -101,6 +101,9 @@ type Reported struct {
 	// Seq is its sequence in CONTROL; Received when the controller took it.
 	Seq      uint64    `json:"seq"`
 	Received time.Time `json:"received"`
+	// Bus is the bus the report came on (wire.BusNATS, wire.BusAMQP); ""
+	// from a controller older than the cutover.
+	Bus string `json:"bus,omitempty"`
 }
 
 // registry is the file store's registry.json: the registry whole as of
@@ -121,6 +124,7 @@ type registry struct {
 	Builds      []Build            `json:"builds"`
 	Seats       []Seat             `json:"seats,omitempty"`
 	Compat      *Compat            `json:"compat,omitempty"`
+	Cutover     *Cutover           `json:"cutover,omitempty"`
 }
 
 func parseRegistry(data []byte, path string) (registry, error) {

@@ -97,6 +97,9 @@ type Reader interface {
 	// Compat is what the running controller last saw of the
 	// compatibility broker's clients; ErrNotFound if it never looked.
 	Compat(ctx context.Context) (Compat, error)
+	// Cutover is the record of the last cutover begun (rollout.Cutover);
+	// ErrNotFound before the first.
+	Cutover(ctx context.Context) (Cutover, error)
 	// Builds are the builds asked for and their outcomes, by id.
 	Builds(ctx context.Context) ([]Build, error)
 }
@@ -159,6 +162,8 @@ type Tx interface {
 	PutSeat(ctx context.Context, s Seat) error
 	// PutCompat replaces what was seen of the compatibility broker.
 	PutCompat(ctx context.Context, c Compat) error
+	// PutCutover replaces the cutover's record.
+	PutCutover(ctx context.Context, c Cutover) error
 	// DeletePerson forgets a person (revoked); one not issued is no error.
 	DeletePerson(ctx context.Context, name string) error
 	// PutBuild records a build, or replaces the one of its id.

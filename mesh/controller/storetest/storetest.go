@@ -53,6 +53,7 @@ func Run(t *testing.T, backing Backing) {
 		{"PersonsAreKeptAndForgotten", personsKept},
 		{"ASeatAdoptedIsKeptWithWhatTheServerWasRaisedWith", seatsKept},
 		{"WhatWasSeenOfTheCompatibilityBrokerIsReplacedWhole", compatKept},
+		{"TheCutoverRecordIsReplacedWhole", cutoverKept},
 		{"TheLedgerIsPrunedBySequenceAndAge", ledgerPruned},
 		{"APruneInAFailedUpdateKeepsEveryEntry", ledgerPruneFailed},
 		{"AFailedPartOfAnUpdateKeepsNothingOfItsOwn", subUndone},
@@ -543,7 +544,7 @@ func declaredAndReported(t *testing.T, open func() store.Store) {
 	c1 := wire.Declaration{Node: "node-c", Revision: 3, Modules: []string{"x"}}
 	rep := store.Reported{Report: wire.Report{Kind: wire.KindReport, Node: "node-a", ID: "r1", At: at, Applied: 1}, Seq: 4, Received: at}
 	rep2 := rep
-	rep2.Report.ID, rep2.Report.Applied, rep2.Report.Running, rep2.Seq = "r2", 2, map[string]string{"pg": "2.0"}, 9
+	rep2.Report.ID, rep2.Report.Applied, rep2.Report.Running, rep2.Seq, rep2.Bus = "r2", 2, map[string]string{"pg": "2.0"}, 9, "nats"
 	update(t, open(), func(ctx context.Context, tx store.Tx) error {
 		return errors.Join(tx.PutDeclared(ctx, a1), tx.PutDeclared(ctx, b1), tx.PutDeclared(ctx, c1), tx.PutReport(ctx, rep), tx.PutDescription(ctx, []byte("name: one\n")))
 	})
@@ -556,8 +557,8 @@ func declaredAndReported(t *testing.T, open func() store.Store) {
 		t.Fatalf("declared: expected %+v, got %+v (%v)", []wire.Declaration{a2, b1}, got, err)
 	}
 	reps, err := st.Reports(ctx)
-	if err != nil || len(reps) != 1 || reps[0].Seq != 9 || reps[0].Report.ID != "r2" || !reps[0].Report.At.Equal(at) || reps[0].Report.Running["pg"] != "2.0" {
-		t.Fatalf("reports: expected r2 alone, got %+v (%v)", reps, err)
+	if err != nil || len(reps) != 1 || reps[0].Seq != 9 || reps[0].Report.ID != "r2" || !reps[0].Report.At.Equal(at) || reps[0].Report.Running["pg"] != "2.0" || reps[0].Bus != "nats" {
+		t.Fatalf("reports: expected r2 alone, on nats, got %+v (%v)", reps, err)
 	}
 	if d, err := st.Description(ctx); err != nil || string(d) != "name: two\n" {
 		t.Fatalf("description: %q (%v)", d, err)
@@ -722,6 +723,115 @@ func compatKept(t *testing.T, open func() store.Store) {
 	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutCompat(ctx, store.Compat{Module: "amqp-compat"}) }); err == nil {
 		t.Error("a record without when it was checked was kept")
 	}
+}
+
+// cutoverKept: before the first cutover, there is no record; a record put
+// is read back whole by another opening of the store, and replaced whole
+// by the next (a node it no longer names is gone); one that could not have
+// been begun is refused, the earlier one kept; what a caller reads is its
+// own to change.
+func cutoverKept(t *testing.T, open func() store.Store) {
+	st := open()
+	created(t, func() store.Store { return st })
+	if _, err := open().Cutover(ctxT(t)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("expected ErrNotFound before any cutover, got %v", err)
+	}
+	at := time.Date(2026, 12, 5, 10, 0, 0, 123456789, time.UTC)
+	first := store.Cutover{
+		Generation: 1, From: "amqp", To: "nats", Phase: store.CutoverPrepare, PhaseSince: at.Add(time.Second), Begun: at,
+		Within: 10 * time.Minute,
+		Target: store.BusTarget{Addr: "nats.example:4222", Fingerprint: "ab12"},
+		Old:    store.BusTarget{Addr: "rabbitmq.example:5671", Fingerprint: "cd34"},
+		Nodes: map[string]store.CutoverNode{
+			"node-a": {Prepare: 3, Switch: 4, Prepared: at.Add(time.Minute), Switched: at.Add(2 * time.Minute)},
+			"node-b": {Prepare: 5, Refused: "cannot reach nats.example:4222"},
+		},
+		Blocked: "node-b overdue",
+	}
+	update(t, st, func(ctx context.Context, tx store.Tx) error { return tx.PutCutover(ctx, first) })
+	got, err := open().Cutover(ctxT(t))
+	if err != nil {
+		t.Fatalf("cutover read back: %v", err)
+	}
+	if !sameCutover(got, first) {
+		t.Fatalf("cutover read back: expected %+v, got %+v", first, got)
+	}
+	if !got.Ended.IsZero() {
+		t.Fatalf("a cutover not ended read back ended at %v", got.Ended)
+	}
+	second := first
+	second.Phase, second.PhaseSince, second.Ended = store.CutoverDone, at.Add(time.Hour), at.Add(time.Hour)
+	second.Stopped, second.Blocked = "", ""
+	second.Nodes = map[string]store.CutoverNode{"node-a": first.Nodes["node-a"]}
+	update(t, st, func(ctx context.Context, tx store.Tx) error { return tx.PutCutover(ctx, second) })
+	got, err = open().Cutover(ctxT(t))
+	if err != nil || !sameCutover(got, second) {
+		t.Fatalf("cutover replaced: expected %+v, got %+v (%v)", second, got, err)
+	}
+	if _, kept := got.Nodes["node-b"]; kept || got.Blocked != "" || !got.Ended.Equal(second.Ended) {
+		t.Fatalf("cutover not replaced whole: %+v", got)
+	}
+	ctx := ctxT(t)
+	for _, bad := range []store.Cutover{{From: "amqp", To: "nats", Phase: store.CutoverCompose, Begun: at},
+		{Generation: 2, To: "nats", Phase: store.CutoverCompose, Begun: at},
+		{Generation: 2, From: "amqp", To: "nats", Begun: at},
+		{Generation: 2, From: "amqp", To: "nats", Phase: store.CutoverCompose}} {
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutCutover(ctx, bad) }); err == nil {
+			t.Errorf("a cutover %+v was kept", bad)
+		}
+	}
+	read, err := open().Cutover(ctx)
+	if err != nil || !sameCutover(read, second) {
+		t.Fatalf("the cutover after refusals: expected %+v, got %+v (%v)", second, read, err)
+	}
+	read.Nodes["node-z"] = store.CutoverNode{Prepare: 9}
+	delete(read.Nodes, "node-a")
+	for _, s := range []store.Store{st, open()} {
+		if got, err := s.Cutover(ctx); err != nil || !sameCutover(got, second) {
+			t.Fatalf("the cutover after a caller changed what it read: expected %+v, got %+v (%v)", second, got, err)
+		}
+	}
+	// Inside an update too: what the update reads of its own write is
+	// its own copy, not the record it put nor what the store keeps.
+	update(t, st, func(ctx context.Context, tx store.Tx) error {
+		put := second
+		put.Generation, put.Nodes = 2, maps.Clone(second.Nodes)
+		if err := tx.PutCutover(ctx, put); err != nil {
+			return err
+		}
+		put.Nodes["node-y"] = store.CutoverNode{}
+		c, err := tx.Cutover(ctx)
+		if err != nil {
+			return err
+		}
+		if _, aliased := c.Nodes["node-y"]; aliased || c.Generation != 2 {
+			return fmt.Errorf("an update's own cutover read back %+v", c)
+		}
+		c.Nodes["node-x"] = store.CutoverNode{}
+		return nil
+	})
+	if got, err := open().Cutover(ctx); err != nil || got.Generation != 2 || len(got.Nodes) != 1 {
+		t.Fatalf("the cutover of generation 2: %+v (%v)", got, err)
+	}
+}
+
+// sameCutover says whether a and b are one record: times compared as
+// instants, as a store may give them back in another location.
+func sameCutover(a, b store.Cutover) bool {
+	if a.Generation != b.Generation || a.From != b.From || a.To != b.To || a.Phase != b.Phase ||
+		!a.PhaseSince.Equal(b.PhaseSince) || !a.Begun.Equal(b.Begun) || a.Within != b.Within ||
+		a.Target != b.Target || a.Old != b.Old || a.Stopped != b.Stopped || a.Blocked != b.Blocked ||
+		!a.Ended.Equal(b.Ended) || len(a.Nodes) != len(b.Nodes) {
+		return false
+	}
+	for name, n := range a.Nodes {
+		m, ok := b.Nodes[name]
+		if !ok || n.Prepare != m.Prepare || n.Switch != m.Switch || n.Refused != m.Refused ||
+			!n.Prepared.Equal(m.Prepared) || !n.Switched.Equal(m.Switched) {
+			return false
+		}
+	}
+	return true
 }
 
 // putLedgerEntries enters ledgerEntries(t0) in the ledger in one update

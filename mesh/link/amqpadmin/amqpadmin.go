@@ -150,9 +150,10 @@ func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // Kind is what one change did.
 type Kind string
 
-// The kinds of change Apply makes.
+// The kinds of change Apply and Retire make.
 const (
 	VhostCreated           Kind = "vhost created"
+	VhostDeleted           Kind = "vhost deleted"
 	ExchangeDeclared       Kind = "exchange declared"
 	QueueDeclared          Kind = "queue declared"
 	BindingDeclared        Kind = "binding declared"
@@ -671,4 +672,56 @@ func ClientsAs(ctx context.Context, endpoint, user, password string, users, vhos
 		return nil, err
 	}
 	return a.Clients(ctx, users, vhosts)
+}
+
+// Retire removes vhosts (their queues, exchanges, bindings and grants go
+// with them) and users from the broker: the mesh's side of a broker it
+// has moved off (docs/decisions/0013). What is not there already is no
+// error, so a retirement stopped half-way is completed by the same call.
+// It says what it removed.
+func (a *Admin) Retire(ctx context.Context, vhosts, users []string) (Changes, error) {
+	c := a.with(ctx)
+	var done Changes
+	for _, v := range vhosts {
+		res, err := c.DeleteVhost(v)
+		if gone(res, err) {
+			continue
+		}
+		if err != nil {
+			return done, fmt.Errorf("remove virtual host %s: %w", v, err)
+		}
+		done = append(done, Change{Kind: VhostDeleted, Vhost: v})
+	}
+	for _, u := range users {
+		res, err := c.DeleteUser(u)
+		if gone(res, err) {
+			continue
+		}
+		if err != nil {
+			return done, fmt.Errorf("remove user %s: %w", u, err)
+		}
+		done = append(done, Change{Kind: UserDeleted, User: u})
+	}
+	return done, nil
+}
+
+// gone says whether the API answered that what was to be removed is not
+// there.
+func gone(res *http.Response, err error) bool {
+	var e rabbithole.ErrorResponse
+	if errors.As(err, &e) && e.StatusCode == http.StatusNotFound {
+		return true
+	}
+	return res != nil && res.StatusCode == http.StatusNotFound
+}
+
+// RetireAs is Retire through the management API at endpoint as user
+// (rollout.Options.AMQPRetire).
+func RetireAs(ctx context.Context, endpoint, user, password string, vhosts, users []string) (string, error) {
+	a, err := Dial(ctx, endpoint, user, password)
+	if err != nil {
+		return "", err
+	}
+	changes, err := a.Retire(ctx, vhosts, users)
+	return changes.String(), err
 }

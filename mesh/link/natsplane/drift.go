@@ -2,9 +2,10 @@ package natsplane
 
 import (
 	"fmt"
-	"github.com/meshbus/mesh/mesh/link/plane"
 	"slices"
 	"strings"
+
+	"github.com/meshbus/mesh/mesh/link/plane"
 
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -1,0 +1,151 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/store"
+	"github.com/meshbus/mesh/mesh/link/buses"
+	"github.com/meshbus/mesh/mesh/link/plane"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// CutoverEvery is how often the running controller steps a cutover in
+// progress (rollout.StepCutover): each step reads the store and the
+// buses, so a phase ends within this of what ends it.
+const CutoverEvery = 500 * time.Millisecond
+
+// driveCutover steps a cutover in progress every CutoverEvery until
+// stop; reconnect ends the serving when a phase changes the buses.
+func driveCutover(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions, guard *rollout.Guard, reconnect func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	b := &cutoverBuses{o: o, guard: guard, reconnect: reconnect, st: st}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(CutoverEvery)
+		defer t.Stop()
+		var said string
+		for {
+			_, err := rollout.StepCutover(ctx, m, st, o.Apply, b)
+			if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil && err.Error() != said {
+				o.Logger.Warn("cutover: the phase waits", "err", err)
+			}
+			if err != nil {
+				said = err.Error()
+			} else {
+				said = ""
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// cutoverBuses is what a cutover asks of the buses, as the running
+// controller does it.
+type cutoverBuses struct {
+	o         RunOptions
+	st        store.Store
+	guard     *rollout.Guard
+	reconnect func()
+}
+
+func (b *cutoverBuses) Login(ctx context.Context, doc []byte) error {
+	cred, err := wire.ParseCredential(doc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return buses.Login(ctx, cred, b.o.Bus.Dial...)
+}
+
+func (b *cutoverBuses) AssertNew(ctx context.Context, m *meshdesc.Mesh, controller, controllerMesh []byte) error {
+	c, err := wire.ParseCredential(controller)
+	if err != nil {
+		return err
+	}
+	cm, err := wire.ParseCredential(controllerMesh)
+	if err != nil {
+		return err
+	}
+	bus, _, err := dialAndAssert(ctx, m, [2]wire.Credential{c, cm}, b.o)
+	if err != nil {
+		return err
+	}
+	return bus.Close()
+}
+
+func (b *cutoverBuses) Keep(ctx context.Context, decls []wire.Declaration) error {
+	return b.guard.Set(ctx, decls)
+}
+
+func (b *cutoverBuses) Reconnect() { b.reconnect() }
+
+func (b *cutoverBuses) RetireOld(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) error {
+	return rollout.RetireAMQP(ctx, m, b.st, b.o.Apply)
+}
+
+// oldBus is the controller connected to the bus a cutover moves from,
+// while it switches (the nodes not moved yet are heard there), or nil.
+func oldBus(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) (plane.Controller, error) {
+	c, err := st.Cutover(ctx)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Phase != store.CutoverSwitch) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err = rollout.Described(ctx, m, st)
+	if err != nil {
+		return nil, err
+	}
+	control, mesh, err := rollout.OldControllerCredentials(ctx, m, st, c)
+	if err != nil {
+		return nil, err
+	}
+	var creds [2]wire.Credential
+	for i, doc := range [][]byte{control, mesh} {
+		if creds[i], err = wire.ParseCredential(doc); err != nil {
+			return nil, err
+		}
+	}
+	bus, _, err := dialAndAssert(ctx, m, creds, o)
+	return bus, err
+}
+
+// withOld is bus, and old if there is one.
+func withOld(bus, old plane.Controller) []plane.Controller {
+	if old == nil {
+		return []plane.Controller{bus}
+	}
+	return []plane.Controller{bus, old}
+}
+
+// bothHeartbeats hears the nodes on two buses at once: the mesh's, and
+// the one a cutover moves from.
+type bothHeartbeats struct{ primary, old plane.HeartbeatFeed }
+
+func (h bothHeartbeats) Hear(ctx context.Context, heard func(node string, body []byte)) (stop func(), err error) {
+	stopPrimary, err := h.primary.Hear(ctx, heard)
+	if err != nil {
+		return nil, err
+	}
+	stopOld, err := h.old.Hear(ctx, heard)
+	if err != nil {
+		stopPrimary()
+		return nil, err
+	}
+	return func() { stopPrimary(); stopOld() }, nil
+}
+
+// Connected is the mesh's bus's: the one the liveness is recorded for.
+func (h bothHeartbeats) Connected() bool { return h.primary.Connected() }

@@ -1,0 +1,255 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/meshbus/mesh/internal/amqptest"
+	"github.com/meshbus/mesh/internal/natstest"
+	"github.com/meshbus/mesh/internal/testutil"
+	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/statedir"
+	"github.com/meshbus/mesh/mesh/controller/store"
+	"github.com/meshbus/mesh/mesh/host"
+	"github.com/meshbus/mesh/mesh/link/amqpadmin"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// TestACutoverMovesEveryNodeToNATSAndRetiresTheMeshsSideOfTheBroker: a
+// mesh on AMQP (a real RabbitMQ), two hosts enrolled and reporting on
+// it, a NATS server raised beside the broker and adopted; a cutover begun
+// goes through its phases under the running controller and ends done:
+// every host keeps a credential for NATS and is heard there having
+// applied its declaration to switch, the store says the mesh is on NATS,
+// and the broker holds neither the mesh's virtual hosts nor its users,
+// its administrator left. A second cutover is refused as completed.
+func TestACutoverMovesEveryNodeToNATSAndRetiresTheMeshsSideOfTheBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("RabbitMQ container tests are skipped in -short mode")
+	}
+	m := controllertest.SampleMesh(t)
+	tlsPort, mgmtPort := testutil.FreePort(t), testutil.FreePort(t)
+	m.AMQP = &meshdesc.AMQP{Names: []string{"127.0.0.1", "localhost"}, Port: tlsPort, Management: "127.0.0.1", ManagementPort: mgmtPort}
+	m.Bus.MonitorPort = testutil.FreePort(t)
+	m = controllertest.Revalidate(t, m)
+	dir := filepath.Join(t.TempDir(), "state")
+	st := store.FileStore(dir)
+	log := controllertest.Logger(t)
+	o := rollout.Options{BcryptCost: bcrypt.MinCost, Bus: rollout.AMQP, AMQPAdmin: amqpadmin.ApplyAs, AMQPClients: amqpadmin.ClientsAs, AMQPRetire: amqpadmin.RetireAs, Logger: log}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := rollout.Genesis(ctx, m, st, dir, o); err != nil {
+		t.Fatal(err)
+	}
+	l := statedir.Layout{Dir: dir}
+	var f amqptest.Files
+	for path, into := range map[string]*[]byte{l.AMQPCert(): &f.CertPEM, l.AMQPKey(): &f.KeyPEM, l.AMQPDefinitions(): &f.Definitions} {
+		var err error
+		if *into, err = os.ReadFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	amqptest.StartWith(t, f, tlsPort, amqptest.WithManagementAt(mgmtPort))
+	config, monitor := raiseNATSBeside(t, m, l)
+
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() {
+		ran <- controller.Run(runCtx, m, st, controller.RunOptions{Dir: dir, Apply: o, Logger: log, StartTimeout: 2 * time.Minute})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-ran; err != nil {
+			t.Errorf("the controller: %v", err)
+		}
+	})
+	if _, err := rollout.Adopt(ctx, m, st, dir, o, rollout.AdoptOptions{Config: config, Monitor: monitor}); err != nil {
+		t.Fatalf("adopt the server beside the broker: %v", err)
+	}
+
+	nodes := []string{"node-a", "node-b"}
+	states := map[string]host.State{}
+	for _, node := range nodes {
+		_, doc, err := rollout.IssueToken(ctx, m, st, dir, node, time.Hour, o)
+		if err != nil {
+			t.Fatalf("issue a token for %s: %v", node, err)
+		}
+		token := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(token, doc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		states[node] = host.State{Dir: filepath.Join(t.TempDir(), node)}
+		hostCtx, stopHost := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- host.Run(hostCtx, host.Options{State: states[node], TokenFile: token, Heartbeat: time.Second, Poll: 200 * time.Millisecond, ReportEvery: 2 * time.Second, Logger: log.With("host", node)})
+		}()
+		t.Cleanup(func() {
+			stopHost()
+			if err := <-done; err != nil {
+				t.Errorf("host %s: %v", node, err)
+			}
+		})
+	}
+	heardOn := func(bus string) func() bool {
+		return func() bool {
+			reports, err := st.Reports(ctx)
+			if err != nil {
+				return false
+			}
+			n := 0
+			for _, r := range reports {
+				if r.Bus == bus && r.Report.Applied > 0 {
+					n++
+				}
+			}
+			return n == len(nodes)
+		}
+	}
+	controllertest.Eventually(t, 90*time.Second, "both hosts heard on AMQP having applied their declarations", heardOn(wire.BusAMQP))
+
+	c, joined, err := rollout.BeginCutover(ctx, m, st, dir, o, rollout.CutoverOptions{Within: time.Minute})
+	if err != nil || joined || c.Generation != 1 || c.Phase != store.CutoverCompose {
+		t.Fatalf("expected cutover 1 begun in compose, got %+v joined %v: %v", c, joined, err)
+	}
+	if again, joined, err := rollout.BeginCutover(ctx, m, st, dir, o, rollout.CutoverOptions{}); err != nil || !joined || again.Generation != 1 {
+		t.Fatalf("expected a second cutover begun meanwhile to join the first, got generation %d joined %v: %v", again.Generation, joined, err)
+	}
+	var phases []store.CutoverPhase
+	controllertest.Eventually(t, 2*time.Minute, "the cutover done", func() bool {
+		c, err = st.Cutover(ctx)
+		if err == nil && (len(phases) == 0 || phases[len(phases)-1] != c.Phase) {
+			phases = append(phases, c.Phase)
+		}
+		return err == nil && c.Phase.Ended()
+	})
+	if c.Phase != store.CutoverDone {
+		t.Fatalf("expected the cutover done, it ended %s: %s (blocked: %s)", c.Phase, c.Stopped, c.Blocked)
+	}
+	t.Logf("phases seen: %v; begun %s, ended %s (%s)", phases, c.Begun.Format(time.RFC3339Nano), c.Ended.Format(time.RFC3339Nano), c.Ended.Sub(c.Begun))
+	if bus, err := rollout.MeshBus(ctx, st); err != nil || bus != rollout.NATS {
+		t.Fatalf("expected the mesh on NATS after the cutover, got %q: %v", bus, err)
+	}
+	for _, node := range nodes {
+		cred, err := states[node].Credential()
+		if err != nil || wire.BusOfScheme(cred.Scheme()) != wire.BusNATS {
+			t.Fatalf("expected %s's host keeping a credential for NATS, got scheme %q: %v", node, cred.Scheme(), err)
+		}
+		n := c.Nodes[node]
+		if n.Prepared.IsZero() || n.Switched.IsZero() || n.Switch <= n.Prepare {
+			t.Fatalf("expected %s prepared then switched, got %+v", node, n)
+		}
+	}
+	controllertest.Eventually(t, 30*time.Second, "both hosts heard on NATS", heardOn(wire.BusNATS))
+
+	secrets, err := st.Secrets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vhosts []struct{ Name string }
+	managementGet(t, m, secrets[wire.AMQPAdminUser].Password, "/api/vhosts", &vhosts)
+	for _, v := range vhosts {
+		if v.Name == wire.AMQPVhost || v.Name == wire.AMQPControlVhost {
+			t.Errorf("expected the mesh's virtual host %s removed from the broker, it is there", v.Name)
+		}
+	}
+	var users []struct{ Name string }
+	managementGet(t, m, secrets[wire.AMQPAdminUser].Password, "/api/users", &users)
+	for _, u := range users {
+		if _, ours := secrets[u.Name]; ours && u.Name != wire.AMQPAdminUser {
+			t.Errorf("expected the mesh's user %s removed from the broker, it is there", u.Name)
+		}
+	}
+	if !slices.ContainsFunc(users, func(u struct{ Name string }) bool { return u.Name == wire.AMQPAdminUser }) {
+		t.Errorf("expected the administrator %s kept (it observes the compatibility broker), it is gone", wire.AMQPAdminUser)
+	}
+	if _, _, err := rollout.BeginCutover(ctx, m, st, dir, o, rollout.CutoverOptions{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("completed")) {
+		t.Fatalf("expected a cutover after one completed refused as completed, got %v", err)
+	}
+}
+
+// raiseNATSBeside raises, in this process, the NATS server an operator
+// raises beside the broker: its own name, the mesh's bus port, TLS with
+// the certificate the mesh minted for the bus's names, JetStream on its
+// own store, an account of its own, and a watcher reloading it when its
+// file changes, as the nats image's entrypoint does. It returns the file
+// and the monitoring endpoint.
+func raiseNATSBeside(t *testing.T, m *meshdesc.Mesh, l statedir.Layout) (config, monitor string) {
+	t.Helper()
+	config = filepath.Join(t.TempDir(), "nats.conf")
+	raised := fmt.Sprintf(`{"server_name": "beside", "listen": "127.0.0.1:%d", "http": "127.0.0.1:%d",
+"tls": {"cert_file": %q, "key_file": %q}, "jetstream": {"store_dir": %q},
+"accounts": {"OPS": {"jetstream": "enabled", "users": [{"user": "ops", "password": "ops-secret"}]}}}
+`, m.Bus.Port, m.Bus.MonitorPort, l.ServerCert(), l.ServerKey(), t.TempDir())
+	if err := os.WriteFile(config, []byte(raised), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.ServeFile(t, config)
+	reloadOnChange(t, srv, config)
+	return config, fmt.Sprintf("http://127.0.0.1:%d", m.Bus.MonitorPort)
+}
+
+// reloadOnChange reloads srv whenever path's content changes, looking
+// every 20 ms.
+func reloadOnChange(t *testing.T, srv *server.Server, path string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	last, _ := os.ReadFile(path)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			cur, err := os.ReadFile(path)
+			if err != nil || bytes.Equal(cur, last) {
+				continue
+			}
+			last = cur
+			if err := srv.Reload(); err != nil {
+				t.Logf("reload refused: %v", err)
+			}
+		}
+	}()
+}
+
+// managementGet reads path of the broker's management API as the
+// controller's administrator into v.
+func managementGet(t *testing.T, m *meshdesc.Mesh, password, path string, v any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, rollout.AMQPEndpoint(m)+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(wire.AMQPAdminUser, password)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", path, res.Status)
+	}
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
