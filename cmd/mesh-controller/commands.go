@@ -40,7 +40,7 @@ func checkCost(c *call) error {
 // options are Apply's options as the flags set them. A composition on a
 // mesh on AMQP is made live through the broker's management API.
 func (c *call) options() rollout.Options {
-	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log, Bus: c.bus, AMQPAdmin: amqpadmin.ApplyAs, AMQPClients: amqpadmin.ClientsAs}
+	return rollout.Options{BcryptCost: c.bcryptCost, Logger: c.log, Bus: c.bus, AMQPAdmin: amqpadmin.ApplyAs, AMQPClients: amqpadmin.ClientsAs, AMQPRetire: amqpadmin.RetireAs}
 }
 
 func (c *call) mesh() (*meshdesc.Mesh, error) { return meshdesc.Load(c.meshFile) }
@@ -428,6 +428,12 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	var cut *store.Cutover
+	if c, err := kept.Cutover(ctx); err == nil {
+		cut = &c
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
 	if asJSON {
 		if builds == nil {
 			builds = []store.Build{}
@@ -444,7 +450,8 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 			Installations []status.Installation `json:"installations"`
 			Seats         []seatStatus          `json:"seats"`
 			Compat        *compatStatus         `json:"compat,omitempty"`
-		}{st, nodes, dead, refused, builds, installs, seats, compat})
+			Cutover       *store.Cutover        `json:"cutover,omitempty"`
+		}{st, nodes, dead, refused, builds, installs, seats, compat, cut})
 	}
 	if compat != nil {
 		fmt.Fprintf(w, "compatibility broker %s, as of %s: %s; retirable after %s with nobody connected: %s\n",
@@ -453,6 +460,9 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 	for _, s := range seats {
 		fmt.Fprintf(w, "seat %s: module %s, the server %s at %s adopted %s (its configuration %s)\n",
 			esc(s.Name), esc(s.Module), esc(s.ServerID), esc(s.Server), s.Adopted.Format(time.RFC3339), esc(s.Config))
+	}
+	if cut != nil {
+		printCutover(w, *cut)
 	}
 	if len(st.Failing) == 0 {
 		fmt.Fprintln(w, "no provision is failing")
@@ -557,7 +567,11 @@ func nodeLine(n status.NodeStatus) string {
 		parts = append(parts, "running "+strings.Join(run, ", "))
 	}
 	if !n.LastReport.IsZero() {
-		parts = append(parts, "last report "+n.LastReport.UTC().Format(time.RFC3339))
+		on := ""
+		if n.Bus != "" {
+			on = " on " + esc(n.Bus)
+		}
+		parts = append(parts, "last report"+on+" "+n.LastReport.UTC().Format(time.RFC3339))
 	}
 	if n.Refused != "" {
 		parts = append(parts, "refused: "+esc(n.Refused))

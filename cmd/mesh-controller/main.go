@@ -16,6 +16,8 @@
 //	mesh-controller credential  --state DIR | --store URL USER
 //	mesh-controller push        --mesh FILE --state DIR [--store URL]
 //	mesh-controller amqp        --mesh FILE --state DIR [--store URL] --addr HOST:PORT [--name NAME]...
+//	mesh-controller adopt       --mesh FILE --state DIR [--store URL] --config FILE [--monitor URL] [--within D]
+//	mesh-controller cutover     --mesh FILE --state DIR [--store URL] [--within D] [--wait D] [--json]
 //
 // genesis --bus amqp raises the mesh on the bus it has today: its
 // credentials name the broker of the description's amqp:, whose
@@ -69,6 +71,22 @@
 // recorded the seat is completed by adopt run again or by the running
 // controller.
 //
+// cutover moves a mesh on AMQP to the NATS server adopted beside its
+// broker, in one rollout (design 25 §9 step 5; docs/decisions/
+// 0013-cutover.md): it records the cutover under its next generation (or
+// joins the one in progress), which the running controller then drives
+// through its phases (compose, prepare, switch, retire), and follows it,
+// a line per phase, until it ends or --wait is over. Refused, nothing
+// changed: a mesh on NATS (one whose cutover completed says so), no
+// server adopted, the adopted server not answering. It exits 0 once the
+// mesh is on NATS with nothing of it left on the broker, 1 if prepare
+// stopped it (naming the nodes that could not move; the mesh stays on
+// AMQP) or --wait is over first. --within bounds how long prepare waits
+// for every node, and after how long status names a node not heard on
+// NATS since the switch overdue; such a node is still waited for and
+// switches when it comes back, or the operator pushes a description
+// without it and the cutover ends without it.
+//
 // Logs are JSON lines on stderr; genesis, apply and amqp print a JSON
 // summary on stdout, status a line per provision its provider keeps
 // failing (or the whole status as JSON); help, -h or --help (alone or
@@ -114,7 +132,8 @@ const (
 		"       mesh-controller credential --state DIR | --store postgres://… USER\n" +
 		"       mesh-controller push --mesh FILE --state DIR [--store postgres://…]\n" +
 		"       mesh-controller amqp --mesh FILE --state DIR [--store postgres://…] --addr HOST:PORT [--name NAME]...\n" +
-		"       mesh-controller adopt --mesh FILE --state DIR [--store postgres://…] --config FILE [--monitor URL] [--within D]"
+		"       mesh-controller adopt --mesh FILE --state DIR [--store postgres://…] --config FILE [--monitor URL] [--within D]\n" +
+		"       mesh-controller cutover --mesh FILE --state DIR [--store postgres://…] [--within D] [--wait D] [--json]"
 )
 
 func main() {
@@ -159,6 +178,7 @@ type call struct {
 	config     string
 	monitor    string
 	within     time.Duration
+	wait       time.Duration
 }
 
 func commands() map[string]command {
@@ -175,6 +195,7 @@ func commands() map[string]command {
 		"credential":    credentialCmd(),
 		"push":          pushCmd(),
 		"adopt":         adoptCmd(),
+		"cutover":       cutoverCmd(),
 	}
 }
 

@@ -23,6 +23,10 @@ type NodeStatus struct {
 	// report said it refused, if anything.
 	LastReport time.Time `json:"last_report,omitzero"`
 	Refused    string    `json:"refused,omitempty"`
+	// Bus is the bus its last report came on (wire.BusAMQP, wire.BusNATS):
+	// the one it is on, as of LastReport; "" when the report came before
+	// the controller recorded buses.
+	Bus string `json:"bus,omitempty"`
 	// Heard is its last heartbeat; Quiet whether it has gone quiet, or
 	// QuietUnknown why that cannot be told.
 	Heard        time.Time `json:"heard,omitzero"`
@@ -66,7 +70,7 @@ func NodesStatus(ctx context.Context, st store.Reader, now time.Time) ([]NodeSta
 	}
 	for _, r := range reports {
 		s := get(r.Report.Node)
-		s.Applied, s.Running, s.LastReport, s.Refused = r.Report.Applied, r.Report.Running, r.Report.At, r.Report.Refused
+		s.Applied, s.Running, s.LastReport, s.Refused, s.Bus = r.Report.Applied, r.Report.Running, r.Report.At, r.Report.Refused, r.Bus
 	}
 	out := make([]NodeStatus, 0, len(by))
 	for _, s := range by {
