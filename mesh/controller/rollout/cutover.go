@@ -138,10 +138,8 @@ type CutoverBuses interface {
 	// record's phase needs: both while it is CutoverSwitch, the new one
 	// alone after.
 	Reconnect()
-	// RetireOld removes the mesh's side of the old bus: what is left in
-	// its modules' event queues moved onto the new bus, then its users,
-	// virtual hosts, queues and exchanges removed, the predecessor's
-	// left.
+	// RetireOld removes the mesh's side of the old bus: its users,
+	// virtual hosts, queues and exchanges, the predecessor's left.
 	RetireOld(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) error
 }
 
