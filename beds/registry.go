@@ -9,12 +9,13 @@ import (
 
 // registerAll is the one list of beds. Adding a bed is one line here, and a small file
 // beside this one saying what the bed is. Design 25 §10 names five: genesis, adoption,
-// conformance, living, cutover; only those whose features exist are registered.
+// conformance, living, cutover.
 func registerAll(r *Registry) {
 	r.Add(genesis())
 	r.Add(adoption())
 	r.Add(conformance())
 	r.Add(living())
+	r.Add(cutover())
 }
 
 // Registry collects beds and checks each one as it is added: a bed that is malformed,

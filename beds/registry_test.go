@@ -135,7 +135,7 @@ func TestLoadChecksFeatures(t *testing.T) {
 	if _, err := Load(fstest.MapFS{}); !errors.Is(err, ErrBadBed) || !strings.Contains(err.Error(), "1-genesis.feature") {
 		t.Fatalf("expected a missing 1-genesis.feature refused, got %v", err)
 	}
-	set, err := Load(fstest.MapFS{"1-genesis.feature": {}, "2-adoption.feature": {}, "3-conformance.feature": {}, "4-living.feature": {}})
+	set, err := Load(fstest.MapFS{"1-genesis.feature": {}, "2-adoption.feature": {}, "3-conformance.feature": {}, "4-living.feature": {}, "5-cutover.feature": {}})
 	if err != nil || len(set) == 0 {
 		t.Fatalf("expected the beds loaded, got %v, %v", set, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/harness/nats"
@@ -147,4 +148,16 @@ func (c *Cluster) AdoptBeside(ctx context.Context, monitor string) (string, int,
 		args = append(args, "--monitor", monitor)
 	}
 	return c.RunController(ctx, args...)
+}
+
+// cutoverTimeout bounds how long the harness waits for mesh-controller
+// cutover to exit: it follows the cutover until it ends or its --wait is
+// over, which a step keeps below this.
+const cutoverTimeout = 5 * time.Minute
+
+// Cutover runs mesh-controller cutover with args, beside the running
+// controller that drives it (docs/decisions/0013-cutover.md): what it
+// printed, and its exit status.
+func (c *Cluster) Cutover(ctx context.Context, args ...string) (string, int, error) {
+	return c.runControllerFor(ctx, "controller-cutover", append(controllerctr.Args("cutover", filepath.Base(controllerctr.MeshFile)), args...), cutoverTimeout)
 }

@@ -157,6 +157,9 @@ type NATSBesideRaiser interface {
 	// AdoptBeside runs mesh-controller adopt on it, the server asked at
 	// monitor ("" the description's): what it printed, and its exit.
 	AdoptBeside(ctx context.Context, monitor string) (output string, exit int, err error)
+	// Cutover runs mesh-controller cutover with args (--within, --wait,
+	// --json): what it printed, and its exit.
+	Cutover(ctx context.Context, args ...string) (output string, exit int, err error)
 }
 
 // AMQPBroker is a raised RabbitMQ broker as the steps observe it: where

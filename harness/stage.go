@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -101,7 +102,13 @@ func (c *Cluster) Status(ctx context.Context) ([]byte, error) {
 }
 
 func (c *Cluster) runController(ctx context.Context, base string, args []string) (string, int, error) {
-	h, exit, err := c.runControllerOnce(ctx, base, args)
+	return c.runControllerFor(ctx, base, args, c.readyTimeout)
+}
+
+// runControllerFor is runController for a command that may run longer
+// than a start: it is waited for until timeout.
+func (c *Cluster) runControllerFor(ctx context.Context, base string, args []string, timeout time.Duration) (string, int, error) {
+	h, exit, err := c.runControllerOnceFor(ctx, base, args, timeout)
 	if err != nil {
 		return "", -1, err
 	}
@@ -116,12 +123,16 @@ func (c *Cluster) runController(ctx context.Context, base string, args []string)
 // cluster's store when it has one (controllerctr.StoreArgs), and returns
 // its container and exit status.
 func (c *Cluster) runControllerOnce(ctx context.Context, base string, args []string) (*Handle, int, error) {
+	return c.runControllerOnceFor(ctx, base, args, c.readyTimeout)
+}
+
+func (c *Cluster) runControllerOnceFor(ctx context.Context, base string, args []string, timeout time.Duration) (*Handle, int, error) {
 	opts := append(c.controllerBinds(),
 		testcontainers.WithCmd(args...),
 		controllerctr.WithStore(c.storeURL),
 		network.WithNetworkName(nil, c.networks[Private]),
 	)
-	return c.s.runOnce(ctx, base, c.images.controller, c.readyTimeout, opts...)
+	return c.s.runOnce(ctx, base, c.images.controller, timeout, opts...)
 }
 
 // controllerStdout runs a controller one-shot and returns what it printed

@@ -119,6 +119,8 @@ type fullStatus struct {
 		Connected map[string]int `json:"connected"`
 		Retirable bool           `json:"retirable"`
 	} `json:"compat"`
+	// Cutover is the last cutover's record, nil before one.
+	Cutover *store.Cutover `json:"cutover"`
 }
 
 func (s *scenario) fullStatus(ctx context.Context) (fullStatus, error) {

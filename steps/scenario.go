@@ -67,6 +67,7 @@ type scenario struct {
 	ac          amqpControl                  // the control plane on AMQP, as watched
 	witnessed   *observe.PredecessorSnapshot // the witness's last note
 	ad          adoption                     // the server beside the broker
+	cut         cutover                      // the last cutover run
 	// brokenFrom and brokenUntil bound the last fault held for a time.
 	brokenFrom, brokenUntil time.Time
 }

@@ -103,6 +103,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindInstallRecords(sc)
 	s.bindPredecessor(sc)
 	s.bindAdoption(sc)
+	s.bindCutover(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

@@ -1,0 +1,60 @@
+@cutover
+Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in one rollout, and its neighbour notices nothing
+  Design 25 §10, step 5. The mesh of the adoption bed: the controller's genesis on RabbitMQ, its
+  state in PostgreSQL, a host on "node-a" and "node-b" enrolled over the broker, the predecessor's
+  client on the same broker since before the mesh was raised, and the NATS server the operator
+  raised beside the broker, adopted into seat mesh-broker.
+
+  `mesh-controller cutover` records the cutover under its next generation, and the running
+  controller drives it through its phases (docs/decisions/0013-cutover.md): compose (every
+  principal logs in to the adopted server, the streams and consumers are asserted there), prepare
+  (every host proves it reaches NATS with its own new credential, fetched sealed to its key, and
+  moves nothing), switch (every credential names NATS; each host moves, restarts its modules on
+  their NATS credentials and reports on NATS, while the controller listens on both buses), retire
+  (the mesh's users and virtual hosts removed from the broker, the predecessor's left). A node that
+  cannot prove it reaches NATS stops the cutover before anything switches, named, and the mesh
+  stays on AMQP.
+
+  Every check reads the system from outside: the controller's status, the adopted server's
+  monitoring, the broker's management API, and the witness of what the predecessor could notice
+  (the adoption bed's).
+
+  The scenarios share one cluster, in this order, until one breaks it; each adopts the server if no
+  scenario before did, so that it also runs alone.
+
+  @refused
+  Scenario: A cutover before the server beside the broker is adopted is refused, and nothing changes
+    Given a mesh raised from nothing from "testdata/mesh.yaml"
+    And the witness notes what the predecessor can notice
+    Then a cutover is refused, saying "no NATS server holds seat mesh-broker"
+    And status shows no cutover
+    And the predecessor noticed nothing since the witness's note
+
+  @move
+  Scenario: The mesh moves to NATS in one rollout, nothing of it is left on the broker, and the predecessor notices nothing
+    Given a mesh raised from nothing from "testdata/mesh.yaml"
+    And the NATS server beside the broker was adopted into its seat
+    And within 60 seconds every node reports on "amqp", as status shows
+    And the witness notes what the predecessor can notice
+    When the operator cuts the mesh over to NATS
+    Then the cutover is done: every node proved it reaches NATS, then switched
+    And within 30 seconds every node reports on "nats", as status shows
+    And every host and every module it runs is connected to the adopted server as its own user
+    And the broker holds nothing of the mesh: its virtual hosts, users and connections are the predecessor's and the administrators' alone
+    And a cutover again is refused, saying "completed"
+    And the predecessor noticed nothing since the witness's note
+    And the predecessor noticed nothing since the broker was raised
+
+  @partition
+  Scenario: A node cut off during prepare stops the cutover, named, and the mesh stays on AMQP
+    Given a mesh raised from nothing from "testdata/mesh.yaml"
+    And the NATS server beside the broker was adopted into its seat
+    And within 60 seconds every node reports on "amqp", as status shows
+    And the witness notes what the predecessor can notice
+    When the node-b is cut off from the private network
+    And the operator cuts the mesh over to NATS within 10 seconds
+    Then the cutover stopped, naming "node-b" not heard, and the mesh stays on AMQP
+    When the node-b is healed
+    Then within 60 seconds every node reports on "amqp", as status shows
+    And no principal of the mesh is connected to the adopted server
+    And the predecessor noticed nothing since the witness's note
