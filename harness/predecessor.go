@@ -117,8 +117,10 @@ func (c *Cluster) PredecessorWitness(ctx context.Context) (observe.Witness, erro
 			return out, nil
 		},
 		Counts: counts + (&url.URL{Path: report.Path}).String(),
-		User:   p.user,
-		Vhost:  p.vhost,
+		User:          p.user,
+		Vhost:         p.vhost,
+		HarnessUsers:  []string{bus.ctr.AdminUsername, amqpObserver},
+		HarnessQueues: []observe.Queue{{Vhost: "/", Name: amqpObserverQueue}},
 	}, nil
 }
 

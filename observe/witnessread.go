@@ -35,7 +35,16 @@ type Witness struct {
 	Counts string
 	// User and Vhost are the predecessor's.
 	User, Vhost string
+	// HarnessUsers and HarnessQueues are what the harness itself keeps on
+	// the broker (its administrator; the observer of the broker's
+	// connection events and that observer's queue): neither the mesh's nor
+	// the predecessor's.
+	HarnessUsers  []string
+	HarnessQueues []Queue
 }
+
+// Queue is a queue of a virtual host.
+type Queue struct{ Vhost, Name string }
 
 // Snapshot reads everything the predecessor could notice, now.
 func (w Witness) Snapshot(ctx context.Context) (PredecessorSnapshot, error) {

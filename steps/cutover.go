@@ -235,10 +235,10 @@ func (s *scenario) noMeshPrincipalConnectedNow(ctx context.Context) error {
 
 // theBrokerHoldsNothingOfTheMesh reads the broker's management API: the
 // virtual hosts are the default one and the predecessor's, the users the
-// predecessor's and the two administrators (the harness's, and the
-// controller's, which watches the compatibility broker until it
-// retires), every connection the predecessor's, every queue in a virtual
-// host of the predecessor's.
+// predecessor's, the controller's administrator (which watches the
+// compatibility broker until it retires) and the harness's own, every
+// connection the predecessor's or the harness's, every queue in a
+// virtual host of the predecessor's or the harness's own.
 func (s *scenario) theBrokerHoldsNothingOfTheMesh(ctx context.Context) error {
 	w, err := s.witness(ctx)
 	if err != nil {
@@ -266,9 +266,9 @@ func (s *scenario) theBrokerHoldsNothingOfTheMesh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the broker's users: %w", err)
 	}
-	admins := []string{api.Username, wire.AMQPAdminUser}
+	notMesh := append([]string{wire.AMQPAdminUser}, w.HarnessUsers...)
 	for _, u := range users {
-		if !slices.Contains(compatUsers, u.Name) && !slices.Contains(admins, u.Name) {
+		if !slices.Contains(compatUsers, u.Name) && !slices.Contains(notMesh, u.Name) {
 			problems = append(problems, "user "+strconv.Quote(u.Name))
 		}
 	}
@@ -277,7 +277,7 @@ func (s *scenario) theBrokerHoldsNothingOfTheMesh(ctx context.Context) error {
 		return fmt.Errorf("the broker's connections: %w", err)
 	}
 	for _, c := range conns {
-		if !slices.Contains(compatUsers, c.User) {
+		if !slices.Contains(compatUsers, c.User) && !slices.Contains(w.HarnessUsers, c.User) {
 			problems = append(problems, fmt.Sprintf("connection %s of %s", c.Name, c.User))
 		}
 	}
@@ -286,7 +286,7 @@ func (s *scenario) theBrokerHoldsNothingOfTheMesh(ctx context.Context) error {
 		return fmt.Errorf("the broker's queues: %w", err)
 	}
 	for _, q := range queues {
-		if !slices.Contains(compatVhosts, q.Vhost) {
+		if !slices.Contains(compatVhosts, q.Vhost) && !slices.Contains(w.HarnessQueues, observe.Queue{Vhost: q.Vhost, Name: q.Name}) {
 			problems = append(problems, fmt.Sprintf("queue %s in %s", q.Name, q.Vhost))
 		}
 	}

@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(adoptChildEnv); spec != "" {
 		os.Exit(adoptChild(spec))
 	}
+	if spec := os.Getenv(cutoverChildEnv); spec != "" {
+		os.Exit(cutoverChild(spec))
+	}
 	os.Exit(m.Run())
 }
 
