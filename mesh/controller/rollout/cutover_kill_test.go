@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -107,11 +108,12 @@ func TestACutoverKilledAnywhereEndsAsOneNeverKilled(t *testing.T) {
 		return cmd
 	}
 	var phasesKilledIn []store.CutoverPhase
-	// Killed after 20, 40, … 400 ms, twice each: the start of a process
-	// and its first steps, logins included, and the later phases.
-	for i := range 40 {
+	// Killed after 10, 20, … 150 ms, again and again: in a process's
+	// start and its first steps, logins included, and, as the hosts take
+	// their time to answer, in every phase that waits for them.
+	for i := range 60 {
 		cmd := start()
-		time.Sleep(time.Duration(20*(1+i%20)) * time.Millisecond)
+		time.Sleep(time.Duration(10*(1+i%15)) * time.Millisecond)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		c, err := cb.st.Cutover(ctx)
@@ -138,6 +140,11 @@ func TestACutoverKilledAnywhereEndsAsOneNeverKilled(t *testing.T) {
 		t.Fatalf("expected the cutover to end within a minute of the last start, it is in %s (%s)", c.Phase, c.Blocked)
 	}
 	t.Logf("killed in phases %v", phasesKilledIn)
+	for _, p := range []store.CutoverPhase{store.CutoverCompose, store.CutoverPrepare, store.CutoverSwitch} {
+		if !slices.Contains(phasesKilledIn, p) {
+			t.Errorf("expected a kill while the cutover was in %s, the kills came in %v", p, phasesKilledIn)
+		}
+	}
 
 	c, err := cb.st.Cutover(ctx)
 	if err != nil || c.Phase != store.CutoverDone {
@@ -172,9 +179,13 @@ func TestACutoverKilledAnywhereEndsAsOneNeverKilled(t *testing.T) {
 	}
 }
 
+// hostAnswersAfter is how long a node takes to answer a declaration, as
+// a host polls and applies.
+const hostAnswersAfter = 300 * time.Millisecond
+
 // answerAsHosts reports for every node, as its host would once it applied
-// the declaration it is given: on AMQP until a declaration asks it to
-// switch, on NATS from then on.
+// the declaration it is given, hostAnswersAfter it first saw it: on AMQP
+// until a declaration asks it to switch, on NATS from then on.
 func answerAsHosts(t *testing.T, st store.Store) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -183,6 +194,7 @@ func answerAsHosts(t *testing.T, st store.Store) (stop func()) {
 		defer wg.Done()
 		answered := map[string]uint64{}
 		onNATS := map[string]bool{}
+		seen := map[string]time.Time{} // by node and revision
 		for ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond)
 			decls, err := st.Declared(ctx)
@@ -191,6 +203,13 @@ func answerAsHosts(t *testing.T, st store.Store) (stop func()) {
 			}
 			for _, d := range decls {
 				if answered[d.Node] >= d.Revision {
+					continue
+				}
+				key := fmt.Sprintf("%s@%d", d.Node, d.Revision)
+				if seen[key].IsZero() {
+					seen[key] = time.Now()
+				}
+				if time.Since(seen[key]) < hostAnswersAfter {
 					continue
 				}
 				if d.Move != nil && d.Move.Switch {
