@@ -161,7 +161,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"genesys"}, []string{`unknown bed "genesys"; choose one of: genesis (1), adoption (2), conformance (3), living (4), all`}},
+		{[]string{"genesys"}, []string{`unknown bed "genesys"; choose one of: genesis (1), adoption (2), conformance (3), living (4), cutover (5), all`}},
 		{[]string{"genesis,nope", "--features", dir}, []string{`unknown bed "nope"; choose one of: genesis (1)`}},
 		{[]string{}, []string{"no bed given"}},
 		{[]string{"genesis", "--bogus"}, []string{"flag provided but not defined: -bogus"}},
@@ -270,29 +270,32 @@ func TestAllIsTheReleaseGate(t *testing.T) {
 	const green = "Feature: Green\n  Scenario: green\n    Given a step passes\n"
 	const red = "Feature: Red\n  Scenario: red\n    Given a step fails\n"
 	for _, tc := range []struct {
-		name                                  string
-		genesis, adoption, conformity, living string
-		code                                  int
-		want                                  []string
+		name                                           string
+		genesis, adoption, conformity, living, cutover string
+		code                                           int
+		want                                           []string
 	}{
-		{"all green", green, green, green, green, exitPass, []string{"PASS genesis:", "PASS adoption:", "PASS conformance:", "PASS living:", "PASS 4 beds: 4 passed of 4 scenarios"}},
-		{"genesis red", red, green, green, green, exitFail, []string{
+		{"all green", green, green, green, green, green, exitPass, []string{"PASS genesis:", "PASS adoption:", "PASS conformance:", "PASS living:", "PASS cutover:", "PASS 5 beds: 5 passed of 5 scenarios"}},
+		{"genesis red", red, green, green, green, green, exitFail, []string{
 			"FAIL genesis: 1 failed of 1 scenario",
 			"━━ adoption · step 2 · not run: an earlier bed is not green: genesis (step 1)",
 			"━━ conformance · step 3 · not run: an earlier bed is not green: genesis (step 1)",
 			"━━ living · step 4 · not run: an earlier bed is not green: genesis (step 1)",
-			"FAIL 4 beds: 1 failed, 3 not run of 4 scenarios in ",
+			"━━ cutover · step 5 · not run: an earlier bed is not green: genesis (step 1)",
+			"FAIL 5 beds: 1 failed, 4 not run of 5 scenarios in ",
 			"; stopped at genesis (step 1), not green",
 		}},
-		{"adoption red", green, red, green, green, exitFail, []string{"PASS genesis:", "FAIL adoption: 1 failed of 1 scenario",
+		{"adoption red", green, red, green, green, green, exitFail, []string{"PASS genesis:", "FAIL adoption: 1 failed of 1 scenario",
 			"━━ conformance · step 3 · not run: an earlier bed is not green: adoption (step 2)", "; stopped at adoption (step 2), not green"}},
-		{"conformance red", green, green, red, green, exitFail, []string{"PASS genesis:", "PASS adoption:", "FAIL conformance: 1 failed of 1 scenario",
+		{"conformance red", green, green, red, green, green, exitFail, []string{"PASS genesis:", "PASS adoption:", "FAIL conformance: 1 failed of 1 scenario",
 			"━━ living · step 4 · not run: an earlier bed is not green: conformance (step 3)", "; stopped at conformance (step 3), not green"}},
-		{"living red", green, green, green, red, exitFail, []string{"PASS genesis:", "PASS conformance:", "FAIL living: 1 failed of 1 scenario", "; stopped at living (step 4), not green"}},
+		{"living red", green, green, green, red, green, exitFail, []string{"PASS genesis:", "PASS conformance:", "FAIL living: 1 failed of 1 scenario",
+			"━━ cutover · step 5 · not run: an earlier bed is not green: living (step 4)", "; stopped at living (step 4), not green"}},
+		{"cutover red", green, green, green, green, red, exitFail, []string{"PASS living:", "FAIL cutover: 1 failed of 1 scenario", "; stopped at cutover (step 5), not green"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := featuresDir(t, tc.genesis)
-			for file, body := range map[string]string{"2-adoption.feature": tc.adoption, "3-conformance.feature": tc.conformity, "4-living.feature": tc.living} {
+			for file, body := range map[string]string{"2-adoption.feature": tc.adoption, "3-conformance.feature": tc.conformity, "4-living.feature": tc.living, "5-cutover.feature": tc.cutover} {
 				if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
 					t.Fatal(err)
 				}
