@@ -116,7 +116,7 @@ func (c *Cluster) PredecessorWitness(ctx context.Context) (observe.Witness, erro
 			}
 			return out, nil
 		},
-		Counts: counts + (&url.URL{Path: report.Path}).String(),
+		Counts:        counts + (&url.URL{Path: report.Path}).String(),
 		User:          p.user,
 		Vhost:         p.vhost,
 		HarnessUsers:  []string{bus.ctr.AdminUsername, amqpObserver},

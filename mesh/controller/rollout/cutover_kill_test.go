@@ -43,9 +43,9 @@ func (loginBuses) Login(ctx context.Context, doc []byte) error {
 	return buses.Login(ctx, cred)
 }
 func (loginBuses) AssertNew(context.Context, *meshdesc.Mesh, []byte, []byte) error { return nil }
-func (loginBuses) Keep(context.Context, []wire.Declaration) error                 { return nil }
-func (loginBuses) Reconnect()                                                     {}
-func (loginBuses) RetireOld(context.Context, *meshdesc.Mesh, store.Cutover) error { return nil }
+func (loginBuses) Keep(context.Context, []wire.Declaration) error                  { return nil }
+func (loginBuses) Reconnect()                                                      {}
+func (loginBuses) RetireOld(context.Context, *meshdesc.Mesh, store.Cutover) error  { return nil }
 
 func cutoverChild(raw string) int {
 	var s cutoverSpec
