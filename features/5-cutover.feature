@@ -58,3 +58,32 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
     Then within 60 seconds every node reports on "amqp", as status shows
     And no principal of the mesh is connected to the adopted server
     And the predecessor noticed nothing since the witness's note
+
+  @resume
+  Scenario: A node lost after the switch began is named and waited for; the controller killed in prepare and in switch resumes; the cutover ends as one never interrupted
+    The bound (--within) says when a node not heard on NATS since the switch is named overdue; it
+    is still waited for, and switches once it is back (docs/decisions/0013-cutover.md, "past the
+    bound"). node-a paused holds prepare while node-b proves it reaches NATS, so that node-b can be
+    cut off before the switch reaches it.
+
+    Given a mesh raised from nothing from "testdata/mesh.yaml"
+    And the NATS server beside the broker was adopted into its seat
+    And within 60 seconds every node reports on "amqp", as status shows
+    And the witness notes what the predecessor can notice
+    When the node-a is paused
+    And the operator begins the cutover to NATS within 15 seconds
+    Then within 30 seconds status shows "node-b" proved it reaches NATS, the cutover in prepare
+    When the controller is killed with SIGKILL
+    And the controller is started again
+    And the node-b is cut off from the private network
+    And the node-a is resumed
+    Then within 60 seconds status shows the cutover switching, "node-b" named not heard on NATS
+    When the controller is killed with SIGKILL
+    And the controller is started again
+    And the node-b is healed
+    And the operator follows the cutover to its end
+    Then the cutover is done: every node proved it reaches NATS, then switched
+    And within 30 seconds every node reports on "nats", as status shows
+    And every host and every module it runs is connected to the adopted server as its own user
+    And the broker holds nothing of the mesh: its virtual hosts, users and connections are the predecessor's and the administrators' alone
+    And the predecessor noticed nothing since the witness's note

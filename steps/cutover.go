@@ -49,6 +49,10 @@ func (s *scenario) bindCutover(sc *godog.ScenarioContext) {
 	sc.Step(`^the broker holds nothing of the mesh: its virtual hosts, users and connections are the predecessor's and the administrators' alone$`, s.theBrokerHoldsNothingOfTheMesh)
 	sc.Step(`^the cutover stopped, naming "([^"]+)" not heard, and the mesh stays on AMQP$`, s.theCutoverStopped)
 	sc.Step(`^no principal of the mesh is connected to the adopted server$`, s.noMeshPrincipalConnectedNow)
+	sc.Step(`^the operator begins the cutover to NATS within (\d+) seconds$`, s.theOperatorBeginsTheCutover)
+	sc.Step(`^within (\d+) seconds status shows "([^"]+)" proved it reaches NATS, the cutover in prepare$`, s.statusShowsPrepared)
+	sc.Step(`^within (\d+) seconds status shows the cutover switching, "([^"]+)" named not heard on NATS$`, s.statusShowsOverdue)
+	sc.Step(`^the operator follows the cutover to its end$`, func(ctx context.Context) error { return s.cutOver(ctx, 0) })
 }
 
 // runCutover runs mesh-controller cutover with args.
@@ -314,4 +318,61 @@ func (s *scenario) theCutoverStopped(ctx context.Context, node string) error {
 		}
 	}
 	return nil
+}
+
+// theOperatorBeginsTheCutover records the cutover and returns at once
+// (--wait 0): the running controller drives it.
+func (s *scenario) theOperatorBeginsTheCutover(ctx context.Context, secs int) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	r.tainted = true
+	out, exit, err := s.runCutover(ctx, "--within", (time.Duration(secs) * time.Second).String(), "--wait", "0")
+	if err != nil {
+		return err
+	}
+	if exit != 0 || !strings.Contains(out, " begun;") {
+		return fmt.Errorf("expected the cutover begun and the command to exit 0, it exited %d:\n%s", exit, out)
+	}
+	return nil
+}
+
+// cutoverAsStatusShows waits until status shows the cutover as ok says.
+func (s *scenario) cutoverAsStatusShows(ctx context.Context, secs int, ok func(c store.Cutover) error) error {
+	return eventually(ctx, time.Duration(secs)*time.Second, func(ctx context.Context) error {
+		st, err := s.fullStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Cutover == nil {
+			return fmt.Errorf("expected status to show a cutover, it shows none")
+		}
+		return ok(*st.Cutover)
+	})
+}
+
+func (s *scenario) statusShowsPrepared(ctx context.Context, secs int, node string) error {
+	return s.cutoverAsStatusShows(ctx, secs, func(c store.Cutover) error {
+		if c.Phase != store.CutoverPrepare || c.Nodes[node].Prepared.IsZero() {
+			return fmt.Errorf("expected the cutover in prepare, %s proved it reaches NATS; status shows phase %s, %s %+v", node, c.Phase, node, c.Nodes[node])
+		}
+		return nil
+	})
+}
+
+// statusShowsOverdue: the switch is committed, every node but node is
+// switched, and node is named overdue.
+func (s *scenario) statusShowsOverdue(ctx context.Context, secs int, node string) error {
+	return s.cutoverAsStatusShows(ctx, secs, func(c store.Cutover) error {
+		if c.Phase != store.CutoverSwitch || !strings.Contains(c.Blocked, "not heard on nats") || !strings.Contains(c.Blocked, node) {
+			return fmt.Errorf("expected the cutover switching, %s named not heard on NATS; status shows phase %s, waiting %q", node, c.Phase, c.Blocked)
+		}
+		for name, n := range c.Nodes {
+			if (name == node) != n.Switched.IsZero() {
+				return fmt.Errorf("expected every node but %s switched, status shows %s %+v", node, name, n)
+			}
+		}
+		return nil
+	})
 }
