@@ -674,14 +674,46 @@ func ClientsAs(ctx context.Context, endpoint, user, password string, users, vhos
 	return a.Clients(ctx, users, vhosts)
 }
 
-// Retire removes vhosts (their queues, exchanges, bindings and grants go
-// with them) and users from the broker: the mesh's side of a broker it
-// has moved off (docs/decisions/0013). What is not there already is no
-// error, so a retirement stopped half-way is completed by the same call.
-// It says what it removed.
+// Retire removes users and vhosts (their queues, exchanges, bindings and
+// grants go with them) from the broker: the mesh's side of a broker it
+// has moved off (docs/decisions/0013). Removed with users: every user
+// granted in vhosts and nowhere else, but the administrator retiring
+// them, which finds the users the mesh made and no longer holds (a spent
+// token's, whose secret the store dropped after its grace); a user
+// granted in another virtual host as well is someone else's and stays.
+// The users go first, then the virtual hosts, so that a retirement
+// stopped half-way still finds them by their grants, and what is not
+// there already is no error: the same call completes it. It says what it
+// removed.
 func (a *Admin) Retire(ctx context.Context, vhosts, users []string) (Changes, error) {
 	c := a.with(ctx)
+	grants, err := c.ListPermissions()
+	if err != nil {
+		return nil, fmt.Errorf("list the grants: %w", err)
+	}
+	grantedIn := map[string][]string{}
+	for _, g := range grants {
+		grantedIn[g.User] = append(grantedIn[g.User], g.Vhost)
+	}
+	all := slices.Clone(users)
+	for u, in := range grantedIn {
+		ours := !slices.ContainsFunc(in, func(v string) bool { return !slices.Contains(vhosts, v) })
+		if ours && u != a.user && !slices.Contains(all, u) {
+			all = append(all, u)
+		}
+	}
+	slices.Sort(all)
 	var done Changes
+	for _, u := range all {
+		res, err := c.DeleteUser(u)
+		if gone(res, err) {
+			continue
+		}
+		if err != nil {
+			return done, fmt.Errorf("remove user %s: %w", u, err)
+		}
+		done = append(done, Change{Kind: UserDeleted, User: u})
+	}
 	for _, v := range vhosts {
 		res, err := c.DeleteVhost(v)
 		if gone(res, err) {
@@ -691,16 +723,6 @@ func (a *Admin) Retire(ctx context.Context, vhosts, users []string) (Changes, er
 			return done, fmt.Errorf("remove virtual host %s: %w", v, err)
 		}
 		done = append(done, Change{Kind: VhostDeleted, Vhost: v})
-	}
-	for _, u := range users {
-		res, err := c.DeleteUser(u)
-		if gone(res, err) {
-			continue
-		}
-		if err != nil {
-			return done, fmt.Errorf("remove user %s: %w", u, err)
-		}
-		done = append(done, Change{Kind: UserDeleted, User: u})
 	}
 	return done, nil
 }
