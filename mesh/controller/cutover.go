@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshbus/mesh/mesh/controller/rollout"
@@ -89,6 +91,60 @@ func (b *cutoverBuses) Keep(ctx context.Context, decls []wire.Declaration) error
 }
 
 func (b *cutoverBuses) Reconnect() { b.reconnect() }
+
+// MoveEvents moves, consumer by consumer, what is left in the events
+// queues on the broker onto NATS, each event as the module that emitted
+// it (buses.MoveEvents).
+func (b *cutoverBuses) MoveEvents(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) (int, error) {
+	moved := 0
+	for _, n := range m.Nodes {
+		for _, name := range n.Modules {
+			if mod, ok := m.Module(name); !ok || len(mod.Consumes) == 0 {
+				continue
+			}
+			doc, err := rollout.OldCredential(ctx, m, b.st, c, wire.ModuleUser(n.Name, name))
+			if err != nil {
+				return moved, err
+			}
+			consumer, err := wire.ParseCredential(doc)
+			if err != nil {
+				return moved, err
+			}
+			k, err := buses.MoveEvents(ctx, consumer, b.emitter(m), b.o.Logger)
+			moved += k
+			if err != nil {
+				return moved, err
+			}
+		}
+	}
+	return moved, nil
+}
+
+// emitter is the credential the store holds for the module that emitted
+// an event: the one on the node the event names, or, for an event that
+// names none (or a node that no longer runs it), the module on the first
+// node that places it.
+func (b *cutoverBuses) emitter(m *meshdesc.Mesh) buses.Emitters {
+	return func(node, module string) (wire.Credential, error) {
+		users := []string{wire.ModuleUser(node, module)}
+		for _, n := range m.Nodes {
+			if slices.Contains(n.Modules, module) {
+				users = append(users, wire.ModuleUser(n.Name, module))
+			}
+		}
+		for _, u := range users {
+			doc, err := b.st.Credential(context.Background(), u)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return wire.Credential{}, err
+			}
+			return wire.ParseCredential(doc)
+		}
+		return wire.Credential{}, fmt.Errorf("no node of the mesh runs module %s", module)
+	}
+}
 
 func (b *cutoverBuses) RetireOld(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) error {
 	return rollout.RetireAMQP(ctx, m, b.st, b.o.Apply)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/meshbus/mesh/internal/amqptest"
@@ -24,7 +25,9 @@ import (
 	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/amqpadmin"
+	"github.com/meshbus/mesh/mesh/link/amqplink"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -122,6 +125,11 @@ func TestACutoverMovesEveryNodeToNATSAndRetiresTheMeshsSideOfTheBroker(t *testin
 	}
 	controllertest.Eventually(t, 90*time.Second, "both hosts heard on AMQP having applied their declarations", heardOn(wire.BusAMQP))
 
+	// Events the sensor emits on the broker, which nobody consumes before
+	// the cutover (the hosts run stand-ins that consume nothing): what a
+	// consumer that switches leaves in its queue.
+	stranded := emitOnAMQP(ctx, t, st, "node-a", "sensor", "reading", 5)
+
 	c, joined, err := rollout.BeginCutover(ctx, m, st, dir, o, rollout.CutoverOptions{Within: time.Minute})
 	if err != nil || joined || c.Generation != 1 || c.Phase != store.CutoverCompose {
 		t.Fatalf("expected cutover 1 begun in compose, got %+v joined %v: %v", c, joined, err)
@@ -155,6 +163,13 @@ func TestACutoverMovesEveryNodeToNATSAndRetiresTheMeshsSideOfTheBroker(t *testin
 		}
 	}
 	controllertest.Eventually(t, 30*time.Second, "both hosts heard on NATS", heardOn(wire.BusNATS))
+
+	// Nothing stranded: the logger's consumer on NATS holds every event
+	// left in its queue on the broker, once, as the sensor published them.
+	if c.Moved.IsZero() {
+		t.Fatal("expected the record to say the events left on the broker were moved")
+	}
+	pendingOnNATS(ctx, t, st, "node-b", "logger", stranded)
 
 	secrets, err := st.Secrets(ctx)
 	if err != nil {
@@ -251,5 +266,74 @@ func managementGet(t *testing.T, m *meshdesc.Mesh, password, path string, v any)
 	}
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// emitOnAMQP publishes n events keyed key as module on node, on the
+// broker, through the AMQP binding, as the module would; it returns their
+// ids.
+func emitOnAMQP(ctx context.Context, t *testing.T, st store.Store, node, module, key string, n int) []string {
+	t.Helper()
+	doc, err := st.Credential(ctx, wire.ModuleUser(node, module))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := wire.ParseCredential(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := amqplink.Dial(ctx, link.Config{Credential: cred, Logger: controllertest.Logger(t), Timeout: 10 * time.Second, Context: ctx})
+	if err != nil {
+		t.Fatalf("dial the broker as %s: %v", cred.User(), err)
+	}
+	defer tr.Close()
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("evt-stranded-%d", i)
+		h := map[string][]string{wire.HeaderEventID: {id}, wire.HeaderNode: {node}, wire.HeaderSource: {module}, wire.HeaderContentType: {"application/json"}}
+		if err := tr.Publish(ctx, key, link.Message{Header: h, Body: fmt.Appendf(nil, `{"seq":%d}`, i)}); err != nil {
+			t.Fatalf("publish %s on the broker: %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// pendingOnNATS: the consumer of module on node on NATS's EVENTS holds
+// exactly the events ids, in order, none twice.
+func pendingOnNATS(ctx context.Context, t *testing.T, st store.Store, node, module string, ids []string) {
+	t.Helper()
+	doc, err := st.Credential(ctx, wire.ModuleUser(node, module))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := wire.ParseCredential(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := link.Dial(ctx, cred)
+	if err != nil {
+		t.Fatalf("dial NATS as %s: %v", cred.User(), err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, wire.StreamEvents, wire.ModuleConsumer(node, module))
+	if err != nil {
+		t.Fatalf("the consumer of %s on EVENTS: %v", cred.User(), err)
+	}
+	batch, err := cons.Fetch(len(ids)+1, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for msg := range batch.Messages() {
+		got = append(got, msg.Headers().Get(wire.HeaderEventID))
+		_ = msg.Ack()
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("expected %s's consumer on NATS to hold the events left on the broker, %v, once each, got %v", cred.User(), ids, got)
 	}
 }

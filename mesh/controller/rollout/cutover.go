@@ -138,6 +138,9 @@ type CutoverBuses interface {
 	// record's phase needs: both while it is CutoverSwitch, the new one
 	// alone after.
 	Reconnect()
+	// MoveEvents moves what is left in the consumers' event queues on
+	// the old bus onto the new one, and says how many events it moved.
+	MoveEvents(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) (int, error)
 	// RetireOld removes the mesh's side of the old bus: its users,
 	// virtual hosts, queues and exchanges, the predecessor's left.
 	RetireOld(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) error
@@ -350,9 +353,23 @@ func switchStep(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options
 	return c, nil
 }
 
-// retireStep removes the mesh's side of the old bus, then ends the
+// retireStep moves what is left in the consumers' queues on the old bus
+// onto the new one, and records that it did, then removes the mesh's side
+// of the old bus (its users first: a retirement begun leaves nothing to
+// move from, so the move is never tried again after it), then ends the
 // cutover: the declarations no longer ask anyone to move.
 func retireStep(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options, b CutoverBuses, c store.Cutover) (store.Cutover, error) {
+	if c.Moved.IsZero() {
+		n, err := b.MoveEvents(ctx, m, c)
+		if err != nil {
+			return blocked(ctx, st, c, fmt.Errorf("move the events left on %s: %w", c.From, err))
+		}
+		o.Logger.Info("cutover moved the events left on the old bus", "generation", c.Generation, "from", c.From, "events", n)
+		c.Moved = o.Now().UTC()
+		if err := put(ctx, st, c); err != nil {
+			return c, err
+		}
+	}
 	if err := b.RetireOld(ctx, m, c); err != nil {
 		return blocked(ctx, st, c, fmt.Errorf("retire the mesh's side of %s: %w", c.From, err))
 	}
@@ -477,15 +494,21 @@ func reportOf(reports []store.Reported, node string) (store.Reported, bool) {
 func OldControllerCredentials(ctx context.Context, m *meshdesc.Mesh, st store.Reader, c store.Cutover) (controller, controllerMesh []byte, err error) {
 	var docs [2][]byte
 	for i, u := range []string{wire.ControllerUser, wire.ControllerMeshUser} {
-		doc, err := st.Credential(ctx, u)
-		if err != nil {
-			return nil, nil, err
-		}
-		if docs[i], err = Retarget(doc, c.From, c.Old, amqpdefs.ControlUsers(m)); err != nil {
+		if docs[i], err = OldCredential(ctx, m, st, c, u); err != nil {
 			return nil, nil, err
 		}
 	}
 	return docs[0], docs[1], nil
+}
+
+// OldCredential is user's credential document pointing at the bus a
+// cutover moves from, whichever bus the store's points at now.
+func OldCredential(ctx context.Context, m *meshdesc.Mesh, st store.Reader, c store.Cutover, user string) ([]byte, error) {
+	doc, err := st.Credential(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	return Retarget(doc, c.From, c.Old, amqpdefs.ControlUsers(m))
 }
 
 // AMQPEndpoint is the management API of m's broker.

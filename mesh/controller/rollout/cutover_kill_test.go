@@ -45,7 +45,10 @@ func (loginBuses) Login(ctx context.Context, doc []byte) error {
 func (loginBuses) AssertNew(context.Context, *meshdesc.Mesh, []byte, []byte) error { return nil }
 func (loginBuses) Keep(context.Context, []wire.Declaration) error                  { return nil }
 func (loginBuses) Reconnect()                                                      {}
-func (loginBuses) RetireOld(context.Context, *meshdesc.Mesh, store.Cutover) error  { return nil }
+func (loginBuses) MoveEvents(context.Context, *meshdesc.Mesh, store.Cutover) (int, error) {
+	return 0, nil
+}
+func (loginBuses) RetireOld(context.Context, *meshdesc.Mesh, store.Cutover) error { return nil }
 
 func cutoverChild(raw string) int {
 	var s cutoverSpec

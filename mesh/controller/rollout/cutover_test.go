@@ -28,6 +28,7 @@ type fakeCutoverBuses struct {
 	refuse     string // a user whose login is refused, as if its account were not composed
 	kept       [][]wire.Declaration
 	reconnects int
+	moves      int
 	retired    int
 }
 
@@ -63,6 +64,13 @@ func (f *fakeCutoverBuses) Keep(_ context.Context, decls []wire.Declaration) err
 }
 
 func (f *fakeCutoverBuses) Reconnect() { f.mu.Lock(); f.reconnects++; f.mu.Unlock() }
+
+func (f *fakeCutoverBuses) MoveEvents(context.Context, *meshdesc.Mesh, store.Cutover) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.moves++
+	return 0, nil
+}
 
 func (f *fakeCutoverBuses) RetireOld(context.Context, *meshdesc.Mesh, store.Cutover) error {
 	f.mu.Lock()
@@ -301,8 +309,9 @@ func TestSwitchWaitsForAStragglerAndEndsWithoutANodePushedOut(t *testing.T) {
 	if c = cb.step(t); c.Phase != store.CutoverRetire {
 		t.Fatalf("expected retire once node-b is no longer described, got %s: %q %+v", c.Phase, c.Blocked, c.Nodes)
 	}
-	if c = cb.step(t); c.Phase != store.CutoverDone || cb.buses.retired != 1 || cb.buses.reconnects != 2 {
-		t.Fatalf("expected done after one retirement, and the controller told to leave the old bus, got %s, %d retirements, %d reconnects", c.Phase, cb.buses.retired, cb.buses.reconnects)
+	if c = cb.step(t); c.Phase != store.CutoverDone || cb.buses.moves != 1 || cb.buses.retired != 1 || cb.buses.reconnects != 2 || c.Moved.IsZero() {
+		t.Fatalf("expected done after one move of the events left and one retirement, and the controller told to leave the old bus, got %s, %d moves (recorded %v), %d retirements, %d reconnects",
+			c.Phase, cb.buses.moves, c.Moved, cb.buses.retired, cb.buses.reconnects)
 	}
 	for node, d := range cb.declared(t) {
 		if d.Move != nil {
