@@ -12,21 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/crypto/bcrypt"
 
-	"github.com/meshbus/mesh/internal/amqptest"
-	"github.com/meshbus/mesh/internal/natstest"
-	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
-	"github.com/meshbus/mesh/mesh/controller/statedir"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/link"
-	"github.com/meshbus/mesh/mesh/link/amqpadmin"
 	"github.com/meshbus/mesh/mesh/link/amqplink"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -44,30 +37,12 @@ func TestACutoverMovesEveryNodeToNATSAndRetiresTheMeshsSideOfTheBroker(t *testin
 	if testing.Short() {
 		t.Skip("RabbitMQ container tests are skipped in -short mode")
 	}
-	m := controllertest.SampleMesh(t)
-	tlsPort, mgmtPort := testutil.FreePort(t), testutil.FreePort(t)
-	m.AMQP = &meshdesc.AMQP{Names: []string{"127.0.0.1", "localhost"}, Port: tlsPort, Management: "127.0.0.1", ManagementPort: mgmtPort}
-	m.Bus.MonitorPort = testutil.FreePort(t)
-	m = controllertest.Revalidate(t, m)
-	dir := filepath.Join(t.TempDir(), "state")
-	st := store.FileStore(dir)
-	log := controllertest.Logger(t)
-	o := rollout.Options{BcryptCost: bcrypt.MinCost, Bus: rollout.AMQP, AMQPAdmin: amqpadmin.ApplyAs, AMQPClients: amqpadmin.ClientsAs, AMQPRetire: amqpadmin.RetireAs, Logger: log}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if _, err := rollout.Genesis(ctx, m, st, dir, o); err != nil {
-		t.Fatal(err)
-	}
-	l := statedir.Layout{Dir: dir}
-	var f amqptest.Files
-	for path, into := range map[string]*[]byte{l.AMQPCert(): &f.CertPEM, l.AMQPKey(): &f.KeyPEM, l.AMQPDefinitions(): &f.Definitions} {
-		var err error
-		if *into, err = os.ReadFile(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-	amqptest.StartWith(t, f, tlsPort, amqptest.WithManagementAt(mgmtPort))
-	config, monitor := raiseNATSBeside(t, m, l)
+	a := controllertest.RaiseOnAMQP(t, ctx, controllertest.SampleMesh(t))
+	m, st, dir, o := a.M, a.St, a.Dir, a.O
+	log := controllertest.Logger(t)
+	o.Logger = log
 
 	runCtx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -80,7 +55,7 @@ func TestACutoverMovesEveryNodeToNATSAndRetiresTheMeshsSideOfTheBroker(t *testin
 			t.Errorf("the controller: %v", err)
 		}
 	})
-	if _, err := rollout.Adopt(ctx, m, st, dir, o, rollout.AdoptOptions{Config: config, Monitor: monitor}); err != nil {
+	if _, err := rollout.Adopt(ctx, m, st, dir, o, rollout.AdoptOptions{Config: a.Config, Monitor: a.Monitor}); err != nil {
 		t.Fatalf("adopt the server beside the broker: %v", err)
 	}
 
@@ -195,56 +170,6 @@ func TestACutoverMovesEveryNodeToNATSAndRetiresTheMeshsSideOfTheBroker(t *testin
 	if _, _, err := rollout.BeginCutover(ctx, m, st, dir, o, rollout.CutoverOptions{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("completed")) {
 		t.Fatalf("expected a cutover after one completed refused as completed, got %v", err)
 	}
-}
-
-// raiseNATSBeside raises, in this process, the NATS server an operator
-// raises beside the broker: its own name, the mesh's bus port, TLS with
-// the certificate the mesh minted for the bus's names, JetStream on its
-// own store, an account of its own, and a watcher reloading it when its
-// file changes, as the nats image's entrypoint does. It returns the file
-// and the monitoring endpoint.
-func raiseNATSBeside(t *testing.T, m *meshdesc.Mesh, l statedir.Layout) (config, monitor string) {
-	t.Helper()
-	config = filepath.Join(t.TempDir(), "nats.conf")
-	raised := fmt.Sprintf(`{"server_name": "beside", "listen": "127.0.0.1:%d", "http": "127.0.0.1:%d",
-"tls": {"cert_file": %q, "key_file": %q}, "jetstream": {"store_dir": %q},
-"accounts": {"OPS": {"jetstream": "enabled", "users": [{"user": "ops", "password": "ops-secret"}]}}}
-`, m.Bus.Port, m.Bus.MonitorPort, l.ServerCert(), l.ServerKey(), t.TempDir())
-	if err := os.WriteFile(config, []byte(raised), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.ServeFile(t, config)
-	reloadOnChange(t, srv, config)
-	return config, fmt.Sprintf("http://127.0.0.1:%d", m.Bus.MonitorPort)
-}
-
-// reloadOnChange reloads srv whenever path's content changes, looking
-// every 20 ms.
-func reloadOnChange(t *testing.T, srv *server.Server, path string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	last, _ := os.ReadFile(path)
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			cur, err := os.ReadFile(path)
-			if err != nil || bytes.Equal(cur, last) {
-				continue
-			}
-			last = cur
-			if err := srv.Reload(); err != nil {
-				t.Logf("reload refused: %v", err)
-			}
-		}
-	}()
 }
 
 // managementGet reads path of the broker's management API as the

@@ -40,9 +40,7 @@ func (n *node) move(ctx context.Context, bus plane.CredentialAsker, d wire.Decla
 		}
 		return wire.MoveRefusal(mv.Generation, mv.Bus, err.Error()), nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, reachWithin)
-	defer cancel()
-	nb, err := buses.DialHost(rctx, next.host, append([]link.Option{link.WithConnectionLog(n.log)}, n.dial...)...)
+	nb, err := n.reach(ctx, next.host)
 	if err != nil {
 		why := fmt.Sprintf("cannot reach %s as %s: %v", mv.Bus, next.host.User(), err)
 		if mv.Switch {
@@ -72,6 +70,28 @@ func (n *node) move(ctx context.Context, bus plane.CredentialAsker, d wire.Decla
 	n.log.Info("switched", "generation", mv.Generation, "bus", mv.Bus)
 	n.cred, n.moved = next.host, nb
 	return "", nil
+}
+
+// reach dials the new bus as the host, trying again until reachWithin:
+// a login the server refuses while it reloads its configuration (seen at
+// N = 200, once, during the reload that removed the spent tokens' users)
+// is not a node that cannot move. The last error is returned.
+func (n *node) reach(ctx context.Context, cred wire.Credential) (plane.Host, error) {
+	ctx, cancel := context.WithTimeout(ctx, reachWithin)
+	defer cancel()
+	pause := 200 * time.Millisecond
+	for {
+		nb, err := buses.DialHost(ctx, cred, append([]link.Option{link.WithConnectionLog(n.log)}, n.dial...)...)
+		if err == nil {
+			return nb, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 // next are a node's credentials on the bus its declaration moves it to.

@@ -77,7 +77,7 @@ func SampleMesh(t *testing.T) *meshdesc.Mesh {
 
 // Revalidate round-trips a description through its file format, so that a
 // test's edits are checked as a user's would be.
-func Revalidate(t *testing.T, m *meshdesc.Mesh) *meshdesc.Mesh {
+func Revalidate(t testing.TB, m *meshdesc.Mesh) *meshdesc.Mesh {
 	t.Helper()
 	data, err := yaml.Marshal(m)
 	if err != nil {

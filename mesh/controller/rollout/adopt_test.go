@@ -2,7 +2,6 @@ package rollout_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -85,7 +84,7 @@ accounts { OPS { jetstream: enabled, users: [ {user: ops, password: %q} ] } }
 		t.Fatal(err)
 	}
 	srv := natstest.ServeFile(t, raised)
-	watch(t, srv, raised, poll)
+	natstest.ReloadOnChange(t, srv, raised, poll, nil)
 	b := &beside{m: m, st: st, dir: dir, config: raised, monitor: fmt.Sprintf("http://127.0.0.1:%d", m.Bus.MonitorPort), srv: srv, fp: fp}
 	nc := b.dial(t, "ops", opsPassword)
 	js, err := jetstream.New(nc)
@@ -102,30 +101,6 @@ accounts { OPS { jetstream: enabled, users: [ {user: ops, password: %q} ] } }
 	}
 	nc.Close()
 	return b
-}
-
-// watch reloads srv whenever path's content changes, looking every poll,
-// as the image's entrypoint sends nats-server SIGHUP.
-func watch(t *testing.T, srv *server.Server, path string, poll time.Duration) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	last, _ := os.ReadFile(path)
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			time.Sleep(poll)
-			cur, err := os.ReadFile(path)
-			if err != nil || bytes.Equal(cur, last) {
-				continue
-			}
-			last = cur
-			if err := srv.Reload(); err != nil {
-				t.Logf("reload refused: %v", err)
-			}
-		}
-	}()
 }
 
 func (b *beside) dial(t *testing.T, user, password string) *nats.Conn {

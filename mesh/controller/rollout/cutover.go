@@ -288,6 +288,7 @@ func prepareStep(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Option
 // every node is declared to switch. The controller then listens on both
 // buses (Reconnect).
 func switchCommit(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options, b CutoverBuses, c store.Cutover) (store.Cutover, error) {
+	c.Committed = o.Now().UTC()
 	return advance(ctx, m, st, o, b, c, store.CutoverSwitch, func(tx store.Tx) error {
 		users, err := tx.Credentials(ctx)
 		if err != nil {
@@ -336,11 +337,7 @@ func switchStep(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options
 		}
 	}
 	if len(waiting) == 0 {
-		c, err := advance(ctx, m, st, o, b, c, store.CutoverRetire, nil)
-		if err == nil {
-			b.Reconnect()
-		}
-		return c, err
+		return advance(ctx, m, st, o, b, c, store.CutoverRetire, nil)
 	}
 	overdue := ""
 	if since := o.Now().Sub(c.PhaseSince); since > c.Within {
@@ -387,8 +384,9 @@ func stop(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options, b Cu
 
 // advance moves the record to phase in one transaction with what also
 // does, and the declarations the phase asks for (Declare reads the
-// record), which the buses are then given to keep. A record changed
-// meanwhile (another controller stepped it) is left as it is.
+// record), which the buses are then given to keep; a phase that changes
+// the buses the controller listens on has it connect again. A record
+// changed meanwhile (another controller stepped it) is left as it is.
 func advance(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options, b CutoverBuses, c store.Cutover, phase store.CutoverPhase, also func(tx store.Tx) error) (store.Cutover, error) {
 	from := c.Phase
 	c.Phase, c.PhaseSince, c.Blocked = phase, o.Now().UTC(), ""
@@ -434,7 +432,8 @@ func advance(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options, b
 		// The guard puts them on the bus again at its next sweep.
 		o.Logger.Warn("cutover: the declarations wait to be kept on the bus", "err", err)
 	}
-	if phase == store.CutoverSwitch {
+	if phase == store.CutoverSwitch || phase == store.CutoverRetire {
+		// The controller connects again to the buses the phase needs.
 		b.Reconnect()
 	}
 	return c, nil

@@ -267,7 +267,7 @@ func TestSwitchWaitsForAStragglerAndEndsWithoutANodePushedOut(t *testing.T) {
 	}
 	cb.now = cb.now.Add(time.Second)
 	c = cb.step(t)
-	if c.Phase != store.CutoverSwitch || cb.buses.reconnects != 1 {
+	if c.Phase != store.CutoverSwitch || cb.buses.reconnects != 1 || !c.Committed.Equal(cb.now) {
 		t.Fatalf("expected the switch, and the controller told to listen on both buses, got %s after %d reconnects", c.Phase, cb.buses.reconnects)
 	}
 	if bus, err := rollout.MeshBus(ctx, cb.st); err != nil || bus != rollout.NATS {

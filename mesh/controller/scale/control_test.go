@@ -113,7 +113,7 @@ func raise(b *testing.B, kind string, m *meshdesc.Mesh) (st store.Store, dir str
 		b.Fatal(err)
 	}
 	srv := natstest.ServeFile(b, statedir.Layout{Dir: dir}.NATSConfig())
-	stopWatch := watch(b, srv, statedir.Layout{Dir: dir}.NATSConfig())
+	stopWatch := natstest.ReloadOnChange(b, srv, statedir.Layout{Dir: dir}.NATSConfig(), 100*time.Millisecond, func(err error) { b.Errorf("reload: %v", err) })
 	runCtx, stopRun := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	// A controller that stops ends the run at once, with its reason.

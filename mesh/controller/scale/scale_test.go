@@ -10,7 +10,6 @@
 package scale
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -23,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
 
@@ -65,17 +63,7 @@ func fleet(t testing.TB, n int) *meshdesc.Mesh {
 }
 
 func BenchmarkFleet(b *testing.B) {
-	sizes := []int{50, 200, 500}
-	if env := os.Getenv("MESH_FLEET_SIZES"); env != "" {
-		sizes = nil
-		for _, f := range strings.Split(env, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatalf("MESH_FLEET_SIZES: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := sizesOf(b, "MESH_FLEET_SIZES", 50, 200, 500)
 	for _, n := range sizes {
 		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
 			var enrol, push time.Duration
@@ -90,6 +78,24 @@ func BenchmarkFleet(b *testing.B) {
 			b.ReportMetric(push.Seconds()*1000/float64(b.N*n), "push-ms/node")
 		})
 	}
+}
+
+// sizesOf are the fleet sizes the environment variable env lists,
+// comma-separated, or def.
+func sizesOf(b *testing.B, env string, def ...int) []int {
+	list := os.Getenv(env)
+	if list == "" {
+		return def
+	}
+	var sizes []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			b.Fatalf("%s: %v", env, err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
 
 // runFleet raises a mesh of n nodes and returns how long its hosts took
@@ -113,7 +119,7 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	}
 	srv := natstest.ServeFile(b, statedir.Layout{Dir: dir}.NATSConfig())
 	defer srv.Shutdown()
-	stopWatch := watch(b, srv, statedir.Layout{Dir: dir}.NATSConfig())
+	stopWatch := natstest.ReloadOnChange(b, srv, statedir.Layout{Dir: dir}.NATSConfig(), 100*time.Millisecond, func(err error) { b.Errorf("reload: %v", err) })
 	defer stopWatch()
 
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -221,34 +227,6 @@ func reportedAt(ctx context.Context, st store.Store, n int, rev uint64) bool {
 		}
 	}
 	return got == n
-}
-
-// watch reloads the server when its configuration changes, as the nats
-// image's entrypoint does.
-func watch(b *testing.B, srv *server.Server, conf string) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		last, _ := os.ReadFile(conf)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			now, err := os.ReadFile(conf)
-			if err != nil || bytes.Equal(now, last) {
-				continue
-			}
-			last = now
-			if err := srv.Reload(); err != nil {
-				b.Errorf("reload: %v", err)
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
 }
 
 // waitFor polls cond until it holds, failing the run at d or at the

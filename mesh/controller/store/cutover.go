@@ -66,6 +66,9 @@ type Cutover struct {
 	// Blocked is what the controller last could not do in this phase (a
 	// server not answering, a node overdue), "" once it could.
 	Blocked string `json:"blocked,omitempty"`
+	// Committed is when the switch was committed: every credential on To,
+	// every node declared to switch.
+	Committed time.Time `json:"committed,omitzero"`
 	// Moved is when what was left in the consumers' queues on From was
 	// moved onto To, in retire, before anything of From is removed.
 	Moved time.Time `json:"moved,omitzero"`

@@ -38,6 +38,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
 
@@ -703,16 +704,9 @@ func (a *Admin) Retire(ctx context.Context, vhosts, users []string) (Changes, er
 		}
 	}
 	slices.Sort(all)
-	var done Changes
-	for _, u := range all {
-		res, err := c.DeleteUser(u)
-		if gone(res, err) {
-			continue
-		}
-		if err != nil {
-			return done, fmt.Errorf("remove user %s: %w", u, err)
-		}
-		done = append(done, Change{Kind: UserDeleted, User: u})
+	done, err := a.deleteUsers(ctx, all)
+	if err != nil {
+		return done, err
 	}
 	for _, v := range vhosts {
 		res, err := c.DeleteVhost(v)
@@ -725,6 +719,42 @@ func (a *Admin) Retire(ctx context.Context, vhosts, users []string) (Changes, er
 		done = append(done, Change{Kind: VhostDeleted, Vhost: v})
 	}
 	return done, nil
+}
+
+// deletesAtOnce bounds the users Retire deletes at once: the management
+// API answers each in a round trip, and a mesh of hundreds of nodes has
+// hundreds of users.
+const deletesAtOnce = 8
+
+// deleteUsers deletes users, deletesAtOnce at a time, and says which it
+// deleted (in users' order); what is gone already is no error.
+func (a *Admin) deleteUsers(ctx context.Context, users []string) (Changes, error) {
+	deleted := make([]bool, len(users))
+	errs := make([]error, len(users))
+	slots := make(chan struct{}, deletesAtOnce)
+	var wg sync.WaitGroup
+	for i, u := range users {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			res, err := a.with(ctx).DeleteUser(u)
+			switch {
+			case gone(res, err):
+			case err != nil:
+				errs[i] = fmt.Errorf("remove user %s: %w", u, err)
+			default:
+				deleted[i] = true
+			}
+		})
+	}
+	wg.Wait()
+	var done Changes
+	for i, u := range users {
+		if deleted[i] {
+			done = append(done, Change{Kind: UserDeleted, User: u})
+		}
+	}
+	return done, errors.Join(errs...)
 }
 
 // gone says whether the API answered that what was to be removed is not

@@ -1,0 +1,192 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshbus/mesh/internal/testutil"
+	"github.com/meshbus/mesh/mesh/controller"
+	"github.com/meshbus/mesh/mesh/controller/controllertest"
+	"github.com/meshbus/mesh/mesh/controller/rollout"
+	"github.com/meshbus/mesh/mesh/controller/store"
+	"github.com/meshbus/mesh/mesh/host"
+	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/wire"
+)
+
+// BenchmarkCutover: N hosts of a mesh on a real RabbitMQ, the NATS server
+// beside it adopted, all in this process but the broker; the time from
+// the cutover begun to done (docs/decisions/0013-cutover.md), and, per
+// node, from the switch's commit to the node heard on NATS having
+// switched: how long the node's traffic waits on the move.
+//
+//	MESH_CUTOVER_SIZES=50,200 go test -run X -bench Cutover -benchtime 1x ./mesh/controller/scale
+func BenchmarkCutover(b *testing.B) {
+	sizes := sizesOf(b, "MESH_CUTOVER_SIZES", 50, 200)
+	for _, n := range sizes {
+		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
+			var total time.Duration
+			var switches []time.Duration
+			for range b.N {
+				d, s := runCutover(b, n)
+				total += d
+				switches = append(switches, s...)
+			}
+			slices.Sort(switches)
+			b.ReportMetric(total.Seconds()/float64(b.N), "cutover-s")
+			b.ReportMetric(quantile(switches, 0.5).Seconds(), "switch-p50-s")
+			b.ReportMetric(quantile(switches, 0.99).Seconds(), "switch-p99-s")
+			b.ReportMetric(switches[len(switches)-1].Seconds(), "switch-max-s")
+		})
+	}
+}
+
+// quantile is the q-th of sorted durations (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// runCutover raises a mesh of n nodes on AMQP, enrols its hosts, adopts
+// the server beside, and times one cutover; it returns its duration and
+// each node's wait from the switch's commit to its switch.
+func runCutover(b *testing.B, n int) (time.Duration, []time.Duration) {
+	b.StopTimer()
+	m := fleet(b, n)
+	m.Modules = append(m.Modules, meshdesc.Module{Name: "nats", Seat: wire.BrokerSeat})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	a := controllertest.RaiseOnAMQP(b, ctx, m)
+	m, st, dir, o := a.M, a.St, a.Dir, a.O
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- controller.Run(runCtx, m, st, controller.RunOptions{Dir: dir, Apply: o, StartTimeout: time.Minute, Logger: controllerLog(b)})
+	}()
+	defer func() {
+		stopRun()
+		if err := <-ran; err != nil {
+			b.Errorf("controller: %v", err)
+		}
+	}()
+	if _, err := rollout.Adopt(ctx, m, st, dir, o, rollout.AdoptOptions{Config: a.Config, Monitor: a.Monitor}); err != nil {
+		b.Fatalf("adopt: %v", err)
+	}
+	nodes := make([]string, n)
+	for i, node := range m.Nodes {
+		nodes[i] = node.Name
+	}
+	_, docs, err := rollout.IssueTokens(ctx, m, st, dir, nodes, time.Hour, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	root := b.TempDir()
+	hostCtx, stopHosts := context.WithCancel(ctx)
+	failed := make(chan error, n)
+	logs := make([]testutil.SyncBuffer, n)
+	var wg sync.WaitGroup
+	for i, doc := range docs {
+		hdir := filepath.Join(root, nodes[i])
+		if err := os.MkdirAll(hdir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		token := filepath.Join(hdir, "token.json")
+		if err := os.WriteFile(token, doc, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() {
+			err := host.Run(hostCtx, host.Options{State: host.State{Dir: filepath.Join(hdir, "state")}, TokenFile: token,
+				Poll: 500 * time.Millisecond, ReportEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs[i], nil))})
+			if err != nil && hostCtx.Err() == nil {
+				failed <- fmt.Errorf("host %s: %w", nodes[i], err)
+			}
+		})
+	}
+	defer func() {
+		stopHosts()
+		wg.Wait()
+	}()
+	defer func() {
+		if b.Failed() {
+			c, _ := st.Cutover(context.WithoutCancel(ctx))
+			for i, node := range nodes {
+				if cn := c.Nodes[node]; cn.Switched.IsZero() {
+					b.Logf("host %s, not switched (%+v):\n%s", node, cn, logs[i].String())
+				}
+			}
+		}
+	}()
+	waitFor(b, time.Minute+time.Duration(n)*500*time.Millisecond, failed, "every host's first report, on AMQP", func() bool { return reportedOn(ctx, st, n, wire.BusAMQP) })
+
+	b.StartTimer()
+	start := time.Now()
+	if _, _, err := rollout.BeginCutover(ctx, m, st, dir, o, rollout.CutoverOptions{Within: 5 * time.Minute}); err != nil {
+		b.Fatal(err)
+	}
+	var c store.Cutover
+	entered := map[store.CutoverPhase]time.Time{store.CutoverCompose: start}
+	waitFor(b, time.Minute+time.Duration(n)*500*time.Millisecond, failed, "the cutover's end", func() bool {
+		c, err = st.Cutover(ctx)
+		if err == nil && entered[c.Phase].IsZero() {
+			entered[c.Phase] = time.Now()
+		}
+		return err == nil && c.Phase.Ended()
+	})
+	took := time.Since(start)
+	b.StopTimer()
+	phases := []store.CutoverPhase{store.CutoverCompose, store.CutoverPrepare, store.CutoverSwitch, store.CutoverRetire, store.CutoverDone}
+	for i, p := range phases[:len(phases)-1] {
+		if from, to := entered[p], entered[phases[i+1]]; !from.IsZero() && !to.IsZero() {
+			b.ReportMetric(to.Sub(from).Seconds(), string(p)+"-s")
+		}
+	}
+	if c.Phase != store.CutoverDone {
+		b.Fatalf("expected the cutover done, it %s: %s", c.Phase, c.Stopped)
+	}
+	var waits []time.Duration
+	for _, cn := range c.Nodes {
+		waits = append(waits, cn.Switched.Sub(c.Committed))
+	}
+	return took, waits
+}
+
+// reportedOn says whether n nodes' last reports came on bus.
+func reportedOn(ctx context.Context, st store.Store, n int, bus string) bool {
+	reps, err := st.Reports(ctx)
+	if err != nil {
+		return false
+	}
+	got := 0
+	for _, r := range reps {
+		if r.Bus == bus && r.Report.Applied > 0 {
+			got++
+		}
+	}
+	return got == n
+}
+
+// controllerLog is where the controller's lines go: the file
+// MESH_CUTOVER_LOG names, to see where a run's time went, or nowhere.
+func controllerLog(b *testing.B) *slog.Logger {
+	path := os.Getenv("MESH_CUTOVER_LOG")
+	if path == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	return slog.New(slog.NewTextHandler(f, nil))
+}
