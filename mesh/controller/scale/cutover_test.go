@@ -2,22 +2,17 @@ package scale
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/meshbus/mesh/internal/testutil"
 	"github.com/meshbus/mesh/mesh/controller"
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/store"
-	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -91,38 +86,15 @@ func runCutover(b *testing.B, n int) (time.Duration, []time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	root := b.TempDir()
-	hostCtx, stopHosts := context.WithCancel(ctx)
-	failed := make(chan error, n)
-	logs := make([]testutil.SyncBuffer, n)
-	var wg sync.WaitGroup
-	for i, doc := range docs {
-		hdir := filepath.Join(root, nodes[i])
-		if err := os.MkdirAll(hdir, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		token := filepath.Join(hdir, "token.json")
-		if err := os.WriteFile(token, doc, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() {
-			err := host.Run(hostCtx, host.Options{State: host.State{Dir: filepath.Join(hdir, "state")}, TokenFile: token,
-				Poll: 500 * time.Millisecond, ReportEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs[i], nil))})
-			if err != nil && hostCtx.Err() == nil {
-				failed <- fmt.Errorf("host %s: %w", nodes[i], err)
-			}
-		})
-	}
-	defer func() {
-		stopHosts()
-		wg.Wait()
-	}()
+	hs := runHosts(b, ctx, b.TempDir(), nodes, docs)
+	defer hs.stop()
+	failed := hs.failed
 	defer func() {
 		if b.Failed() {
 			c, _ := st.Cutover(context.WithoutCancel(ctx))
 			for i, node := range nodes {
 				if cn := c.Nodes[node]; cn.Switched.IsZero() {
-					b.Logf("host %s, not switched (%+v):\n%s", node, cn, logs[i].String())
+					b.Logf("host %s, not switched (%+v):\n%s", node, cn, hs.logs[i].String())
 				}
 			}
 		}

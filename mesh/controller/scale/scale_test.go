@@ -149,12 +149,9 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hostCtx, stopHosts := context.WithCancel(ctx)
-	// A host that gives up ends the run at once, with its reason, rather
-	// than leaving the wait to its deadline.
-	failed := make(chan error, n)
-	// Each host's log is kept, and told for the hosts a wait gave up on.
-	logs := make([]testutil.SyncBuffer, n)
+	hs := runHosts(b, ctx, root, nodes, docs)
+	defer hs.stop()
+	failed := hs.failed
 	defer func() {
 		if !b.Failed() {
 			return
@@ -167,31 +164,9 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 		}
 		for i, node := range nodes {
 			if !reported[node] {
-				b.Logf("host %s, which never reported:\n%s", node, logs[i].String())
+				b.Logf("host %s, which never reported:\n%s", node, hs.logs[i].String())
 			}
 		}
-	}()
-	var wg sync.WaitGroup
-	for i, doc := range docs {
-		hdir := filepath.Join(root, "hosts", nodes[i])
-		if err := os.MkdirAll(hdir, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		token := filepath.Join(hdir, "token.json")
-		if err := os.WriteFile(token, doc, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() {
-			err := host.Run(hostCtx, host.Options{State: host.State{Dir: filepath.Join(hdir, "state")}, TokenFile: token,
-				Poll: 500 * time.Millisecond, ReportEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs[i], nil))})
-			if err != nil && hostCtx.Err() == nil {
-				failed <- fmt.Errorf("host %s: %w", nodes[i], err)
-			}
-		})
-	}
-	defer func() {
-		stopHosts()
-		wg.Wait()
 	}()
 	// Bounded well above what a run takes (docs/living-mesh.md, "Scale").
 	waitFor(b, time.Minute+time.Duration(n)*500*time.Millisecond, failed, "every host's first report", func() bool { return reportedAt(ctx, st, n, 1) })
@@ -212,6 +187,45 @@ func runFleet(b *testing.B, n int) (enrol, push time.Duration) {
 	push = time.Since(start)
 	b.StopTimer()
 	return enrol, push
+}
+
+// fleetHosts are the hosts of a run, one per node, in this process.
+type fleetHosts struct {
+	// failed receives a host's reason for giving up, so that a wait ends
+	// at once rather than at its deadline.
+	failed chan error
+	// logs are each host's log, told for the hosts a wait gave up on.
+	logs []testutil.SyncBuffer
+	stop func()
+}
+
+// runHosts runs a host for each node with its token document, under root,
+// until stop.
+func runHosts(b *testing.B, ctx context.Context, root string, nodes []string, docs [][]byte) *fleetHosts {
+	hostCtx, cancel := context.WithCancel(ctx)
+	hs := &fleetHosts{failed: make(chan error, len(nodes)), logs: make([]testutil.SyncBuffer, len(nodes))}
+	var wg sync.WaitGroup
+	hs.stop = func() { cancel(); wg.Wait() }
+	for i, doc := range docs {
+		hdir := filepath.Join(root, "hosts", nodes[i])
+		if err := os.MkdirAll(hdir, 0o700); err != nil {
+			hs.stop()
+			b.Fatal(err)
+		}
+		token := filepath.Join(hdir, "token.json")
+		if err := os.WriteFile(token, doc, 0o600); err != nil {
+			hs.stop()
+			b.Fatal(err)
+		}
+		wg.Go(func() {
+			err := host.Run(hostCtx, host.Options{State: host.State{Dir: filepath.Join(hdir, "state")}, TokenFile: token,
+				Poll: 500 * time.Millisecond, ReportEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(&hs.logs[i], nil))})
+			if err != nil && hostCtx.Err() == nil {
+				hs.failed <- fmt.Errorf("host %s: %w", nodes[i], err)
+			}
+		})
+	}
+	return hs
 }
 
 // reportedAt says whether n nodes' last reports are of revision rev.
