@@ -125,7 +125,7 @@ func (b *cutoverBuses) MoveEvents(ctx context.Context, m *meshdesc.Mesh, c store
 // names none (or a node that no longer runs it), the module on the first
 // node that places it.
 func (b *cutoverBuses) emitter(m *meshdesc.Mesh) buses.Emitters {
-	return func(node, module string) (wire.Credential, error) {
+	return func(ctx context.Context, node, module string) (wire.Credential, error) {
 		users := []string{wire.ModuleUser(node, module)}
 		for _, n := range m.Nodes {
 			if slices.Contains(n.Modules, module) {
@@ -133,7 +133,7 @@ func (b *cutoverBuses) emitter(m *meshdesc.Mesh) buses.Emitters {
 			}
 		}
 		for _, u := range users {
-			doc, err := b.st.Credential(context.Background(), u)
+			doc, err := b.st.Credential(ctx, u)
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}

@@ -130,8 +130,7 @@ func preflight(programs string, state State) error {
 
 // set makes the running modules the declaration's: one not running is
 // started, one whose version, configuration, program or credential
-// changed started again, one no longer
-// declared stopped. It returns once every process it stops has ended.
+// changed started again, one no longer declared stopped. It returns once every process it stops has ended.
 func (s *supervisor) set(d wire.Declaration) error {
 	for _, mod := range d.Modules {
 		if slices.Contains(wire.ReservedModuleNames, mod) {

@@ -15,7 +15,7 @@ import (
 // Emitters gives the credential on the new bus of the module that emitted
 // an event, by the emitting node (x-node, "" when the event has none) and
 // module.
-type Emitters func(node, module string) (wire.Credential, error)
+type Emitters func(ctx context.Context, node, module string) (wire.Credential, error)
 
 // MoveEvents moves what is left in a consumer's events queue on the broker
 // onto NATS's EVENTS, at the end of a cutover (docs/decisions/0013), so
@@ -93,7 +93,7 @@ func publisher(ctx context.Context, open map[string]link.Transport, emitters Emi
 	if t, ok := open[id]; ok {
 		return t, nil
 	}
-	cred, err := emitters(node, module)
+	cred, err := emitters(ctx, node, module)
 	if err != nil {
 		return nil, fmt.Errorf("the emitter %s of node %q on the new bus: %w", module, node, err)
 	}
