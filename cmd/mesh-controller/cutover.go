@@ -166,6 +166,8 @@ func cutoverNodeLine(c store.Cutover, n store.CutoverNode) string {
 		parts = append(parts, fmt.Sprintf("asked to prove it reaches %s (revision %d), not heard yet", c.To, n.Prepare))
 	}
 	switch {
+	case !n.Switched.IsZero() && !c.Committed.IsZero():
+		parts = append(parts, fmt.Sprintf("on %s since %s, %s after the switch", c.To, n.Switched.UTC().Format(time.RFC3339), n.Switched.Sub(c.Committed).Round(time.Millisecond)))
 	case !n.Switched.IsZero():
 		parts = append(parts, "on "+c.To+" since "+n.Switched.UTC().Format(time.RFC3339))
 	case n.Switch != 0:

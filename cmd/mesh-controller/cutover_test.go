@@ -85,6 +85,7 @@ func TestCutoverJoinsAndFollowsTheOneInProgress(t *testing.T) {
 		cut.Nodes["a"] = store.CutoverNode{Prepare: 2, Prepared: begun.Add(2 * time.Second), Switch: 4, Switched: begun.Add(4 * time.Second)}
 		cut.Nodes["b"] = store.CutoverNode{Prepare: 3, Prepared: begun.Add(2 * time.Second), Switch: 5}
 		cut.Blocked = "not heard on nats 2m0s after the switch (bound 1m0s): b"
+		cut.Committed = begun.Add(3500 * time.Millisecond)
 		put(cut)
 		time.Sleep(2 * followEvery)
 		cut.Phase, cut.PhaseSince, cut.Blocked, cut.Ended = store.CutoverDone, begun.Add(5*time.Second), "", begun.Add(5*time.Second)
@@ -95,6 +96,9 @@ func TestCutoverJoinsAndFollowsTheOneInProgress(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout, want) {
 			t.Fatalf("cutover followed to its end: expected exit 0 and %q, got %d:\n%s%s", want, code, stdout, stderr)
 		}
+	}
+	if _, stdout, _ = cli(t, ctx, "status", "--state", state); !strings.Contains(stdout, "  a: reached nats at 2026-12-05T09:00:02Z; on nats since 2026-12-05T09:00:04Z, 500ms after the switch\n") {
+		t.Fatalf("status after the cutover: expected node a's switch and how long after the commit, got:\n%s", stdout)
 	}
 
 	// Stopped: the next cutover's record, followed, exits 1 naming why.
