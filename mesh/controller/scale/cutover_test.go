@@ -24,6 +24,11 @@ import (
 // switched: how long the node's traffic waits on the move.
 //
 //	MESH_CUTOVER_SIZES=50,200 go test -run X -bench Cutover -benchtime 1x ./mesh/controller/scale
+//
+// Each phase's share is reported too (compose-s, prepare-s, switch-s,
+// retire-s); MESH_CUTOVER_LOG=FILE keeps the controller's log of the last
+// run, to see where a phase's time went (docs/decisions/0013-cutover.md,
+// "Scale").
 func BenchmarkCutover(b *testing.B) {
 	sizes := sizesOf(b, "MESH_CUTOVER_SIZES", 50, 200)
 	for _, n := range sizes {
