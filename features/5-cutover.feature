@@ -3,7 +3,10 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
   Design 25 §10, step 5. The mesh of the adoption bed: the controller's genesis on RabbitMQ, its
   state in PostgreSQL, a host on "node-a" and "node-b" enrolled over the broker, the predecessor's
   client on the same broker since before the mesh was raised, and the NATS server the operator
-  raised beside the broker, adopted into seat mesh-broker.
+  raised beside the broker, adopted into seat mesh-broker. Its traffic runs throughout
+  (testdata/cutover.yaml, stand-ins/traffic): on node-a the ticker emits a sequence-numbered
+  event every 50 ms and serves a tool; on node-b the tally consumes those events and calls that
+  tool every 100 ms; each keeps a ledger the bed copies out of the hosts' containers.
 
   `mesh-controller cutover` records the cutover under its next generation, and the running
   controller drives it through its phases (docs/decisions/0013-cutover.md): compose (every
@@ -16,23 +19,23 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
   stays on AMQP.
 
   Every check reads the system from outside: the controller's status, the adopted server's
-  monitoring, the broker's management API, and the witness of what the predecessor could notice
-  (the adoption bed's).
+  monitoring, the broker's management API, the traffic's ledgers, and the witness of what the
+  predecessor could notice (the adoption bed's).
 
   The scenarios share one cluster, in this order, until one breaks it; each adopts the server if no
   scenario before did, so that it also runs alone.
 
   @refused
   Scenario: A cutover before the server beside the broker is adopted is refused, and nothing changes
-    Given a mesh raised from nothing from "testdata/mesh.yaml"
+    Given a mesh raised from nothing from "testdata/cutover.yaml"
     And the witness notes what the predecessor can notice
     Then a cutover is refused, saying "no NATS server holds seat mesh-broker"
     And status shows no cutover
     And the predecessor noticed nothing since the witness's note
 
   @move
-  Scenario: The mesh moves to NATS in one rollout, nothing of it is left on the broker, and the predecessor notices nothing
-    Given a mesh raised from nothing from "testdata/mesh.yaml"
+  Scenario: The mesh moves to NATS in one rollout, its traffic goes on, nothing of it is left on the broker, and the predecessor notices nothing
+    Given a mesh raised from nothing from "testdata/cutover.yaml"
     And the NATS server beside the broker was adopted into its seat
     And within 60 seconds every node reports on "amqp", as status shows
     And the witness notes what the predecessor can notice
@@ -41,13 +44,15 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
     And within 30 seconds every node reports on "nats", as status shows
     And every host and every module it runs is connected to the adopted server as its own user
     And the broker holds nothing of the mesh: its virtual hosts, users and connections are the predecessor's and the administrators' alone
+    And every event the ticker emitted throughout the cutover was consumed by the tally, none lost
+    And the tally's calls of the ticker's tool failed only while the nodes switched, and are answered again
     And a cutover again is refused, saying "completed"
     And the predecessor noticed nothing since the witness's note
     And the predecessor noticed nothing since the broker was raised
 
   @partition
   Scenario: A node cut off during prepare stops the cutover, named, and the mesh stays on AMQP
-    Given a mesh raised from nothing from "testdata/mesh.yaml"
+    Given a mesh raised from nothing from "testdata/cutover.yaml"
     And the NATS server beside the broker was adopted into its seat
     And within 60 seconds every node reports on "amqp", as status shows
     And the witness notes what the predecessor can notice
@@ -66,7 +71,7 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
     bound"). node-a paused holds prepare while node-b proves it reaches NATS, so that node-b can be
     cut off before the switch reaches it.
 
-    Given a mesh raised from nothing from "testdata/mesh.yaml"
+    Given a mesh raised from nothing from "testdata/cutover.yaml"
     And the NATS server beside the broker was adopted into its seat
     And within 60 seconds every node reports on "amqp", as status shows
     And the witness notes what the predecessor can notice
@@ -86,4 +91,5 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
     And within 30 seconds every node reports on "nats", as status shows
     And every host and every module it runs is connected to the adopted server as its own user
     And the broker holds nothing of the mesh: its virtual hosts, users and connections are the predecessor's and the administrators' alone
+    And every event the ticker emitted throughout the cutover was consumed by the tally, none lost
     And the predecessor noticed nothing since the witness's note

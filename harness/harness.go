@@ -233,6 +233,9 @@ type Member interface {
 	Logs(ctx context.Context) (string, error)
 	// Exec runs a command inside it (its image must have the program).
 	Exec(ctx context.Context, cmd ...string) (exit int, output string, err error)
+	// ReadFile is a file inside it, copied out by the engine (fs.ErrNotExist
+	// when there is none).
+	ReadFile(ctx context.Context, path string) ([]byte, error)
 }
 
 var (

@@ -1,8 +1,12 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +14,7 @@ import (
 
 	natsgo "github.com/nats-io/nats.go"
 
+	"github.com/meshbus/mesh/harness/nats"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/internal/testutil"
 )
@@ -75,6 +80,19 @@ func TestNATSContainer(t *testing.T) {
 	}
 	if r, err := c.Probe(ctx, Outside, "tcp", "nats-outside:4222"); err != nil || !r.OK {
 		t.Fatalf("expected the client port reachable from outside, got %+v, %v", r, err)
+	}
+
+	// ReadFile copies a file out as the engine sees it: the bind-mounted
+	// configuration as written here, and a missing one is fs.ErrNotExist.
+	want, err := c.ReadNATSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.ReadFile(ctx, path.Join(nats.ConfigDir, filepath.Base(c.NATSConfigFile()))); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("expected ReadFile to copy out the configuration as written (%d bytes), got %d bytes, %v", len(want), len(got), err)
+	}
+	if _, err := h.ReadFile(ctx, nats.ConfigDir+"/absent"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("expected a missing file to be fs.ErrNotExist, got %v", err)
 	}
 
 	if err := h.Restart(ctx); err != nil {

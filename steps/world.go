@@ -104,6 +104,7 @@ func (w *World) InitScenario(sc *godog.ScenarioContext) {
 	s.bindPredecessor(sc)
 	s.bindAdoption(sc)
 	s.bindCutover(sc)
+	s.bindTraffic(sc)
 }
 
 // root is the checkout: Root, or the directory above FeaturesDir.

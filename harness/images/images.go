@@ -69,7 +69,8 @@ func Controller() Spec {
 // installation over the bus puts each module's program in place, the
 // programs the beds' modules run are in the image, by module name: the
 // sample modules sensor, mesh-catalog and relay (run as relay and as
-// stranger), and for every other module the beds' stand-in (/default:
+// stranger), the cutover bed's traffic (stand-ins/traffic, run as ticker
+// and as tally), and for every other module the beds' stand-in (/default:
 // stand-ins/module).
 func Host() Spec {
 	return Spec{
@@ -82,6 +83,8 @@ func Host() Spec {
 			{Package: module + "/mesh/modules/catalog", Name: "mesh-catalog"},
 			{Package: module + "/mesh/modules/relay", Name: "relay"},
 			{Package: module + "/mesh/modules/relay", Name: "stranger"},
+			{Package: module + "/stand-ins/traffic", Name: "ticker"},
+			{Package: module + "/stand-ins/traffic", Name: "tally"},
 		},
 		Entrypoint: []string{"/mesh-host"},
 		Cmd:        []string{"run", "--token=/etc/mesh-host/token.json", "--state=/var/lib/mesh-host", "--programs=/", "--report-every=2s"},
