@@ -316,7 +316,7 @@ func (c *Conn) Connection(ctx context.Context) (*amqp.Connection, error) {
 
 // Channel opens a channel within ctx. A channel that opens after ctx
 // ended is closed, never leaked.
-func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
+func (c *Conn) Channel(ctx context.Context) (*Channel, error) {
 	type result struct {
 		ch  *amqp.Channel
 		err error
@@ -335,11 +335,11 @@ func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 		if r.err != nil {
 			return nil, fmt.Errorf("open channel: %w", MapClosed(r.err))
 		}
-		return r.ch, nil
+		return &Channel{Channel: r.ch, c: c, conn: conn}, nil
 	case <-ctx.Done():
 		go func() {
 			if r := <-done; r.ch != nil {
-				_ = r.ch.Close()
+				_ = (&Channel{Channel: r.ch, c: c, conn: conn}).Close()
 			}
 		}()
 		return nil, fmt.Errorf("open channel: %w: %w", link.ErrTimeout, ctx.Err())

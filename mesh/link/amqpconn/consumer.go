@@ -14,7 +14,7 @@ import (
 
 // Consumer is one queue consumed on a channel of its own.
 type Consumer struct {
-	Ch         *amqp.Channel
+	Ch         *Channel
 	closed     chan *amqp.Error
 	deliveries <-chan amqp.Delivery
 	queue      string
@@ -28,7 +28,7 @@ type Consumer struct {
 // NewConsumer is the consumer of queue on ch (whose close is heard on
 // closed), its deliveries those ch.Consume returned; the consumer tag
 // is the queue's name.
-func NewConsumer(ch *amqp.Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, queue string, log *slog.Logger) *Consumer {
+func NewConsumer(ch *Channel, closed chan *amqp.Error, deliveries <-chan amqp.Delivery, queue string, log *slog.Logger) *Consumer {
 	return &Consumer{Ch: ch, closed: closed, deliveries: deliveries, queue: queue, log: log, done: make(chan struct{})}
 }
 

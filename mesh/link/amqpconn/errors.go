@@ -12,8 +12,8 @@ import (
 )
 
 // Bounded runs op, a channel method that takes no context, and gives up
-// when ctx ends, closing ch so that op ends too.
-func Bounded(ctx context.Context, ch *amqp.Channel, op func() error) error {
+// when ctx ends, closing ch (within its own bound) so that op ends too.
+func Bounded(ctx context.Context, ch *Channel, op func() error) error {
 	done := make(chan error, 1)
 	go func() { done <- op() }()
 	select {

@@ -87,7 +87,7 @@ func (p *Pool[T]) Close() {
 // Publisher is a channel in confirm mode: a publish is done when the
 // broker confirms it.
 type Publisher struct {
-	Ch     *amqp.Channel
+	Ch     *Channel
 	closed chan *amqp.Error
 	// returns hears mandatory publishes the broker could not route.
 	returns chan amqp.Return

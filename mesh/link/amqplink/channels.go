@@ -16,7 +16,7 @@ import (
 // given up on (late, after a timeout) carries another correlation id and
 // is dropped by the next call.
 type caller struct {
-	ch      *amqp.Channel
+	ch      *amqpconn.Channel
 	closed  chan *amqp.Error
 	replies <-chan amqp.Delivery
 	// returns is buffered: amqp091 hands a return over before it reads the

@@ -68,7 +68,7 @@ func (b *Bus) startServer(ctx context.Context, tool string, h link.ToolFunc) (*a
 }
 
 // answer runs the handler for one call, replies, and acknowledges it.
-func (b *Bus) answer(ch *amqp.Channel, tool string, d amqp.Delivery, h link.ToolFunc) {
+func (b *Bus) answer(ch *amqpconn.Channel, tool string, d amqp.Delivery, h link.ToolFunc) {
 	defer func() {
 		if err := d.Ack(false); err != nil {
 			b.log.Error("acknowledge tool call", "tool", tool, "err", err)

@@ -259,7 +259,7 @@ func (c *Controller) toHost(ctx context.Context, node string, msg amqp.Publishin
 
 // consumeStream consumes the artifacts' stream on ch from offset from
 // (-1: its first).
-func consumeStream(ctx context.Context, ch *amqp.Channel, from int64) (<-chan amqp.Delivery, error) {
+func consumeStream(ctx context.Context, ch *amqpconn.Channel, from int64) (<-chan amqp.Delivery, error) {
 	var offset any = from
 	if from < 0 {
 		offset = wire.StreamFromFirst
@@ -331,7 +331,7 @@ func (x *artifactIndex) start(ctx context.Context) error {
 	return nil
 }
 
-func (x *artifactIndex) consume(ctx context.Context) (*amqp.Channel, <-chan amqp.Delivery, error) {
+func (x *artifactIndex) consume(ctx context.Context) (*amqpconn.Channel, <-chan amqp.Delivery, error) {
 	ch, err := x.conn.Channel(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("consume %s: %w", wire.QueueArtifacts, err)

@@ -24,7 +24,7 @@ func declare(ctx context.Context, conn *amqpconn.Conn, vhost string, d amqpdefs.
 	defer func() { _ = ch.Close() }()
 	// exists runs a passive declaration on a channel of its own: a 404
 	// closes the channel it came on.
-	exists := func(passive func(*amqp.Channel) error) (bool, error) {
+	exists := func(passive func(*amqpconn.Channel) error) (bool, error) {
 		pch, err := conn.Channel(ctx)
 		if err != nil {
 			return false, err
@@ -49,7 +49,7 @@ func declare(ctx context.Context, conn *amqpconn.Conn, vhost string, d amqpdefs.
 		if e.Vhost != vhost {
 			continue
 		}
-		ok, err := exists(func(c *amqp.Channel) error {
+		ok, err := exists(func(c *amqpconn.Channel) error {
 			return c.ExchangeDeclarePassive(e.Name, e.Type, e.Durable, false, false, false, nil)
 		})
 		if err != nil {
@@ -68,7 +68,7 @@ func declare(ctx context.Context, conn *amqpconn.Conn, vhost string, d amqpdefs.
 		if q.Vhost != vhost {
 			continue
 		}
-		ok, err := exists(func(c *amqp.Channel) error {
+		ok, err := exists(func(c *amqpconn.Channel) error {
 			_, err := c.QueueDeclarePassive(q.Name, q.Durable, false, false, false, nil)
 			return err
 		})

@@ -60,7 +60,7 @@ type builder struct {
 
 // buildsConsumer is builds consumed on one channel.
 type buildsConsumer struct {
-	ch         *amqp.Channel
+	ch         *amqpconn.Channel
 	closed     chan *amqp.Error
 	deliveries <-chan amqp.Delivery
 	requeues   *amqpconn.Requeues

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/link/natslink"
@@ -51,7 +53,13 @@ func MoveEvents(ctx context.Context, consumer wire.Credential, emitters Emitters
 		}
 	}()
 	for ctx.Err() == nil {
-		d, ok, err := ch.Get(queue, false)
+		var d amqp.Delivery
+		var ok bool
+		err := amqpconn.Bounded(ctx, ch, func() error {
+			var err error
+			d, ok, err = ch.Get(queue, false)
+			return err
+		})
 		if err != nil {
 			return moved, fmt.Errorf("move the events of %s: take from %s: %w", consumer.User(), queue, amqpconn.MapClosed(err))
 		}
