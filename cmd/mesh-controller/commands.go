@@ -381,6 +381,15 @@ type seatStatus struct {
 	Adopted  time.Time `json:"adopted"`
 }
 
+// personToIssueAgain is a person whose credential names the bus a cutover
+// left (rollout.PersonsToIssueAgain), and the command that issues it again.
+type personToIssueAgain struct {
+	Person  string    `json:"person"`
+	Issued  time.Time `json:"issued"`
+	Bus     string    `json:"bus"`
+	Command string    `json:"command"`
+}
+
 func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool) error {
 	if _, err := kept.Secrets(ctx); err != nil {
 		return err // no genesis: say so rather than print an empty status
@@ -429,8 +438,16 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 		return err
 	}
 	var cut *store.Cutover
+	issueAgain := []personToIssueAgain{}
+	var toIssue []store.Person
 	if c, err := kept.Cutover(ctx); err == nil {
 		cut = &c
+		if toIssue, err = rollout.PersonsToIssueAgain(ctx, kept, c); err != nil {
+			return err
+		}
+		for _, p := range toIssue {
+			issueAgain = append(issueAgain, personToIssueAgain{Person: p.Name, Issued: p.Issued, Bus: c.From, Command: rollout.IssueAgainCommand(p)})
+		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -451,7 +468,8 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 			Seats         []seatStatus          `json:"seats"`
 			Compat        *compatStatus         `json:"compat,omitempty"`
 			Cutover       *store.Cutover        `json:"cutover,omitempty"`
-		}{st, nodes, dead, refused, builds, installs, seats, compat, cut})
+			IssueAgain    []personToIssueAgain  `json:"issue_again"`
+		}{st, nodes, dead, refused, builds, installs, seats, compat, cut, issueAgain})
 	}
 	if compat != nil {
 		fmt.Fprintf(w, "compatibility broker %s, as of %s: %s; retirable after %s with nobody connected: %s\n",
@@ -462,7 +480,7 @@ func printStatus(ctx context.Context, w io.Writer, kept store.Store, asJSON bool
 			esc(s.Name), esc(s.Module), esc(s.ServerID), esc(s.Server), s.Adopted.Format(time.RFC3339), esc(s.Config))
 	}
 	if cut != nil {
-		printCutover(w, *cut)
+		printCutover(w, *cut, toIssue)
 	}
 	if len(st.Failing) == 0 {
 		fmt.Fprintln(w, "no provision is failing")

@@ -95,6 +95,13 @@ func followCutover(ctx context.Context, st store.Reader, cut store.Cutover, wait
 		switch cut.Phase {
 		case store.CutoverDone:
 			say("cutover %d done: the mesh is on %s, nothing of it left on %s (%s)", cut.Generation, cut.To, cut.From, cut.Ended.Sub(cut.Begun).Round(time.Millisecond))
+			persons, err := rollout.PersonsToIssueAgain(ctx, st, cut)
+			if err != nil {
+				return cut, err
+			}
+			if !quiet {
+				printIssueAgain(w, cut, persons)
+			}
 			return cut, nil
 		case store.CutoverStopped:
 			return cut, fmt.Errorf("%w: cutover %d stopped, the mesh stays on %s: %s", rollout.ErrCutover, cut.Generation, cut.From, cut.Stopped)
@@ -143,7 +150,7 @@ func phaseLine(c store.Cutover) string {
 
 // printCutover says where the last cutover stands, a line for it and one
 // per node.
-func printCutover(w io.Writer, c store.Cutover) {
+func printCutover(w io.Writer, c store.Cutover, issueAgain []store.Person) {
 	fmt.Fprintf(w, "cutover %d from %s to %s, begun %s: %s, since %s\n", c.Generation, c.From, c.To,
 		c.Begun.UTC().Format(time.RFC3339), phaseLine(c), c.PhaseSince.UTC().Format(time.RFC3339))
 	if c.Blocked != "" {
@@ -151,6 +158,17 @@ func printCutover(w io.Writer, c store.Cutover) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Nodes)) {
 		fmt.Fprintf(w, "  %s: %s\n", esc(name), cutoverNodeLine(c, c.Nodes[name]))
+	}
+	printIssueAgain(w, c, issueAgain)
+}
+
+// printIssueAgain names each person whose credential, sealed to it before
+// the switch, names the bus the mesh left, with the command that issues
+// it again.
+func printIssueAgain(w io.Writer, c store.Cutover, persons []store.Person) {
+	for _, p := range persons {
+		fmt.Fprintf(w, "  person %s holds a credential for %s (issued %s): issue it again: %s\n",
+			esc(p.Name), c.From, p.Issued.UTC().Format(time.RFC3339), esc(rollout.IssueAgainCommand(p)))
 	}
 }
 

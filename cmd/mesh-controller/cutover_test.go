@@ -62,6 +62,12 @@ func TestCutoverJoinsAndFollowsTheOneInProgress(t *testing.T) {
 		}
 	}
 	put(cut)
+	// A person issued before the switch holds a credential for the broker.
+	carol := store.Person{Name: "carol", Tools: []string{"em.t"}, SealingKey: "KEY", Issued: begun}
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutPerson(ctx, carol) }); err != nil {
+		t.Fatal(err)
+	}
+	const issueCarolAgain = "  person carol holds a credential for amqp (issued 2026-12-05T09:00:00Z): issue it again: mesh-controller person issue carol --tools em.t --key KEY\n"
 
 	code, stdout, stderr := cli(t, ctx, "cutover", "--mesh", meshFile, "--state", state, "--wait", "0")
 	if code != exitOK || !strings.Contains(stdout, "cutover 1 from amqp to nats in progress: joined") || !strings.Contains(stdout, "prepare: every node proves") {
@@ -76,6 +82,9 @@ func TestCutoverJoinsAndFollowsTheOneInProgress(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout, want) {
 			t.Fatalf("status: expected %q, got %d:\n%s", want, code, stdout)
 		}
+	}
+	if strings.Contains(stdout, "person carol") {
+		t.Fatalf("status before the switch: expected nobody named to issue again, got:\n%s", stdout)
 	}
 
 	// The record moves on while the command follows it.
@@ -92,13 +101,20 @@ func TestCutoverJoinsAndFollowsTheOneInProgress(t *testing.T) {
 		put(cut)
 	}()
 	code, stdout, stderr = cli(t, ctx, "cutover", "--mesh", meshFile, "--state", state, "--wait", "20s")
-	for _, want := range []string{"switch: every credential names nats", "waiting: not heard on nats 2m0s after the switch (bound 1m0s): b", "cutover 1 done: the mesh is on nats, nothing of it left on amqp (5s)"} {
+	for _, want := range []string{"switch: every credential names nats", "waiting: not heard on nats 2m0s after the switch (bound 1m0s): b", "cutover 1 done: the mesh is on nats, nothing of it left on amqp (5s)\n" + issueCarolAgain} {
 		if code != exitOK || !strings.Contains(stdout, want) {
 			t.Fatalf("cutover followed to its end: expected exit 0 and %q, got %d:\n%s%s", want, code, stdout, stderr)
 		}
 	}
-	if _, stdout, _ = cli(t, ctx, "status", "--state", state); !strings.Contains(stdout, "  a: reached nats at 2026-12-05T09:00:02Z; on nats since 2026-12-05T09:00:04Z, 500ms after the switch\n") {
-		t.Fatalf("status after the cutover: expected node a's switch and how long after the commit, got:\n%s", stdout)
+	if _, stdout, _ = cli(t, ctx, "status", "--state", state); !strings.Contains(stdout, "  a: reached nats at 2026-12-05T09:00:02Z; on nats since 2026-12-05T09:00:04Z, 500ms after the switch\n") || !strings.Contains(stdout, issueCarolAgain) {
+		t.Fatalf("status after the cutover: expected node a's switch and how long after the commit, and carol named to issue again, got:\n%s", stdout)
+	}
+	var again struct {
+		IssueAgain []struct{ Person, Bus, Command string } `json:"issue_again"`
+	}
+	if _, stdout, _ = cli(t, ctx, "status", "--state", state, "--json"); json.Unmarshal([]byte(stdout), &again) != nil || len(again.IssueAgain) != 1 ||
+		again.IssueAgain[0].Person != "carol" || again.IssueAgain[0].Bus != wire.BusAMQP || !strings.HasPrefix(again.IssueAgain[0].Command, "mesh-controller person issue carol ") {
+		t.Fatalf("status --json after the cutover: expected carol to issue again, got:\n%s", stdout)
 	}
 
 	// Stopped: the next cutover's record, followed, exits 1 naming why.

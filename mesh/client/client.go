@@ -34,6 +34,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -154,13 +155,20 @@ func whose(cred wire.Credential) string {
 // reports as nats.ErrAuthorization and the SDK wraps: the SDK has no
 // sentinel of its own for it.
 func (c *Client) connectError(err error) error {
+	// A credential for AMQP may be one a cutover left behind: the mesh
+	// moved to NATS, the broker's mesh side was removed, and the person
+	// keeps what was sealed to it before (rollout.PersonsToIssueAgain).
+	left := ""
+	if wire.BusOfScheme(c.cred.Scheme()) == wire.BusAMQP {
+		left = "; if the mesh moved to NATS since it was issued, it names the broker the mesh left: ask the operator to issue it again (mesh-controller status names whom)"
+	}
 	switch {
-	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAuthExpired):
-		return failure(KindRefused, "", err, "the bus refused person %s's credential: it was revoked, or never issued", c.cred.Name)
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, amqpconn.ErrLoginRefused):
+		return failure(KindRefused, "", err, "the bus refused person %s's credential: it was revoked, or never issued%s", c.cred.Name, left)
 	case errors.Is(err, sdk.ErrFingerprint):
 		return failure(KindFailed, "", err, "the bus at %s is not the one the credential pins: %v", c.cred.HostPort(), err)
 	}
-	return failure(KindFailed, "", err, "connect to the bus at %s as person %s: %v", c.cred.HostPort(), c.cred.Name, err)
+	return failure(KindFailed, "", err, "connect to the bus at %s as person %s: %v%s", c.cred.HostPort(), c.cred.Name, err, left)
 }
 
 // Person is the name of the person the credential was issued to.

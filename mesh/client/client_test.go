@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/sdk"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -328,4 +331,33 @@ func declarationKey(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return wire.EncodeDeclarationKey(pub)
+}
+
+// TestACredentialForTheBrokerSaysACutoverMayHaveLeftIt: a person's
+// credential for AMQP refused at login, or whose broker does not answer,
+// is said to be perhaps one a cutover left behind, with what to do; one
+// for NATS is not.
+func TestACredentialForTheBrokerSaysACutoverMayHaveLeftIt(t *testing.T) {
+	onAMQP := &Client{cred: wire.Credential{Principal: wire.PrincipalPerson, Name: "alice", URL: "amqps://alice:pw@broker:5671"}}
+	onNATS := &Client{cred: wire.Credential{Principal: wire.PrincipalPerson, Name: "alice", URL: "tls://alice:pw@nats:4222"}}
+	refused := fmt.Errorf("dial amqp at broker:5671 as alice: %w", errors.New("the broker refused the login"))
+	refused = fmt.Errorf("%w: %w", amqpconn.ErrLoginRefused, refused)
+	for _, tc := range []struct {
+		c        *Client
+		err      error
+		kind     Kind
+		saysLeft bool
+	}{
+		{onAMQP, refused, KindRefused, true},
+		{onAMQP, errors.New("dial tcp broker:5671: connection refused"), KindFailed, true},
+		{onNATS, fmt.Errorf("connect: %w", nats.ErrAuthorization), KindRefused, false},
+	} {
+		err := tc.c.connectError(tc.err)
+		if KindOf(err) != tc.kind {
+			t.Errorf("%s, %v: expected kind %v, got %v (%v)", tc.c.cred.Scheme(), tc.err, tc.kind, KindOf(err), err)
+		}
+		if says := strings.Contains(err.Error(), "issue it again"); says != tc.saysLeft {
+			t.Errorf("%s, %v: expected a word on a cutover %v, got %q", tc.c.cred.Scheme(), tc.err, tc.saysLeft, err)
+		}
+	}
 }

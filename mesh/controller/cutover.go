@@ -10,7 +10,6 @@ import (
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link/buses"
-	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -21,10 +20,12 @@ import (
 const CutoverEvery = 500 * time.Millisecond
 
 // driveCutover steps a cutover in progress every CutoverEvery until
-// stop; reconnect ends the serving when a phase changes the buses.
-func driveCutover(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions, guard *rollout.Guard, reconnect func()) (stop func()) {
+// stop; reconnect ends the serving when a phase changes the buses. both
+// is what the controller hears while it listens on the old bus too, nil
+// while it does not.
+func driveCutover(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions, guard *rollout.Guard, both *listening, reconnect func()) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	b := &cutoverBuses{o: o, guard: guard, reconnect: reconnect, st: st}
+	b := &cutoverBuses{o: o, guard: guard, both: both, reconnect: reconnect, st: st}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -57,6 +58,7 @@ type cutoverBuses struct {
 	o         RunOptions
 	st        store.Store
 	guard     *rollout.Guard
+	both      *listening
 	reconnect func()
 }
 
@@ -146,62 +148,15 @@ func (b *cutoverBuses) emitter(m *meshdesc.Mesh) buses.Emitters {
 	}
 }
 
+// DrainOld says nil once what the controller's own queues on the old bus
+// held (status words, dead letters) is in the store.
+func (b *cutoverBuses) DrainOld(ctx context.Context) error {
+	if b.both == nil {
+		return errors.New("the controller is not listening on the old bus: it connects again")
+	}
+	return b.both.Quiet(ctx)
+}
+
 func (b *cutoverBuses) RetireOld(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) error {
 	return rollout.RetireAMQP(ctx, m, b.st, b.o.Apply)
 }
-
-// oldBus is the controller connected to the bus a cutover moves from,
-// while it switches (the nodes not moved yet are heard there), or nil.
-func oldBus(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) (plane.Controller, error) {
-	c, err := st.Cutover(ctx)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Phase != store.CutoverSwitch) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	m, err = rollout.Described(ctx, m, st)
-	if err != nil {
-		return nil, err
-	}
-	control, mesh, err := rollout.OldControllerCredentials(ctx, m, st, c)
-	if err != nil {
-		return nil, err
-	}
-	var creds [2]wire.Credential
-	for i, doc := range [][]byte{control, mesh} {
-		if creds[i], err = wire.ParseCredential(doc); err != nil {
-			return nil, err
-		}
-	}
-	bus, _, err := dialAndAssert(ctx, m, creds, o)
-	return bus, err
-}
-
-// withOld is bus, and old if there is one.
-func withOld(bus, old plane.Controller) []plane.Controller {
-	if old == nil {
-		return []plane.Controller{bus}
-	}
-	return []plane.Controller{bus, old}
-}
-
-// bothHeartbeats hears the nodes on two buses at once: the mesh's, and
-// the one a cutover moves from.
-type bothHeartbeats struct{ primary, old plane.HeartbeatFeed }
-
-func (h bothHeartbeats) Hear(ctx context.Context, heard func(node string, body []byte)) (stop func(), err error) {
-	stopPrimary, err := h.primary.Hear(ctx, heard)
-	if err != nil {
-		return nil, err
-	}
-	stopOld, err := h.old.Hear(ctx, heard)
-	if err != nil {
-		stopPrimary()
-		return nil, err
-	}
-	return func() { stopPrimary(); stopOld() }, nil
-}
-
-// Connected is the mesh's bus's: the one the liveness is recorded for.
-func (h bothHeartbeats) Connected() bool { return h.primary.Connected() }

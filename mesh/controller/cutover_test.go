@@ -20,6 +20,7 @@ import (
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/link"
+	"github.com/meshbus/mesh/mesh/link/amqpconn"
 	"github.com/meshbus/mesh/mesh/link/amqplink"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -261,4 +262,203 @@ func pendingOnNATS(ctx context.Context, t *testing.T, st store.Store, node, modu
 	if !slices.Equal(got, ids) {
 		t.Fatalf("expected %s's consumer on NATS to hold the events left on the broker, %v, once each, got %v", cred.User(), ids, got)
 	}
+}
+
+// TestWhatIsSaidOnTheOldBusWhileTheMeshSwitchesIsFolded: a provider not
+// moved yet says its status on the broker, and an event its consumer gave
+// up on there is dead-lettered there, while the cutover waits for a node
+// to switch; with the controller running, and with it stopped and started
+// again. Each is in the store before the broker's mesh side is retired:
+// the status says what the provider said last, and every dead letter is
+// recorded, naming its event.
+func TestWhatIsSaidOnTheOldBusWhileTheMeshSwitchesIsFolded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("RabbitMQ container tests are skipped in -short mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	m := controllertest.SampleMesh(t)
+	for i := range m.Modules {
+		if m.Modules[i].Name == "sensor" {
+			m.Modules[i].Provides = []string{"store"} // a provider: it may say its status
+		}
+	}
+	a := controllertest.RaiseOnAMQP(t, ctx, controllertest.Revalidate(t, m))
+	m, st, dir, o := a.M, a.St, a.Dir, a.O
+	log := controllertest.Logger(t)
+	o.Logger = log
+	startController := func() (stop func()) {
+		runCtx, end := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() {
+			ran <- controller.Run(runCtx, m, st, controller.RunOptions{Dir: dir, Apply: o, Logger: log, StartTimeout: 2 * time.Minute})
+		}()
+		return func() {
+			end()
+			if err := <-ran; err != nil {
+				t.Errorf("the controller: %v", err)
+			}
+		}
+	}
+	stopController := startController()
+	defer func() { stopController() }()
+	if _, err := rollout.Adopt(ctx, m, st, dir, o, rollout.AdoptOptions{Config: a.Config, Monitor: a.Monitor}); err != nil {
+		t.Fatalf("adopt the server beside the broker: %v", err)
+	}
+
+	// No host runs: the test reports for the nodes as their hosts would,
+	// and holds node-b on the broker after the switch.
+	c, _, err := rollout.BeginCutover(ctx, m, st, dir, o, rollout.CutoverOptions{Within: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Eventually(t, time.Minute, "the cutover in prepare", func() bool {
+		c, err = st.Cutover(ctx)
+		return err == nil && c.Phase == store.CutoverPrepare && c.Nodes["node-a"].Prepare > 0 && c.Nodes["node-b"].Prepare > 0
+	})
+	for _, node := range []string{"node-a", "node-b"} {
+		reportAs(ctx, t, st, node, wire.BusAMQP, c.Nodes[node].Prepare)
+	}
+	controllertest.Eventually(t, time.Minute, "the cutover switching", func() bool {
+		c, err = st.Cutover(ctx)
+		return err == nil && c.Phase == store.CutoverSwitch && c.Nodes["node-a"].Switch > 0
+	})
+	reportAs(ctx, t, st, "node-a", wire.BusNATS, c.Nodes["node-a"].Switch)
+
+	sensor := oldCredential(ctx, t, m, st, wire.ModuleUser("node-a", "sensor"))
+	logger := oldCredential(ctx, t, m, st, wire.ModuleUser("node-b", "logger"))
+	ref := wire.ConsumerRef{Consumer: "logger", Node: "node-b"}
+	failing, _ := json.Marshal(wire.FailingEvent{ConsumerRef: ref, Class: wire.ClassUnreachable, Since: time.Now().UTC()})
+	publishOnAMQP(ctx, t, sensor, "node-a", "sensor", wire.EventProvisionerFailing, "evt-failing-on-amqp", failing)
+	publishOnAMQP(ctx, t, sensor, "node-a", "sensor", "reading", "evt-dead-1", []byte(`{"seq":1}`))
+	giveUpOn(ctx, t, logger, "node-b", "logger")
+	controllertest.Eventually(t, time.Minute, "the failing word and the dead letter said on the broker in the store, the cutover still switching", func() bool {
+		s, err := st.Status(ctx)
+		return err == nil && len(s.Failing) == 1 && deadRecorded(ctx, st, "evt-dead-1")
+	})
+	if c, err = st.Cutover(ctx); err != nil || c.Phase != store.CutoverSwitch {
+		t.Fatalf("expected the cutover still switching, got %s: %v", c.Phase, err)
+	}
+
+	// The controller stopped: what is said on the broker meanwhile waits
+	// in its queues there, and is folded once it is started again, before
+	// the broker's mesh side is retired.
+	stopController()
+	recovered, _ := json.Marshal(wire.RecoveredEvent{ConsumerRef: ref, Reason: wire.RecoveredSuccess})
+	publishOnAMQP(ctx, t, sensor, "node-a", "sensor", wire.EventProvisionerRecovered, "evt-recovered-on-amqp", recovered)
+	publishOnAMQP(ctx, t, sensor, "node-a", "sensor", "reading", "evt-dead-2", []byte(`{"seq":2}`))
+	giveUpOn(ctx, t, logger, "node-b", "logger")
+	reportAs(ctx, t, st, "node-b", wire.BusNATS, c.Nodes["node-b"].Switch)
+	stopController = startController()
+	controllertest.Eventually(t, 2*time.Minute, "the cutover done", func() bool {
+		c, err = st.Cutover(ctx)
+		return err == nil && c.Phase.Ended()
+	})
+	if c.Phase != store.CutoverDone {
+		t.Fatalf("expected the cutover done, it ended %s: %s", c.Phase, c.Stopped)
+	}
+	s, err := st.Status(ctx)
+	if err != nil || len(s.Failing) != 0 {
+		t.Fatalf("expected the recovered word said on the broker while the controller was stopped folded, nothing failing, got %v: %v", failingKeys(s), err)
+	}
+	for _, id := range []string{"evt-dead-1", "evt-dead-2"} {
+		if !deadRecorded(ctx, st, id) {
+			t.Errorf("expected the dead letter of %s recorded", id)
+		}
+	}
+}
+
+// reportAs reports for node on bus, as its host does once it applied the
+// declaration at revision.
+func reportAs(ctx context.Context, t *testing.T, st store.Store, node, bus string, revision uint64) {
+	t.Helper()
+	now := time.Now().UTC()
+	r := store.Reported{Report: wire.Report{Node: node, ID: fmt.Sprintf("%s-%d-%s", node, revision, bus), At: now, Applied: revision}, Received: now, Bus: bus}
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutReport(ctx, r) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// oldCredential is user's credential for the bus the cutover in progress
+// moves from.
+func oldCredential(ctx context.Context, t *testing.T, m *meshdesc.Mesh, st store.Store, user string) wire.Credential {
+	t.Helper()
+	c, err := st.Cutover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := rollout.OldCredential(ctx, m, st, c, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := wire.ParseCredential(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cred
+}
+
+// publishOnAMQP publishes one event keyed key as module on node, with
+// cred, through the AMQP binding, as the module would.
+func publishOnAMQP(ctx context.Context, t *testing.T, cred wire.Credential, node, module, key, id string, body []byte) {
+	t.Helper()
+	tr, err := amqplink.Dial(ctx, link.Config{Credential: cred, Logger: controllertest.Logger(t), Timeout: 10 * time.Second, Context: ctx})
+	if err != nil {
+		t.Fatalf("dial the broker as %s: %v", cred.User(), err)
+	}
+	defer tr.Close()
+	h := map[string][]string{wire.HeaderEventID: {id}, wire.HeaderNode: {node}, wire.HeaderSource: {module},
+		wire.HeaderTime: {wire.FormatTime(time.Now())}, wire.HeaderContentType: {wire.ContentTypeJSON}}
+	if err := tr.Publish(ctx, key, link.Message{Header: h, Body: body}); err != nil {
+		t.Fatalf("publish %s on the broker: %v", id, err)
+	}
+}
+
+// giveUpOn gives back every event in module's queue on node until the
+// broker dead-letters it, as a consumer failing each time would.
+func giveUpOn(ctx context.Context, t *testing.T, cred wire.Credential, node, module string) {
+	t.Helper()
+	conn, err := amqpconn.Dial(ctx, cred, amqpconn.Options{Name: cred.User() + " (gives up)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(time.Now().Add(5*time.Second), nil)
+	ch, err := conn.Channel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for given := 0; ; given++ {
+		d, ok, err := ch.Get(wire.EventsQueue(node, module), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if given == 0 {
+				t.Fatalf("expected an event in %s's queue to give up on", cred.User())
+			}
+			return
+		}
+		if err := d.Nack(false, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deadRecorded says whether the store holds a dead letter of event id.
+func deadRecorded(ctx context.Context, st store.Store, id string) bool {
+	held, err := st.DeadLetters(ctx)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(held, func(d store.DeadLetter) bool { return d.EventID == id })
+}
+
+// failingKeys names each failing provision of s with its class.
+func failingKeys(s store.Status) []string {
+	var out []string
+	for _, f := range s.Failing {
+		out = append(out, f.Provider+"/"+f.Node+"/"+f.Consumer+":"+f.Class)
+	}
+	return out
 }

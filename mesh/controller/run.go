@@ -104,6 +104,11 @@ func Run(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOptions) er
 	defer stopLive()
 	for {
 		err := serve(ctx, m, st, key, decls, o)
+		if err != nil && ctx.Err() != nil {
+			// Stopped while it connected: what failed is the stop's doing.
+			o.Logger.Info("stopping", "why", context.Cause(ctx), "while", err)
+			return nil
+		}
 		if !errors.Is(err, errReconnect) {
 			return err
 		}
@@ -143,11 +148,27 @@ func serve(ctx context.Context, m *meshdesc.Mesh, st store.Store, key ed25519.Pr
 	if old != nil {
 		defer old.Close()
 	}
-	stopFollowing, err := status.FollowStatus(ctx, bus, st, o.Logger)
-	if err != nil {
-		return fmt.Errorf("follow status: %w", err)
+	// While a cutover moves the mesh, the controller hears both buses.
+	var hearing interface {
+		plane.StatusFeed
+		plane.HeartbeatFeed
+	} = bus
+	var both *listening
+	if old != nil {
+		both = newListening(bus, old, o.Logger)
+		hearing = both
+		stopOld, err := both.follow(ctx, st)
+		if err != nil {
+			return err
+		}
+		defer stopOld()
+	} else {
+		stopFollowing, err := status.FollowStatus(ctx, bus, st, o.Logger)
+		if err != nil {
+			return fmt.Errorf("follow status: %w", err)
+		}
+		defer stopFollowing()
 	}
-	defer stopFollowing()
 	for _, b := range withOld(bus, old) {
 		stopAnswering, err := control.AnswerCredentials(ctx, b, st, o.Logger)
 		if err != nil {
@@ -165,10 +186,6 @@ func serve(ctx context.Context, m *meshdesc.Mesh, st store.Store, key ed25519.Pr
 		return fmt.Errorf("follow the dead letters: %w", err)
 	}
 	defer stopDead()
-	var hearing plane.HeartbeatFeed = bus
-	if old != nil {
-		hearing = bothHeartbeats{bus, old}
-	}
 	stopListening, err := status.ListenLiveness(ctx, hearing, st, o.Logger)
 	if err != nil {
 		return fmt.Errorf("listen to heartbeats: %w", err)
@@ -200,7 +217,7 @@ func serve(ctx context.Context, m *meshdesc.Mesh, st store.Store, key ed25519.Pr
 			defer stopOld()
 		}
 	}
-	stopCutover := driveCutover(ctx, m, st, o, guard, func() { cancel(errReconnect) })
+	stopCutover := driveCutover(ctx, m, st, o, guard, both, func() { cancel(errReconnect) })
 	defer stopCutover()
 	o.Logger.Info("ready", "bus", on, "also", old != nil, "created", len(rep.Created), "corrected", len(rep.Corrected), "deleted", len(rep.Deleted))
 	<-ctx.Done()

@@ -135,12 +135,16 @@ type CutoverBuses interface {
 	// on.
 	Keep(ctx context.Context, decls []wire.Declaration) error
 	// Reconnect has the controller connect again to the buses the
-	// record's phase needs: both while it is CutoverSwitch, the new one
-	// alone after.
+	// record's phase needs: both while it is CutoverSwitch and in
+	// CutoverRetire until the record says Moved, the new one alone after.
 	Reconnect()
 	// MoveEvents moves what is left in the consumers' event queues on
 	// the old bus onto the new one, and says how many events it moved.
 	MoveEvents(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) (int, error)
+	// DrainOld says nil once what the controller's own queues on the
+	// old bus held (the status words and dead letters said there) is in
+	// the store, and why not otherwise.
+	DrainOld(ctx context.Context) error
 	// RetireOld removes the mesh's side of the old bus: its users,
 	// virtual hosts, queues and exchanges, the predecessor's left.
 	RetireOld(ctx context.Context, m *meshdesc.Mesh, c store.Cutover) error
@@ -351,7 +355,9 @@ func switchStep(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options
 }
 
 // retireStep moves what is left in the consumers' queues on the old bus
-// onto the new one, and records that it did, then removes the mesh's side
+// onto the new one, waits until the controller's own queues there (status,
+// dead letters) are folded into the store, and records that it did; then
+// (the controller no longer listening there) removes the mesh's side
 // of the old bus (its users first: a retirement begun leaves nothing to
 // move from, so the move is never tried again after it), then ends the
 // cutover: the declarations no longer ask anyone to move.
@@ -362,10 +368,17 @@ func retireStep(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options
 			return blocked(ctx, st, c, fmt.Errorf("move the events left on %s: %w", c.From, err))
 		}
 		o.Logger.Info("cutover moved the events left on the old bus", "generation", c.Generation, "from", c.From, "events", n)
+		if err := b.DrainOld(ctx); err != nil {
+			return blocked(ctx, st, c, fmt.Errorf("fold what the controller's queues on %s hold: %w", c.From, err))
+		}
 		c.Moved = o.Now().UTC()
 		if err := put(ctx, st, c); err != nil {
 			return c, err
 		}
+		// The controller stops listening on the old bus before the
+		// mesh's side of it is removed, at the next step.
+		b.Reconnect()
+		return c, nil
 	}
 	if err := b.RetireOld(ctx, m, c); err != nil {
 		return blocked(ctx, st, c, fmt.Errorf("retire the mesh's side of %s: %w", c.From, err))
@@ -432,8 +445,9 @@ func advance(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Options, b
 		// The guard puts them on the bus again at its next sweep.
 		o.Logger.Warn("cutover: the declarations wait to be kept on the bus", "err", err)
 	}
-	if phase == store.CutoverSwitch || phase == store.CutoverRetire {
-		// The controller connects again to the buses the phase needs.
+	if phase == store.CutoverSwitch {
+		// The controller connects again, to both buses; it leaves the
+		// old one in retire, once what was left there is moved.
 		b.Reconnect()
 	}
 	return c, nil

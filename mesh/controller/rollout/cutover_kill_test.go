@@ -48,6 +48,7 @@ func (loginBuses) Reconnect()                                                   
 func (loginBuses) MoveEvents(context.Context, *meshdesc.Mesh, store.Cutover) (int, error) {
 	return 0, nil
 }
+func (loginBuses) DrainOld(context.Context) error                                 { return nil }
 func (loginBuses) RetireOld(context.Context, *meshdesc.Mesh, store.Cutover) error { return nil }
 
 func cutoverChild(raw string) int {
@@ -113,10 +114,26 @@ func TestACutoverKilledAnywhereEndsAsOneNeverKilled(t *testing.T) {
 	var phasesKilledIn []store.CutoverPhase
 	// Killed after 10, 20, … 150 ms, again and again: in a process's
 	// start and its first steps, logins included, and, as the hosts take
-	// their time to answer, in every phase that waits for them.
+	// their time to answer, in every phase that waits for them. Every
+	// fourth process is let run until the phase changes, and killed a
+	// moment after: so the run gets on however slow the machine is (a
+	// compose of logins can take longer than 150 ms under load), and
+	// kills fall just after each phase's commit too.
+	phaseNow := func() store.CutoverPhase {
+		c, _ := cb.st.Cutover(ctx)
+		return c.Phase
+	}
 	for i := range 60 {
+		before := phaseNow()
 		cmd := start()
-		time.Sleep(time.Duration(10*(1+i%15)) * time.Millisecond)
+		if i%4 == 3 {
+			for deadline := time.Now().Add(30 * time.Second); phaseNow() == before && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(time.Duration(5*(i%7)) * time.Millisecond)
+		} else {
+			time.Sleep(time.Duration(10*(1+i%15)) * time.Millisecond)
+		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		c, err := cb.st.Cutover(ctx)

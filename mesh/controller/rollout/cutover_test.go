@@ -2,17 +2,20 @@ package rollout_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshbus/mesh/mesh/amqpdefs"
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link/buses"
 	"github.com/meshbus/mesh/mesh/meshdesc"
+	"github.com/meshbus/mesh/mesh/seal"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -29,6 +32,8 @@ type fakeCutoverBuses struct {
 	kept       [][]wire.Declaration
 	reconnects int
 	moves      int
+	drains     int
+	undrained  error // what DrainOld says; nil: drained
 	retired    int
 }
 
@@ -70,6 +75,15 @@ func (f *fakeCutoverBuses) MoveEvents(context.Context, *meshdesc.Mesh, store.Cut
 	defer f.mu.Unlock()
 	f.moves++
 	return 0, nil
+}
+
+// DrainOld says the controller's queues on the old bus are folded unless
+// the test says what still waits there (undrained).
+func (f *fakeCutoverBuses) DrainOld(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drains++
+	return f.undrained
 }
 
 func (f *fakeCutoverBuses) RetireOld(context.Context, *meshdesc.Mesh, store.Cutover) error {
@@ -309,9 +323,19 @@ func TestSwitchWaitsForAStragglerAndEndsWithoutANodePushedOut(t *testing.T) {
 	if c = cb.step(t); c.Phase != store.CutoverRetire {
 		t.Fatalf("expected retire once node-b is no longer described, got %s: %q %+v", c.Phase, c.Blocked, c.Nodes)
 	}
-	if c = cb.step(t); c.Phase != store.CutoverDone || cb.buses.moves != 1 || cb.buses.retired != 1 || cb.buses.reconnects != 2 || c.Moved.IsZero() {
-		t.Fatalf("expected done after one move of the events left and one retirement, and the controller told to leave the old bus, got %s, %d moves (recorded %v), %d retirements, %d reconnects",
-			c.Phase, cb.buses.moves, c.Moved, cb.buses.retired, cb.buses.reconnects)
+	// What the controller's own queues on the old bus hold is folded
+	// into the store before anything there is removed.
+	cb.buses.undrained = errors.New("1 status words or dead letters wait in the controller's queues on the old bus")
+	if c = cb.step(t); c.Phase != store.CutoverRetire || !c.Moved.IsZero() || cb.buses.retired != 0 || !strings.Contains(c.Blocked, "1 status words or dead letters wait") {
+		t.Fatalf("expected retire held while the controller's queues on the old bus are not folded, got %s, moved %v, %d retirements, blocked %q", c.Phase, c.Moved, cb.buses.retired, c.Blocked)
+	}
+	cb.buses.undrained = nil
+	if c = cb.step(t); c.Phase != store.CutoverRetire || c.Moved.IsZero() || cb.buses.retired != 0 || cb.buses.reconnects != 2 {
+		t.Fatalf("expected the move recorded, the controller told to leave the old bus, nothing retired yet, got %s, moved %v, %d retirements, %d reconnects", c.Phase, c.Moved, cb.buses.retired, cb.buses.reconnects)
+	}
+	if c = cb.step(t); c.Phase != store.CutoverDone || cb.buses.moves != 2 || cb.buses.retired != 1 || cb.buses.reconnects != 2 {
+		t.Fatalf("expected done after the events left were moved (twice: the first try was held) and one retirement, got %s, %d moves, %d retirements, %d reconnects",
+			c.Phase, cb.buses.moves, cb.buses.retired, cb.buses.reconnects)
 	}
 	for node, d := range cb.declared(t) {
 		if d.Move != nil {
@@ -341,5 +365,57 @@ func TestAStragglerHeardLateSwitches(t *testing.T) {
 	cb.report(t, "node-b", wire.BusNATS, c.Nodes["node-b"].Switch, "")
 	if c = cb.step(t); c.Phase != store.CutoverRetire || c.Blocked != "" {
 		t.Fatalf("expected retire once node-b is heard on NATS, got %s: %q", c.Phase, c.Blocked)
+	}
+}
+
+// TestAPersonIssuedBeforeTheSwitchIsNamedToBeIssuedAgain: a person keeps
+// the credential sealed to it at issue, which names the broker until the
+// switch: one issued before the switch is named, with the command that
+// issues it again as it was (its tools, its key); one issued after is
+// not; before the switch nobody is.
+func TestAPersonIssuedBeforeTheSwitchIsNamedToBeIssuedAgain(t *testing.T) {
+	cb := newCutoverBed(t)
+	ctx := controllertest.Ctx(t)
+	key, err := seal.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := seal.EncodePublic(key.Public)
+	// The bed has no broker: what a person's issue makes live there is
+	// taken as made.
+	o := cb.o
+	o.AMQPAdmin = func(context.Context, string, string, string, amqpdefs.Definitions) (string, error) { return "", nil }
+	if _, err := rollout.IssuePerson(ctx, cb.m, cb.st, cb.dir, "early", []string{"sensor.calibrate"}, pub, o); err != nil {
+		t.Fatal(err)
+	}
+	// The server reloads what the issue composed: compose's logins are
+	// tried again until it has.
+	cb.begin(t, 20*time.Second)
+	var c store.Cutover
+	controllertest.Eventually(t, 10*time.Second, "the cutover in prepare", func() bool {
+		c = cb.step(t)
+		return c.Phase == store.CutoverPrepare
+	})
+	if persons, err := rollout.PersonsToIssueAgain(ctx, cb.st, c); err != nil || len(persons) != 0 {
+		t.Fatalf("expected nobody to issue again before the switch, got %v: %v", persons, err)
+	}
+	for _, node := range []string{"node-a", "node-b"} {
+		cb.report(t, node, wire.BusAMQP, c.Nodes[node].Prepare, "")
+	}
+	cb.now = cb.now.Add(time.Second)
+	if c = cb.step(t); c.Phase != store.CutoverSwitch {
+		t.Fatalf("expected the switch, got %s: %s", c.Phase, c.Blocked)
+	}
+	cb.now = cb.now.Add(time.Second)
+	if _, err := rollout.IssuePerson(ctx, cb.m, cb.st, cb.dir, "late", []string{"sensor.calibrate"}, pub, o); err != nil {
+		t.Fatal(err)
+	}
+	persons, err := rollout.PersonsToIssueAgain(ctx, cb.st, c)
+	if err != nil || len(persons) != 1 || persons[0].Name != "early" {
+		t.Fatalf("expected early alone to issue again, got %v: %v", persons, err)
+	}
+	want := "mesh-controller person issue early --tools sensor.calibrate --key " + pub
+	if got := rollout.IssueAgainCommand(persons[0]); got != want {
+		t.Fatalf("expected %q, got %q", want, got)
 	}
 }

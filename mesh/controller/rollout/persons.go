@@ -165,3 +165,35 @@ func personNames(persons []store.Person) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// PersonsToIssueAgain are the persons issued before cutover c's switch.
+// The switch moved every credential the store holds, but a person keeps
+// the one sealed to it at issue, which names the bus the mesh moved from:
+// each must be issued again (IssuePerson, with the tools and the key the
+// store holds) to reach the mesh. None before a switch, nor after a
+// cutover that stopped (it never switched).
+func PersonsToIssueAgain(ctx context.Context, st store.Reader, c store.Cutover) ([]store.Person, error) {
+	if c.Committed.IsZero() {
+		return nil, nil
+	}
+	persons, err := st.Persons(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Person
+	for _, p := range persons {
+		if p.Issued.Before(c.Committed) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// IssueAgainCommand is the command that issues p again as it was issued.
+func IssueAgainCommand(p store.Person) string {
+	grant := "--tools " + strings.Join(p.Tools, ",")
+	if slices.Equal(p.Tools, store.Admin) {
+		grant = "--admin"
+	}
+	return fmt.Sprintf("mesh-controller person issue %s %s --key %s", p.Name, grant, p.SealingKey)
+}

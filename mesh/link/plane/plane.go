@@ -323,6 +323,15 @@ type DeadFeed interface {
 	FollowDead(ctx context.Context, after uint64, deliver func(Dead) error) (stop func(), err error)
 }
 
+// Backlog is what the controller's own queues hold on a bus that keeps
+// no positions (AMQP: its status queue and the dead letters'), not yet
+// handed to it. A bus that keeps these in streams has no Backlog: the
+// streams outlive the controller's reading of them. A cutover asks it
+// before it retires the old bus, which removes what they still hold.
+type Backlog interface {
+	Backlog(ctx context.Context) (int, error)
+}
+
 // HeartbeatFeed hears the nodes' heartbeats.
 type HeartbeatFeed interface {
 	// Hear calls heard with each heartbeat's node and body until stop.
