@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -308,7 +309,7 @@ func keepAdopted(ctx context.Context, s store.Seat, composed []byte, within time
 	if _, err := atomicfile.Write(s.Config, full, 0o644, o.syncDir); err != nil {
 		return time.Time{}, err
 	}
-	live, err := loaded(ctx, s.Server, before.ConfigLoadTime, within)
+	live, err := loaded(ctx, s.Server, full, before.ConfigLoadTime, within)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -421,11 +422,22 @@ func monitorGet(ctx context.Context, monitor, path string, v any) error {
 	return nil
 }
 
-// loaded waits until the server reports a configuration loaded after
-// before, and returns when.
-func loaded(ctx context.Context, monitor string, before time.Time, within time.Duration) (time.Time, error) {
+// loaded waits until the server has the configuration full loaded, and
+// returns when it last loaded one. A load time after before is not
+// enough alone: the server applies a reload's accounts and users, then
+// sets its load time, so the reload of the bare accounts, seen done by
+// their names, may set it after before was read, the full configuration
+// not yet loaded (the kill test caught it once in CI). Every account of
+// full is asked for its imports and exports, which the bare ones lack;
+// /varz, read after, holds the server's lock the reload applies users
+// under, so their reload had given the users too.
+func loaded(ctx context.Context, monitor string, full []byte, before time.Time, within time.Duration) (time.Time, error) {
 	var at time.Time
+	want := routesOf(full)
 	err := untilServer(ctx, monitor, "the configuration written", within, func(ctx context.Context) (string, bool, error) {
+		if missing, err := routesMissing(ctx, monitor, want); err != nil || missing != "" {
+			return missing, false, err
+		}
 		v, err := readVarz(ctx, monitor)
 		at = v.ConfigLoadTime
 		return "it last loaded one at " + at.Format(time.RFC3339Nano), err == nil && at.After(before), err
@@ -434,4 +446,55 @@ func loaded(ctx context.Context, monitor string, before time.Time, within time.D
 		return time.Time{}, err
 	}
 	return at, nil
+}
+
+// routes counts an account's imports and exports.
+type routes struct{ imports, exports int }
+
+// routesOf is every account of a configuration with what it declares.
+func routesOf(data []byte) map[string]routes {
+	c, err := conf.Parse(string(data))
+	if err != nil {
+		return nil
+	}
+	accounts, _ := c["accounts"].(map[string]any)
+	out := make(map[string]routes, len(accounts))
+	for name, a := range accounts {
+		a, _ := a.(map[string]any)
+		imports, _ := a["imports"].([]any)
+		exports, _ := a["exports"].([]any)
+		out[name] = routes{imports: len(imports), exports: len(exports)}
+	}
+	return out
+}
+
+// routesMissing names the first account of want the server has fewer
+// imports or exports in than want says, "" when none. Imports from the
+// system account, which the server adds to every account, are not
+// counted.
+func routesMissing(ctx context.Context, monitor string, want map[string]routes) (string, error) {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		var a struct {
+			System  string `json:"system_account"`
+			Account struct {
+				Imports []struct {
+					Account string `json:"account"`
+				} `json:"imports"`
+				Exports []json.RawMessage `json:"exports"`
+			} `json:"account_detail"`
+		}
+		if err := monitorGet(ctx, monitor, "/accountz?acc="+url.QueryEscape(name), &a); err != nil {
+			return "", err
+		}
+		imports := 0
+		for _, i := range a.Account.Imports {
+			if i.Account != a.System {
+				imports++
+			}
+		}
+		if w := want[name]; imports < w.imports || len(a.Account.Exports) < w.exports {
+			return fmt.Sprintf("account %s has %d imports and %d exports of the %d and %d written", name, imports, len(a.Account.Exports), w.imports, w.exports), nil
+		}
+	}
+	return "", nil
 }

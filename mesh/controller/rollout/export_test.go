@@ -14,3 +14,6 @@ var (
 	ComposedUsers   = composedUsers
 	Composing       = composing
 )
+
+// Loaded waits until the server at monitor has full loaded.
+var Loaded = loaded

@@ -75,9 +75,41 @@ func (k *keeper) Set(ctx context.Context, decls []plane.SignedDeclaration) error
 			errs = append(errs, k.c.purge(ctx, wire.NodeQueue(node)))
 		}
 	}
+	errs = append(errs, k.putEach(ctx, decls))
+	return errors.Join(errs...)
+}
+
+// putsAtOnce bounds the declarations put at once. Each put waits for the
+// broker's confirm of a persistent message, which it gives once the
+// message is on disk: one at a time, 200 nodes' declarations took 9 s
+// (docs/decisions/0013), while the broker confirms puts that arrive
+// together after one write. Each node's is its own queue, so their order
+// does not matter. No more than the publishers' pool keeps idle
+// (amqpconn's maxIdle): a wider burst would open channels only to close
+// them.
+const putsAtOnce = 8
+
+// putEach puts every declaration, putsAtOnce at a time, and says what
+// failed.
+func (k *keeper) putEach(ctx context.Context, decls []plane.SignedDeclaration) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	slots := make(chan struct{}, putsAtOnce)
 	for _, d := range decls {
-		errs = append(errs, k.put(ctx, d))
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := k.put(ctx, d); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -88,11 +120,7 @@ func (k *keeper) putAll(ctx context.Context) error {
 		all = append(all, d)
 	}
 	k.mu.Unlock()
-	var errs []error
-	for _, d := range all {
-		errs = append(errs, k.put(ctx, d))
-	}
-	return errors.Join(errs...)
+	return k.putEach(ctx, all)
 }
 
 // put publishes one declaration on its node's key, the signature as a
