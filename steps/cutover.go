@@ -53,6 +53,37 @@ func (s *scenario) bindCutover(sc *godog.ScenarioContext) {
 	sc.Step(`^within (\d+) seconds status shows "([^"]+)" proved it reaches NATS, the cutover in prepare$`, s.statusShowsPrepared)
 	sc.Step(`^within (\d+) seconds status shows the cutover switching, "([^"]+)" named not heard on NATS$`, s.statusShowsOverdue)
 	sc.Step(`^the operator follows the cutover to its end$`, func(ctx context.Context) error { return s.cutOver(ctx, 0) })
+	sc.Step(`^the adopted server is paused$`, func(ctx context.Context) error { return s.inject(ctx, harness.MemberBus, "pause") })
+	sc.Step(`^the adopted server is resumed$`, s.theAdoptedServerIsResumed)
+	sc.Step(`^within (\d+) seconds status shows the cutover held in compose, the mesh's principals not let in by the adopted server$`, s.statusShowsComposeHeld)
+}
+
+// theAdoptedServerIsResumed thaws the server beside the broker and waits
+// for its monitoring to answer. Unlike the bus of a mesh on NATS, no
+// client of the scenario's is on it to drop.
+func (s *scenario) theAdoptedServerIsResumed(ctx context.Context) error {
+	r, err := s.cluster()
+	if err != nil {
+		return err
+	}
+	if _, err := r.cluster.Undo(ctx, harness.MemberBus); err != nil {
+		return err
+	}
+	return eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+		_, err := s.readVarz(ctx)
+		return err
+	})
+}
+
+// statusShowsComposeHeld: the cutover is in compose, waiting because the
+// principals' logins to the adopted server fail.
+func (s *scenario) statusShowsComposeHeld(ctx context.Context, secs int) error {
+	return s.cutoverAsStatusShows(ctx, secs, func(c store.Cutover) error {
+		if c.Phase != store.CutoverCompose || !strings.Contains(c.Blocked, "cannot log in") {
+			return fmt.Errorf("expected the cutover held in compose, the principals not let in; status shows phase %s, waiting %q", c.Phase, c.Blocked)
+		}
+		return nil
+	})
 }
 
 // runCutover runs mesh-controller cutover with args.
