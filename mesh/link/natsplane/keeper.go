@@ -42,8 +42,12 @@ type declared struct {
 type keeper struct {
 	js   jetstream.JetStream
 	want map[string]declared // by subject
-	log  *slog.Logger
-	mu   sync.Mutex // one repair at a time: the sweep, the watcher, Set
+	// was is what want held before the last Set: a subject found holding
+	// it holds the controller's own declaration, outdated by the Set, not
+	// one put there by anyone else.
+	was map[string]declared
+	log *slog.Logger
+	mu  sync.Mutex // one repair at a time: the sweep, the watcher, Set
 
 	cancel context.CancelFunc
 	cc     jetstream.ConsumeContext
@@ -119,7 +123,7 @@ func (k *keeper) Set(ctx context.Context, decls []plane.SignedDeclaration) error
 	want := bySubject(decls)
 	k.mu.Lock()
 	old := k.want
-	k.want = want
+	k.want, k.was = want, old
 	k.mu.Unlock()
 	for subject := range old {
 		if _, ok := want[subject]; !ok {
@@ -189,7 +193,9 @@ func (k *keeper) check(ctx context.Context, subject string, body []byte, signatu
 	if bytes.Equal(body, want.body) && signature == string(want.signature) {
 		return
 	}
-	if body != nil {
+	if was, ok := k.was[subject]; ok && bytes.Equal(body, was.body) && signature == string(was.signature) {
+		k.log.Debug("declaration outdated by the controller's own; publishing it", "subject", subject)
+	} else if body != nil {
 		k.log.Warn("declaration replaced by something the controller did not sign; restoring", "subject", subject, "bytes", len(body))
 	}
 	msg := &nats.Msg{Subject: subject, Header: nats.Header{wire.HeaderSignature: []string{string(want.signature)}}, Data: want.body}
