@@ -33,6 +33,9 @@ var errMoveWaits = errors.New("the move waits")
 // controller stops the cutover on it); a switch that cannot waits.
 func (n *node) move(ctx context.Context, bus plane.CredentialAsker, d wire.Declaration) (refused string, err error) {
 	mv := d.Move
+	if mv.Switch {
+		n.log.Info(SwitchingLog, "generation", mv.Generation, "bus", mv.Bus)
+	}
 	next, err := n.nextCredentials(ctx, bus, d)
 	if err != nil {
 		if mv.Switch {

@@ -2,10 +2,12 @@ package scale
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/meshbus/mesh/mesh/controller/controllertest"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
 	"github.com/meshbus/mesh/mesh/controller/store"
+	"github.com/meshbus/mesh/mesh/host"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -25,7 +28,9 @@ import (
 //
 //	MESH_CUTOVER_SIZES=50,200 go test -run X -bench Cutover -benchtime 1x ./mesh/controller/scale
 //
-// Each phase's share is reported too (compose-s, prepare-s, switch-s,
+// Per node, its silence too (silence-p50-s, -p99-s, -max-s): from its
+// host taking up the switch to the host on NATS, the time it sends
+// nothing on either bus. Each phase's share is reported too (compose-s, prepare-s, switch-s,
 // retire-s); MESH_CUTOVER_LOG=FILE keeps the controller's log of the last
 // run, to see where a phase's time went (docs/decisions/0013-cutover.md,
 // "Scale").
@@ -34,17 +39,22 @@ func BenchmarkCutover(b *testing.B) {
 	for _, n := range sizes {
 		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
 			var total time.Duration
-			var switches []time.Duration
+			var switches, silences []time.Duration
 			for range b.N {
-				d, s := runCutover(b, n)
-				total += d
-				switches = append(switches, s...)
+				r := runCutover(b, n)
+				total += r.took
+				switches = append(switches, r.switches...)
+				silences = append(silences, r.silences...)
 			}
 			slices.Sort(switches)
+			slices.Sort(silences)
 			b.ReportMetric(total.Seconds()/float64(b.N), "cutover-s")
 			b.ReportMetric(quantile(switches, 0.5).Seconds(), "switch-p50-s")
 			b.ReportMetric(quantile(switches, 0.99).Seconds(), "switch-p99-s")
 			b.ReportMetric(switches[len(switches)-1].Seconds(), "switch-max-s")
+			b.ReportMetric(quantile(silences, 0.5).Seconds(), "silence-p50-s")
+			b.ReportMetric(quantile(silences, 0.99).Seconds(), "silence-p99-s")
+			b.ReportMetric(silences[len(silences)-1].Seconds(), "silence-max-s")
 		})
 	}
 }
@@ -58,10 +68,20 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// cutoverRun is what one cutover measured: its duration; per node, the
+// wait from the switch's commit to the node heard on NATS having switched
+// (the controller's view, which includes its own reconnect), and the
+// node's silence: from the host taking up the switch to it being on NATS,
+// during which it sends nothing on either bus (its log's SwitchingLog and
+// ReadyLog naming nats).
+type cutoverRun struct {
+	took               time.Duration
+	switches, silences []time.Duration
+}
+
 // runCutover raises a mesh of n nodes on AMQP, enrols its hosts, adopts
-// the server beside, and times one cutover; it returns its duration and
-// each node's wait from the switch's commit to its switch.
-func runCutover(b *testing.B, n int) (time.Duration, []time.Duration) {
+// the server beside, and times one cutover.
+func runCutover(b *testing.B, n int) cutoverRun {
 	b.StopTimer()
 	m := fleet(b, n)
 	m.Modules = append(m.Modules, meshdesc.Module{Name: "nats", Seat: wire.BrokerSeat})
@@ -131,11 +151,57 @@ func runCutover(b *testing.B, n int) (time.Duration, []time.Duration) {
 	if c.Phase != store.CutoverDone {
 		b.Fatalf("expected the cutover done, it %s: %s", c.Phase, c.Stopped)
 	}
-	var waits []time.Duration
+	r := cutoverRun{took: took}
 	for _, cn := range c.Nodes {
-		waits = append(waits, cn.Switched.Sub(c.Committed))
+		r.switches = append(r.switches, cn.Switched.Sub(c.Committed))
 	}
-	return took, waits
+	for i, node := range nodes {
+		d, err := silenceOf(hs.logs[i].String())
+		if err != nil {
+			b.Fatalf("host %s: %v", node, err)
+		}
+		r.silences = append(r.silences, d)
+	}
+	return r
+}
+
+// silenceOf reads a host's log (slog's text) for the time from its last
+// SwitchingLog to the ReadyLog naming nats that ends it.
+func silenceOf(log string) (time.Duration, error) {
+	var switching time.Time
+	for line := range strings.Lines(log) {
+		at, msg, ok := logLine(line)
+		switch {
+		case !ok:
+		case msg == host.SwitchingLog:
+			switching = at
+		case msg == host.ReadyLog && strings.Contains(line, " bus="+wire.BusNATS):
+			if switching.IsZero() {
+				return 0, fmt.Errorf("on %s with no %q before", wire.BusNATS, host.SwitchingLog)
+			}
+			return at.Sub(switching), nil
+		}
+	}
+	return 0, fmt.Errorf("never logged %q naming %s", host.ReadyLog, wire.BusNATS)
+}
+
+// logLine is a text-handler line's time and message.
+func logLine(line string) (time.Time, string, bool) {
+	rest, ok := strings.CutPrefix(line, "time=")
+	if !ok {
+		return time.Time{}, "", false
+	}
+	stamp, rest, _ := strings.Cut(rest, " ")
+	at, err := time.Parse(time.RFC3339Nano, stamp)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	_, rest, ok = strings.Cut(rest, " msg=")
+	if !ok {
+		return time.Time{}, "", false
+	}
+	msg, _, _ := strings.Cut(rest, " ")
+	return at, strings.Trim(msg, `"`), true
 }
 
 // reportedOn says whether n nodes' last reports came on bus.
@@ -166,4 +232,19 @@ func controllerLog(b *testing.B) *slog.Logger {
 	}
 	b.Cleanup(func() { f.Close() })
 	return slog.New(slog.NewTextHandler(f, nil))
+}
+
+func TestASilenceIsReadFromAHostsLog(t *testing.T) {
+	log := `time=2026-12-06T00:12:31.100Z level=INFO msg=ready node=node-0 user=host.node-0
+time=2026-12-06T00:12:53.600Z level=INFO msg=switching generation=1 bus=nats
+time=2026-12-06T00:12:53.700Z level=WARN msg="the declaration waits to switch" err=x
+time=2026-12-06T00:12:54.100Z level=INFO msg=switching generation=1 bus=nats
+time=2026-12-06T00:12:54.350Z level=INFO msg=ready node=node-0 user=host.node-0 bus=nats
+`
+	if d, err := silenceOf(log); err != nil || d != 250*time.Millisecond {
+		t.Fatalf("expected 250ms from the last switching to ready on nats, got %v, %v", d, err)
+	}
+	if _, err := silenceOf("time=2026-12-06T00:12:31.100Z level=INFO msg=ready node=node-0\n"); err == nil {
+		t.Fatal("expected a host never on nats refused")
+	}
 }
