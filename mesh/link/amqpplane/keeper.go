@@ -81,12 +81,13 @@ func (k *keeper) Set(ctx context.Context, decls []plane.SignedDeclaration) error
 
 // putsAtOnce bounds the declarations put at once. Each put waits for the
 // broker's confirm of a persistent message, which it gives once the
-// message is on disk: one at a time, 200 nodes' declarations took 9 s
-// (docs/decisions/0013), while the broker confirms puts that arrive
-// together after one write. Each node's is its own queue, so their order
-// does not matter. No more than the publishers' pool keeps idle
-// (amqpconn's maxIdle): a wider burst would open channels only to close
-// them.
+// message is on disk, and the broker confirms puts that arrive together
+// after one write: one at a time, 200 nodes' declarations took 9 s on a
+// slower machine. Measured again side by side on a faster one, the
+// switch's time moved within its noise (docs/decisions/0013, "Scale").
+// Each node's is its own queue, so their order does not matter. No more
+// than the publishers' pool keeps idle (amqpconn's maxIdle): a wider
+// burst would open channels only to close them.
 const putsAtOnce = 8
 
 // putEach puts every declaration, putsAtOnce at a time, and says what
