@@ -68,12 +68,13 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
   Scenario: A node lost after the switch began is named and waited for; the controller killed in compose, in prepare and in switch resumes; the cutover ends as one never interrupted
     The adopted server paused holds compose: no principal's login is answered, and the cutover
     waits, saying so, with nothing declared to the hosts. It is paused once the cutover is begun
-    (begun, the server must answer) and before the controller, stopped meanwhile, takes it up. The bound (--within) says when a node not
-    heard on NATS since the switch is named overdue; it is still waited for, and switches once it
-    is back (docs/decisions/0013-cutover.md, "past the bound"). node-a paused holds prepare while
-    node-b proves it reaches NATS, so that node-b can be cut off before the switch reaches it. The
-    controller killed in retire, which no fault from outside holds, is proved below the bed
-    (mesh/controller/rollout, TestACutoverKilledAnywhereEndsAsOneNeverKilled).
+    (begun, the server must answer) and before the controller, stopped meanwhile, takes it up.
+    The bound (--within) says when a node not heard on NATS since the switch is named overdue; it
+    is still waited for, and switches once it is back (docs/decisions/0013-cutover.md, "past the
+    bound"). node-a paused holds prepare while node-b proves it reaches NATS, so that node-b can be
+    cut off before the switch reaches it. The controller killed in retire, which no fault from
+    outside holds, is proved below the bed (mesh/controller/rollout,
+    TestACutoverKilledAnywhereEndsAsOneNeverKilled).
 
     Given a mesh raised from nothing from "testdata/cutover.yaml"
     And the NATS server beside the broker was adopted into its seat
