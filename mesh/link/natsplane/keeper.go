@@ -23,6 +23,10 @@ import (
 // retried.
 const sweepInterval = 30 * time.Second
 
+// wasKept is how many of a node's declarations the keeper remembers as
+// its own after a Set replaced them.
+const wasKept = 8
+
 // setAttempts is how often Set sweeps before it leaves what is missing to
 // the periodic sweep: 100 ms doubling, about 3 s in all.
 const setAttempts = 6
@@ -42,10 +46,11 @@ type declared struct {
 type keeper struct {
 	js   jetstream.JetStream
 	want map[string]declared // by subject
-	// was is what want held before the last Set: a subject found holding
-	// it holds the controller's own declaration, outdated by the Set, not
-	// one put there by anyone else.
-	was map[string]declared
+	// was holds, by subject, what want held before the last wasKept Sets:
+	// a subject found holding one of them holds the controller's own
+	// declaration, outdated by a Set (the watcher may deliver it after the
+	// next Set), not one put there by anyone else.
+	was map[string][]declared
 	log *slog.Logger
 	mu  sync.Mutex // one repair at a time: the sweep, the watcher, Set
 
@@ -123,7 +128,17 @@ func (k *keeper) Set(ctx context.Context, decls []plane.SignedDeclaration) error
 	want := bySubject(decls)
 	k.mu.Lock()
 	old := k.want
-	k.want, k.was = want, old
+	k.want = want
+	if k.was == nil {
+		k.was = map[string][]declared{}
+	}
+	for subject, d := range old {
+		h := append(k.was[subject], d)
+		if len(h) > wasKept {
+			h = h[len(h)-wasKept:]
+		}
+		k.was[subject] = h
+	}
 	k.mu.Unlock()
 	for subject := range old {
 		if _, ok := want[subject]; !ok {
@@ -193,7 +208,7 @@ func (k *keeper) check(ctx context.Context, subject string, body []byte, signatu
 	if bytes.Equal(body, want.body) && signature == string(want.signature) {
 		return
 	}
-	if was, ok := k.was[subject]; ok && bytes.Equal(body, was.body) && signature == string(was.signature) {
+	if slices.ContainsFunc(k.was[subject], func(d declared) bool { return bytes.Equal(body, d.body) && signature == string(d.signature) }) {
 		k.log.Debug("declaration outdated by the controller's own; publishing it", "subject", subject)
 	} else if body != nil {
 		k.log.Warn("declaration replaced by something the controller did not sign; restoring", "subject", subject, "bytes", len(body))
