@@ -65,7 +65,7 @@ type keeper struct {
 // message on a subject that is no node's declaration is purged. It
 // returns once the first pass is done.
 func (c *Controller) Keep(ctx context.Context, decls []plane.SignedDeclaration) (plane.Keeper, error) {
-	k := &keeper{js: c.jsControl, want: bySubject(decls), log: c.log.With("keeper", wire.StreamNodes), done: make(chan struct{})}
+	k := &keeper{js: c.jsControl, want: bySubject(decls), was: map[string][]declared{}, log: c.log.With("keeper", wire.StreamNodes), done: make(chan struct{})}
 	if err := k.sweep(ctx); err != nil {
 		return nil, err
 	}
@@ -129,9 +129,6 @@ func (k *keeper) Set(ctx context.Context, decls []plane.SignedDeclaration) error
 	k.mu.Lock()
 	old := k.want
 	k.want = want
-	if k.was == nil {
-		k.was = map[string][]declared{}
-	}
 	for subject, d := range old {
 		h := append(k.was[subject], d)
 		if len(h) > wasKept {
