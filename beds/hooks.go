@@ -1,8 +1,10 @@
 package beds
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,8 +17,10 @@ import (
 // verdicts include the caller's hooks. It exists because a godog formatter can only be
 // registered in godog's global table and receives no per-run state.
 //
-// godog runs a suite on one goroutine (Concurrency 1); the mutex is for Run, which reads the
-// results while a hung suite may still be running.
+// godog runs a bed's scenarios one at a time or, with Options.Parallel, several at once, each
+// on a goroutine of its own. What one scenario's hooks track is its own (a live, reached
+// through the scenario's context); what the scenarios share is under mu, which Run also takes
+// to read the results while a hung suite may still be running.
 type tracker struct {
 	mu          sync.Mutex
 	run         context.Context // the run's, not the bed's: it ends on an interrupt only
@@ -30,15 +34,28 @@ type tracker struct {
 	byKey map[string]*ScenarioResult
 	all   []*ScenarioResult
 
-	cur       *ScenarioResult
-	curCanc   bool // cur was refused because the bed's context had ended
-	closed    bool // cur has its verdict; godog may still report its skipped steps
-	rest      bool // cur's remaining steps are already reported skipped
-	stepStart time.Time
-	inStep    bool      // a step is running: the heartbeat may report it
-	lastBeat  time.Time // when the heartbeat last reported
+	running   []*live   // the scenarios started and not yet ended, in the order they started
+	begun     bool      // a scenario has started
 	lastEnd   time.Time // when the last step or scenario ended
 	abandoned bool      // Run gave up on a hung suite: print nothing more
+}
+
+// live is one scenario while it runs.
+type live struct {
+	r *ScenarioResult
+	// p prints the scenario's lines: the run's printer when the bed runs one scenario at a
+	// time; with Parallel a printer into buf, shown under the scenario's end when it did not
+	// pass, so that concurrent scenarios' steps never interleave.
+	p   *printer
+	buf *bytes.Buffer
+
+	canc      bool // refused because the bed's context had ended
+	closed    bool // has its verdict; godog may still report its skipped steps
+	rest      bool // its remaining steps are already reported skipped
+	inStep    bool // a step is running: the heartbeat may report it
+	stepStart time.Time
+	lastBeat  time.Time // when the heartbeat last reported it
+	lastEnd   time.Time // when its last step ended
 }
 
 func newTracker(run context.Context, b Bed, planned []Scenario, o *Options, p *printer) *tracker {
@@ -55,7 +72,14 @@ func newTracker(run context.Context, b Bed, planned []Scenario, o *Options, p *p
 	return t
 }
 
+// parallel reports whether the bed runs several scenarios at once.
+func (t *tracker) parallel() bool { return t.opts.Parallel > 1 }
+
 // initSuite binds the tracker's opening hooks, then the caller's suite.
+//
+// godog copies the suite for each scenario and appends the scenario's hooks and steps to the
+// copy's slices: the suite-wide slices must be full (len == cap) for concurrent scenarios not
+// to append into one array. One hook each, appended to nil, is.
 func (t *tracker) initSuite(sc *godog.TestSuiteContext) {
 	s := sc.ScenarioContext()
 	s.Before(t.beforeScenario)
@@ -74,6 +98,14 @@ func (t *tracker) initScenario(sc *godog.ScenarioContext) {
 	sc.After(t.afterScenario)
 }
 
+// liveOf is the scenario of ctx as the tracker follows it; nil outside one.
+func liveOf(ctx context.Context) *live {
+	if s := scopeOf(ctx); s != nil {
+		return s.l
+	}
+	return nil
+}
+
 func (t *tracker) beforeScenario(ctx context.Context, p *godog.Scenario) (context.Context, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -88,21 +120,27 @@ func (t *tracker) beforeScenario(ctx context.Context, p *godog.Scenario) (contex
 		t.byKey[key] = r
 		t.all = append(t.all, r)
 	}
-	if t.cur == nil && len(t.all) > 0 && !t.abandoned {
+	if !t.begun && len(t.all) > 0 && !t.abandoned {
 		t.p.phase("before suite", time.Since(t.lastEnd))
 	}
-	t.cur, t.curCanc, t.closed, t.rest = r, false, false, false
+	t.begun = true
+	l := &live{r: r, p: t.p}
+	if t.parallel() {
+		l.buf = &bytes.Buffer{}
+		l.p = &printer{out: l.buf, color: t.p.color, buffered: true}
+	}
 	r.Started = time.Now()
-	t.lastEnd = r.Started
-	ctx = context.WithValue(ctx, scopeKey{}, &scope{t: t, sc: r})
+	l.lastEnd = r.Started
+	t.running = append(t.running, l)
+	ctx = context.WithValue(ctx, scopeKey{}, &scope{t: t, sc: r, l: l})
 	if ctx.Err() != nil {
 		// The bed ran out of time or was interrupted: refuse to start, so the caller's
 		// steps fail at once and the scenario is reported as not run.
-		t.curCanc = true
+		l.canc = true
 		return ctx, fmt.Errorf("not started: %w", context.Cause(ctx))
 	}
 	if !t.abandoned {
-		t.p.scenarioStart(t.bed.Name, r, t.featuresDir)
+		t.p.scenarioStart(t.bed.Name, r, t.featuresDir, t.parallel())
 	}
 	return ctx, nil
 }
@@ -113,16 +151,21 @@ func (t *tracker) beforeStep(ctx context.Context, st *godog.Step) (context.Conte
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	l := liveOf(ctx)
 	now := time.Now()
-	if t.cur == nil || t.curCanc || t.rest || t.closed || t.abandoned {
-		t.stepStart = now
+	if l == nil {
 		return ctx, nil
 	}
-	if len(t.cur.Steps) == 0 {
-		t.p.phase("setup", now.Sub(t.cur.Started))
+	if l.canc || l.rest || l.closed || t.abandoned {
+		l.stepStart = now
+		return ctx, nil
 	}
-	t.stepStart, t.lastBeat, t.inStep = now, now, true
-	t.p.running(t.stepText(st))
+	if len(l.r.Steps) == 0 {
+		l.r.Setup = now.Sub(l.r.Started)
+		l.p.phase("setup", l.r.Setup)
+	}
+	l.stepStart, l.lastBeat, l.inStep = now, now, true
+	l.p.running(l.stepText(st))
 	return ctx, nil
 }
 
@@ -132,12 +175,17 @@ func (t *tracker) afterStep(ctx context.Context, st *godog.Step, status godog.St
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	l := liveOf(ctx)
 	now := time.Now()
-	t.lastEnd, t.inStep = now, false
-	if t.cur == nil || t.curCanc || t.closed || t.rest || t.abandoned {
+	t.lastEnd = now
+	if l == nil {
 		return ctx, nil
 	}
-	r := StepResult{Text: t.stepText(st), Status: stepStatus(status, err, t.opts.Infrastructure), Elapsed: now.Sub(t.stepStart)}
+	l.lastEnd, l.inStep = now, false
+	if l.canc || l.closed || l.rest || t.abandoned {
+		return ctx, nil
+	}
+	r := StepResult{Text: l.stepText(st), Status: stepStatus(status, err, t.opts.Infrastructure), Elapsed: now.Sub(l.stepStart)}
 	if (r.Status == Failed || r.Status == Errored) && t.interrupted() {
 		// Cut short by the interrupt: its error says nothing of the product.
 		r.Status = Interrupted
@@ -148,12 +196,12 @@ func (t *tracker) afterStep(ctx context.Context, st *godog.Step, status godog.St
 	if r.Status == Skipped {
 		r.Elapsed = 0
 	}
-	t.cur.Steps = append(t.cur.Steps, r)
-	t.p.step(r)
+	l.r.Steps = append(l.r.Steps, r)
+	l.p.step(r)
 	if r.Status != Passed {
 		// godog skips the rest; show them under the step that stopped the scenario,
 		// before the teardown's narration.
-		t.skipRest()
+		l.skipRest()
 	}
 	// Returning err would make godog join it to itself.
 	return ctx, nil
@@ -162,22 +210,24 @@ func (t *tracker) afterStep(ctx context.Context, st *godog.Step, status godog.St
 func (t *tracker) afterScenario(ctx context.Context, p *godog.Scenario, err error) (context.Context, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := t.cur
-	if r == nil || t.abandoned {
+	l := liveOf(ctx)
+	if l == nil || t.abandoned {
 		return ctx, nil
 	}
+	t.running = slices.DeleteFunc(t.running, func(o *live) bool { return o == l })
+	r := l.r
 	now := time.Now()
+	t.lastEnd = now
 	r.Elapsed = now.Sub(r.Started)
-	if t.curCanc {
+	if l.canc {
 		r.Status, r.Err = NotRun, context.Cause(ctx)
-		t.lastEnd = now
 		return ctx, nil
 	}
 	// Steps godog has not reported yet (an After hook failing the last step) are skipped.
-	t.skipRest()
-	t.p.phase("teardown", now.Sub(t.lastEnd))
-	t.lastEnd = now
-	t.closed = true
+	l.skipRest()
+	r.Teardown = now.Sub(l.lastEnd)
+	l.p.phase("teardown", r.Teardown)
+	l.closed = true
 	r.Status, r.Err = verdict(r.Steps, err, t.opts.Infrastructure, t.interrupted())
 	if cause := context.Cause(t.run); r.Status == Interrupted {
 		// The interrupt first: it is why the scenario stopped, whatever its steps and
@@ -191,22 +241,35 @@ func (t *tracker) afterScenario(ctx context.Context, p *godog.Scenario, err erro
 	}
 	if err != nil && !seenInSteps(r.Steps, err) {
 		// The error came from an After hook (teardown), which no step line showed.
-		t.p.println(t.p.paint(ansiRed, "  ✗ after scenario:"))
-		t.p.detail(err)
+		l.p.println(l.p.paint(ansiRed, "  ✗ after scenario:"))
+		l.p.detail(err)
 	}
-	t.p.scenarioEnd(r)
+	t.end(l)
 	return ctx, nil
 }
 
-// skipRest records and shows the steps of the scenario in progress that will not run.
-func (t *tracker) skipRest() {
-	r := t.cur
+// end prints the scenario's end: its verdict line and, run in parallel, the lines it kept
+// back when it did not pass.
+func (t *tracker) end(l *live) {
+	if !t.parallel() {
+		t.p.scenarioEnd(l.r)
+		return
+	}
+	t.p.scenarioEndNamed(t.bed.Name, l.r, t.featuresDir)
+	if l.r.Status != Passed && l.buf.Len() > 0 {
+		t.p.block(l.buf.String())
+	}
+}
+
+// skipRest records and shows the steps of the scenario that will not run.
+func (l *live) skipRest() {
+	r := l.r
 	for i := len(r.Steps); i < len(r.Scenario.Steps); i++ {
 		sr := StepResult{Text: r.Scenario.Steps[i], Status: Skipped}
 		r.Steps = append(r.Steps, sr)
-		t.p.step(sr)
+		l.p.step(sr)
 	}
-	t.rest = true
+	l.rest = true
 }
 
 // nested reports whether st is a sub-step of a step that returned godog.Steps: godog runs
@@ -255,16 +318,14 @@ func seenInSteps(steps []StepResult, err error) bool {
 	return false
 }
 
-// stepText is the step in progress with the keyword the feature file gives it; st is
-// godog's view of it, or nil to take the plan's word.
-func (t *tracker) stepText(st *godog.Step) string {
-	if t.cur != nil {
-		i := len(t.cur.Steps)
-		if i < len(t.cur.Scenario.Steps) {
-			s := t.cur.Scenario.Steps[i]
-			if st == nil || strings.HasSuffix(s, " "+st.Text) {
-				return s
-			}
+// stepText is the scenario's step in progress with the keyword the feature file gives it; st
+// is godog's view of it, or nil to take the plan's word.
+func (l *live) stepText(st *godog.Step) string {
+	i := len(l.r.Steps)
+	if i < len(l.r.Scenario.Steps) {
+		s := l.r.Scenario.Steps[i]
+		if st == nil || strings.HasSuffix(s, " "+st.Text) {
+			return s
 		}
 	}
 	if st == nil {
@@ -273,8 +334,8 @@ func (t *tracker) stepText(st *godog.Step) string {
 	return typeKeyword(st.Type) + st.Text
 }
 
-// heartbeat reports, every interval until stop is closed, a step that is still running: on a
-// log that is not a terminal, a long wait would otherwise look like a hang.
+// heartbeat reports, every interval until stop is closed, each step that is still running: on
+// a log that is not a terminal, a long wait would otherwise look like a hang.
 func (t *tracker) heartbeat(interval time.Duration, stop <-chan struct{}) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -284,50 +345,82 @@ func (t *tracker) heartbeat(interval time.Duration, stop <-chan struct{}) {
 			return
 		case now := <-tick.C:
 			t.mu.Lock()
-			if t.inStep && !t.abandoned && t.cur != nil && now.Sub(t.lastBeat) >= interval {
-				t.lastBeat = now
-				t.p.println(t.p.paint(ansiDim, fmt.Sprintf("    ⋯ still running: %s (%s)",
-					t.stepText(nil), short(now.Sub(t.stepStart)))))
+			for _, l := range t.running {
+				if !l.inStep || t.abandoned || now.Sub(l.lastBeat) < interval {
+					continue
+				}
+				l.lastBeat = now
+				what := l.stepText(nil)
+				if t.parallel() {
+					what = fmt.Sprintf("%s › %s: %s", t.bed.Name, l.r.Title(), what)
+				}
+				t.p.println(t.p.paint(ansiDim, fmt.Sprintf("    ⋯ still running: %s (%s)", what, short(now.Sub(l.stepStart)))))
 			}
 			t.mu.Unlock()
 		}
 	}
 }
 
-// hung closes the scenario whose step never returned.
+// hung closes the scenarios whose steps never returned.
 func (t *tracker) hung(err error) {
-	r := t.cur
-	if r == nil || t.closed || t.curCanc {
-		return
+	for _, l := range t.running {
+		r := l.r
+		if l.closed || l.canc {
+			continue
+		}
+		if l.inStep && len(r.Steps) < len(r.Scenario.Steps) {
+			sr := StepResult{Text: r.Scenario.Steps[len(r.Steps)], Status: Failed, Elapsed: time.Since(l.stepStart), Err: err}
+			r.Steps = append(r.Steps, sr)
+			l.p.step(sr)
+		}
+		r.Status, r.Err, r.Elapsed = Failed, err, time.Since(r.Started)
+		l.closed = true
+		t.end(l)
 	}
-	if t.inStep && len(r.Steps) < len(r.Scenario.Steps) {
-		sr := StepResult{Text: r.Scenario.Steps[len(r.Steps)], Status: Failed, Elapsed: time.Since(t.stepStart), Err: err}
-		r.Steps = append(r.Steps, sr)
-		t.p.step(sr)
-	}
-	r.Status, r.Err, r.Elapsed = Failed, err, time.Since(r.Started)
-	t.p.scenarioEnd(r)
-	t.closed, t.abandoned = true, true
+	t.abandoned = true
 }
 
-func (t *tracker) measure(r *ScenarioResult, name string, v time.Duration) {
+func (t *tracker) measure(l *live, name string, v time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.abandoned {
 		return
 	}
+	r := l.r
 	m := Measurement{Bed: t.bed.Name, Scenario: r.Title(), Where: displayPath(t.featuresDir, r.Where()), Name: name, Value: v, At: time.Now(), step: len(r.Steps)}
 	if m.step < len(r.Scenario.Steps) {
 		m.Step = r.Scenario.Steps[m.step]
 	}
 	r.Measurements = append(r.Measurements, m)
-	t.p.measured(m)
+	l.p.measured(m)
 }
 
-func (t *tracker) logf(line string) {
+// raising adds d to the time the scenario spent raising clusters.
+func (t *tracker) raising(l *live, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l.r.Raising += d
+}
+
+func (t *tracker) logf(l *live, line string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.abandoned {
-		t.p.note(line)
+		l.p.note(line)
 	}
+}
+
+func (t *tracker) unfinished(self *live, tag string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, r := range t.all {
+		if r == self.r || !slices.Contains(r.Tags, tag) {
+			continue
+		}
+		if r.Started.IsZero() || slices.ContainsFunc(t.running, func(l *live) bool { return l.r == r }) {
+			n++
+		}
+	}
+	return n
 }

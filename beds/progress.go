@@ -56,6 +56,9 @@ type printer struct {
 	// quiet is the running step's text elsewhere: printed only if the step narrates, so its
 	// notes do not read as the previous step's.
 	quiet string
+	// buffered: the lines are kept for later (a scenario run in parallel), so a running step
+	// is never drawn as a line to overwrite.
+	buffered bool
 }
 
 const (
@@ -98,7 +101,7 @@ func (p *printer) println(line string) {
 func (p *printer) running(text string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.color {
+	if !p.color || p.buffered {
 		p.quiet = text
 		return
 	}
@@ -133,12 +136,21 @@ func (p *printer) mark(s Status) string {
 	return p.paint(ansiDim, "-")
 }
 
-func (p *printer) bedStart(b Bed, n int) {
-	p.println(p.paint(ansiBold, fmt.Sprintf("━━ %s · step %d · %s · timeout %s", b.Name, b.Step, plural(n, "scenario"), b.Timeout)))
+// bedStart is a bed's first line; parallel is how many of its scenarios run at once.
+func (p *printer) bedStart(b Bed, n, parallel int) {
+	at := ""
+	if parallel > 1 && n > 1 {
+		at = fmt.Sprintf(" · %d at once", min(parallel, n))
+	}
+	p.println(p.paint(ansiBold, fmt.Sprintf("━━ %s · step %d · %s%s · timeout %s", b.Name, b.Step, plural(n, "scenario"), at, b.Timeout)))
 }
 
-func (p *printer) scenarioStart(bed string, s *ScenarioResult, featuresDir string) {
-	p.println("")
+// scenarioStart is a scenario's first line; compact leaves out the blank line before it (for
+// scenarios running at once, whose lines follow one another).
+func (p *printer) scenarioStart(bed string, s *ScenarioResult, featuresDir string, compact bool) {
+	if !compact {
+		p.println("")
+	}
 	p.println(fmt.Sprintf("%s %s › %s  %s", p.paint(ansiCyan, "▶"), bed, p.paint(ansiBold, s.Title()),
 		p.paint(ansiDim, displayPath(featuresDir, s.Where()))))
 }
@@ -193,6 +205,23 @@ func (p *printer) scenarioEnd(s *ScenarioResult) {
 	p.println(fmt.Sprintf("  %s %s in %s", p.mark(s.Status), word, short(s.Elapsed)))
 }
 
+// scenarioEndNamed is a scenario's end among others running at once: it names the scenario.
+func (p *printer) scenarioEndNamed(bed string, s *ScenarioResult, featuresDir string) {
+	word := s.Status.String()
+	if s.Status != Passed {
+		word = strings.ToUpper(word)
+	}
+	p.println(fmt.Sprintf("%s %s in %s  %s › %s  %s", p.mark(s.Status), word, short(s.Elapsed), bed,
+		p.paint(ansiBold, s.Title()), p.paint(ansiDim, displayPath(featuresDir, s.Where()))))
+}
+
+// block prints lines kept back (a scenario's, run in parallel) as they were written.
+func (p *printer) block(lines string) {
+	for _, l := range strings.Split(strings.TrimRight(lines, "\n"), "\n") {
+		p.println(l)
+	}
+}
+
 // bedEnd is the bed's summary: counts, wall time, what did not pass, what was measured.
 func (p *printer) bedEnd(r BedResult, featuresDir string) {
 	p.println("")
@@ -201,6 +230,7 @@ func (p *printer) bedEnd(r BedResult, featuresDir string) {
 	if r.Err != nil {
 		p.detail(r.Err)
 	}
+	p.timeSpent(r, featuresDir)
 	for _, s := range r.Scenarios {
 		if s.Status == Passed {
 			continue
@@ -227,6 +257,29 @@ func (p *printer) bedEnd(r BedResult, featuresDir string) {
 			}
 		}
 	}
+}
+
+// timeSpent is where the bed's time went, and its slowest scenarios.
+func (p *printer) timeSpent(r BedResult, featuresDir string) {
+	t := r.Time()
+	if t.Scenarios == 0 {
+		return
+	}
+	line := fmt.Sprintf("  time in scenarios %s: raising %s, steps %s, teardown %s, setup %s",
+		short(t.Scenarios), short(t.Raising), short(t.Steps), short(t.Teardown), short(t.Setup))
+	if t.Wall > 0 && t.Scenarios > t.Wall*11/10 {
+		line += fmt.Sprintf("; %.1f at once on average", t.Scenarios.Seconds()/t.Wall.Seconds())
+	}
+	p.println(p.paint(ansiDim, line))
+	slow := r.Slowest(3)
+	if len(slow) < 2 {
+		return
+	}
+	var parts []string
+	for _, s := range slow {
+		parts = append(parts, fmt.Sprintf("%s %s", short(s.Elapsed), displayPath(featuresDir, s.Where())))
+	}
+	p.println(p.paint(ansiDim, "  slowest: "+strings.Join(parts, ", ")))
 }
 
 // runEnd sums up a run of several beds, naming the bed that stopped it.

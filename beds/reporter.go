@@ -1,10 +1,13 @@
 package beds
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -32,6 +35,7 @@ type Measurement struct {
 type scope struct {
 	t  *tracker
 	sc *ScenarioResult
+	l  *live
 }
 
 type scopeKey struct{}
@@ -45,7 +49,7 @@ func scopeOf(ctx context.Context) *scope {
 // ("reload latency"), value is how long it took.
 func Measure(ctx context.Context, name string, value time.Duration) {
 	if s := scopeOf(ctx); s != nil {
-		s.t.measure(s.sc, name, value)
+		s.t.measure(s.l, name, value)
 	}
 }
 
@@ -54,7 +58,51 @@ func Measure(ctx context.Context, name string, value time.Duration) {
 // a fault is applied or undone.
 func Logf(ctx context.Context, format string, args ...any) {
 	if s := scopeOf(ctx); s != nil {
-		s.t.logf(fmt.Sprintf(format, args...))
+		s.t.logf(s.l, fmt.Sprintf(format, args...))
+	}
+}
+
+// SpentRaising adds d to the time the scenario in progress spent raising clusters (inside its
+// steps): the summary and measurements.json give, per bed, the time raising apart from the
+// rest of the steps'.
+func SpentRaising(ctx context.Context, d time.Duration) {
+	if s := scopeOf(ctx); s != nil {
+		s.t.raising(s.l, d)
+	}
+}
+
+// Narration is a writer whose whole lines are narrated as Logf would, under the scenario of
+// ctx: hand it to what narrates on its own (the harness) while it works for that scenario. It
+// is nil outside a scenario.
+func Narration(ctx context.Context) io.Writer {
+	s := scopeOf(ctx)
+	if s == nil {
+		return nil
+	}
+	return &narration{t: s.t, l: s.l}
+}
+
+// narration is Narration's writer.
+type narration struct {
+	t       *tracker
+	l       *live
+	mu      sync.Mutex
+	partial []byte
+}
+
+func (n *narration) Write(b []byte) (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.partial = append(n.partial, b...)
+	for {
+		i := bytes.IndexByte(n.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if line := strings.TrimRight(string(n.partial[:i]), "\r"); line != "" {
+			n.t.logf(n.l, line)
+		}
+		n.partial = n.partial[i+1:]
 	}
 }
 
@@ -108,4 +156,16 @@ func slug(name string) string {
 		}
 	}
 	return strings.TrimSuffix(b.String(), "-")
+}
+
+// Unfinished is how many scenarios of the bed in progress, other than the one of ctx, carry
+// tag and have not ended: not started yet, or running. A step that needs what other scenarios
+// of the run produce (a comparison of two outline rows) waits while it is above zero, however
+// the scenarios are scheduled. Outside a run it is 0.
+func Unfinished(ctx context.Context, tag string) int {
+	s := scopeOf(ctx)
+	if s == nil {
+		return 0
+	}
+	return s.t.unfinished(s.l, tag)
 }

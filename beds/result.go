@@ -1,7 +1,9 @@
 package beds
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/cucumber/godog"
@@ -117,6 +119,11 @@ type ScenarioResult struct {
 	Started time.Time
 	// Elapsed covers the scenario's hooks as well as its steps.
 	Elapsed time.Duration
+	// Setup is the time from the scenario's start to its first step (the hooks before it),
+	// Teardown the time from its last step to its end (the hooks after it: a cluster
+	// released or torn down). Raising is the part of its steps' time spent raising clusters,
+	// as the steps said (SpentRaising).
+	Setup, Teardown, Raising time.Duration
 	// Err is the first reason the scenario did not pass, teardown errors joined to it.
 	Err          error
 	Steps        []StepResult
@@ -129,6 +136,8 @@ type BedResult struct {
 	Scenarios []*ScenarioResult
 	Started   time.Time
 	Elapsed   time.Duration
+	// Parallel is how many of its scenarios could run at once (Options.Parallel).
+	Parallel int
 	// Err is trouble with the run of the bed itself (timeout, a hang, a panic in a hook),
 	// apart from its scenarios' failures.
 	Err error
@@ -240,4 +249,42 @@ func (r Result) Measurements() []Measurement {
 		}
 	}
 	return out
+}
+
+// Time is where a bed's time went: its wall time, and its scenarios' time summed by phase.
+// Run in parallel, the scenarios' sum exceeds the wall time; their ratio is how many ran at
+// once on average.
+type Time struct {
+	// Wall is the bed's elapsed time, from its first hook to its last.
+	Wall time.Duration
+	// Scenarios is the sum of its scenarios' Elapsed: Setup + Raising + Steps + Teardown.
+	Scenarios time.Duration
+	// Setup, Raising and Teardown are the scenarios' sums (ScenarioResult); Steps is the
+	// time in steps other than raising.
+	Setup, Raising, Steps, Teardown time.Duration
+}
+
+// Time sums the time of b's scenarios by phase.
+func (b BedResult) Time() Time {
+	t := Time{Wall: b.Elapsed}
+	for _, s := range b.Scenarios {
+		t.Scenarios += s.Elapsed
+		t.Setup += s.Setup
+		t.Raising += s.Raising
+		t.Teardown += s.Teardown
+	}
+	t.Steps = max(0, t.Scenarios-t.Setup-t.Raising-t.Teardown)
+	return t
+}
+
+// Slowest is b's n slowest scenarios that ran, slowest first.
+func (b BedResult) Slowest(n int) []*ScenarioResult {
+	var ran []*ScenarioResult
+	for _, s := range b.Scenarios {
+		if s.Status != NotRun {
+			ran = append(ran, s)
+		}
+	}
+	slices.SortStableFunc(ran, func(x, y *ScenarioResult) int { return cmp.Compare(y.Elapsed, x.Elapsed) })
+	return ran[:min(n, len(ran))]
 }

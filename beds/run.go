@@ -29,6 +29,13 @@ type Options struct {
 	// Match, when set, runs only the scenarios whose title (name, and an outline's example
 	// values) it matches, like go test -run; an outline's rows are selected one by one.
 	Match *regexp.Regexp
+	// Parallel is how many scenarios of a bed run at once; 0 or 1 runs them one at a time.
+	// Beds still run one after the other. Run in parallel, a scenario's progress is one line
+	// at its start and one at its end, its steps shown under the end when it did not pass;
+	// the reports are as a serial run's, in the features' order. The scenarios must keep
+	// their state to themselves (Scenario is called once per scenario) and lease, not share,
+	// what they raise.
+	Parallel int
 	// FailFast stops at the first scenario that does not pass; later scenarios and beds are
 	// reported as not run.
 	FailFast bool
@@ -265,8 +272,8 @@ func notRun(b Bed, plan []Scenario, why error, interrupted bool) BedResult {
 // runBed runs one bed's godog suite under the bed's timeout. The error is non-nil only when
 // the suite hung or panicked.
 func runBed(ctx context.Context, b Bed, plan, unselected []Scenario, paths []string, o *Options, p *printer, features fs.FS) (BedResult, error) {
-	br := BedResult{Bed: b, Started: time.Now(), unselected: unselected}
-	p.bedStart(b, len(plan))
+	br := BedResult{Bed: b, Started: time.Now(), Parallel: max(1, min(o.Parallel, len(plan))), unselected: unselected}
+	p.bedStart(b, len(plan), o.Parallel)
 	if len(plan) == 0 {
 		p.println(p.paint(ansiDim, "  no scenario of "+b.Name+" is selected"))
 		return br, nil
@@ -290,7 +297,7 @@ func runBed(ctx context.Context, b Bed, plan, unselected []Scenario, paths []str
 			NoColors:       true,
 			Strict:         true,
 			StopOnFailure:  o.FailFast,
-			Concurrency:    1,
+			Concurrency:    max(1, o.Parallel),
 			DefaultContext: bctx,
 		},
 	}

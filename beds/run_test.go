@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,23 +40,25 @@ const toy = `Feature: Toy
 
 // fakeSteps are the step definitions of the tests; calls counts the steps that ran.
 type fakeSteps struct {
-	calls   int
+	calls   atomic.Int64
 	release chan struct{} // a step "it hangs" blocks on it, ignoring its context
+	// met counts the scenarios that reached "the N scenarios meet".
+	met atomic.Int64
 }
 
 func (f *fakeSteps) scenario(sc *godog.ScenarioContext) {
 	sc.Step(`^a mesh$`, func(ctx context.Context) error {
-		f.calls++
+		f.calls.Add(1)
 		return nil
 	})
 	sc.Step(`^the reload is measured$`, func(ctx context.Context) error {
-		f.calls++
+		f.calls.Add(1)
 		Measure(ctx, "reload latency", 812*time.Millisecond)
 		Logf(ctx, "config written")
 		return nil
 	})
-	sc.Step(`^all is well$`, func() error { f.calls++; return nil })
-	sc.Step(`^it fails with "([^"]*)"$`, func(msg string) error { f.calls++; return errors.New(msg) })
+	sc.Step(`^all is well$`, func() error { f.calls.Add(1); return nil })
+	sc.Step(`^it fails with "([^"]*)"$`, func(msg string) error { f.calls.Add(1); return errors.New(msg) })
 	sc.Step(`^the docker engine is gone$`, func() error {
 		return fmt.Errorf("start nats: %w: no docker", ErrInfrastructure)
 	})
@@ -67,6 +70,18 @@ func (f *fakeSteps) scenario(sc *godog.ScenarioContext) {
 		return context.Cause(ctx)
 	})
 	sc.Step(`^it hangs$`, func() error { <-f.release; return nil })
+	// A rendezvous: it passes only when n scenarios are in it at the same time.
+	sc.Step(`^the (\d+) scenarios meet$`, func(ctx context.Context, n int) error {
+		f.met.Add(1)
+		deadline := time.Now().Add(10 * time.Second)
+		for f.met.Load() < int64(n) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("expected %d scenarios at once, %d came", n, f.met.Load())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	})
 }
 
 // features writes files into a temp features directory and returns it.
@@ -200,8 +215,12 @@ func TestRunStrictAndReports(t *testing.T) {
 		t.Errorf("cucumber: expected the measurement embedded in a step, got %+v", cuke[0].Elements[0])
 	}
 
-	var ms []map[string]any
-	readJSON(t, filepath.Join(report, MeasurementsFile), &ms)
+	var tm struct {
+		Beds         []map[string]any `json:"beds"`
+		Measurements []map[string]any `json:"measurements"`
+	}
+	readJSON(t, filepath.Join(report, MeasurementsFile), &tm)
+	ms := tm.Measurements
 	if len(ms) != 1 || ms[0]["name"] != "reload latency" || ms[0]["value"] != "812ms" || ms[0]["seconds"] != 0.812 ||
 		ms[0]["bed"] != "toy" || !strings.HasSuffix(ms[0]["where"].(string), "/toy.feature:2") || ms[0]["step"] != "When the reload is measured" {
 		t.Fatalf("measurements.json: expected the reload latency of toy.feature:2, got %v", ms)
@@ -467,8 +486,8 @@ func TestRunInterrupted(t *testing.T) {
 			}
 		}
 	}
-	if f.calls != 0 {
-		t.Errorf("expected no step of a scenario after the interrupt to run, got %d", f.calls)
+	if f.calls.Load() != 0 {
+		t.Errorf("expected no step of a scenario after the interrupt to run, got %d", f.calls.Load())
 	}
 	if !res.Interrupted() || res.OK() {
 		t.Errorf("expected the run interrupted and not OK")
@@ -812,5 +831,100 @@ func TestConsoleIndentsTheStepsLines(t *testing.T) {
 	want := "  ⋯ Given the harness talks\n    · raising cluster run=abc\n    · nats up\n  ✓ Given the harness talks ("
 	if !strings.Contains(b.String(), want) {
 		t.Fatalf("expected the steps' lines indented under their step:\n%s", b.String())
+	}
+}
+
+// meet is a feature of three scenarios that pass only if they run at the same time, and one
+// that fails.
+const meet = `Feature: Meet
+  Scenario: first
+    Given a mesh
+    Then the 3 scenarios meet
+
+  Scenario: second
+    Given a mesh
+    Then the 3 scenarios meet
+
+  Scenario: broken
+    Given a mesh
+    Then it fails with "expected 3 streams, got 2"
+
+  Scenario: third
+    Given a mesh
+    Then the 3 scenarios meet
+`
+
+func TestParallelRunsScenariosAtOnceAndReportsThemInTheFeaturesOrder(t *testing.T) {
+	res, out, err := run(t, map[string]string{"meet.feature": meet}, Options{Beds: []Bed{toyBed("meet", 1)}, Parallel: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatuses(t, res, map[string]Status{"first": Passed, "second": Passed, "third": Passed, "broken": Failed})
+	var names []string
+	for _, s := range res.Beds[0].Scenarios {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, ","); got != "first,second,broken,third" {
+		t.Errorf("expected the results in the features' order, got %s", got)
+	}
+	if !strings.Contains(out, "4 scenarios · 4 at once") {
+		t.Errorf("expected the bed's line to say how many run at once, got:\n%s", out)
+	}
+	// A scenario that passed is a line at its start and one at its end; one that failed shows
+	// its steps, under its end.
+	if strings.Contains(out, "Then the 3 scenarios meet") {
+		t.Errorf("expected no step of a passing scenario in the progress, got:\n%s", out)
+	}
+	end := strings.Index(out, "FAILED in")
+	step := strings.Index(out, `✗ Then it fails with "expected 3 streams, got 2"`)
+	if end < 0 || step < end || !strings.Contains(out[:end], "meet › broken") && !strings.Contains(out[end:step], "meet › broken") {
+		t.Errorf("expected the failed scenario's end line naming it, then its steps, got:\n%s", out)
+	}
+	tm := res.Beds[0].Time()
+	if tm.Scenarios < tm.Wall {
+		t.Errorf("expected the scenarios' summed time (%s) past the bed's wall time (%s) when they ran at once", tm.Scenarios, tm.Wall)
+	}
+}
+
+func TestTheTimingsSayWhereEachBedsTimeWent(t *testing.T) {
+	report := t.TempDir()
+	o := Options{Beds: []Bed{toyBed("toy", 1)}, ReportDir: report}
+	f := &fakeSteps{release: make(chan struct{})}
+	t.Cleanup(func() { close(f.release) })
+	o.Scenario = func(sc *godog.ScenarioContext) {
+		f.scenario(sc)
+		sc.Step(`^a cluster is raised$`, func(ctx context.Context) error {
+			SpentRaising(ctx, 3*time.Second)
+			return nil
+		})
+	}
+	o.FeaturesDir = features(t, map[string]string{"toy.feature": `Feature: Toy
+  Scenario: it raises
+    Given a cluster is raised
+    Then all is well
+`})
+	var out bytes.Buffer
+	o.Out = &out
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() {
+		t.Fatalf("expected the toy to pass:\n%s", out.String())
+	}
+	tm, err := ReadTimings(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Beds) != 1 || len(tm.Beds[0].Scenarios) != 1 {
+		t.Fatalf("expected one bed of one scenario, got %+v", tm)
+	}
+	b := tm.Beds[0]
+	if b.Bed != "toy" || b.Raising != 3 || b.Scenarios[0].Raising != 3 || b.Scenarios[0].Status != "passed" ||
+		!strings.HasSuffix(b.Scenarios[0].Where, "toy.feature:2") || len(b.Slowest) != 1 || b.Parallel != 1 {
+		t.Errorf("expected the toy bed's 3 s of raising in its one scenario at toy.feature:2, got %+v", b)
+	}
+	if !strings.Contains(out.String(), "raising 3.0s") {
+		t.Errorf("expected the summary to give the time raising, got:\n%s", out.String())
 	}
 }

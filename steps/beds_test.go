@@ -44,8 +44,11 @@ func TestBeds(t *testing.T) {
 			t.Errorf("tear down: %v", err)
 		}
 	}()
+	parallel, why := beds.DefaultParallel()
+	t.Logf("up to %d scenarios of a bed at once (%s)", parallel, why)
 	res, err := beds.Run(ctx, beds.Options{
 		Beds:        set,
+		Parallel:    parallel,
 		FeaturesDir: features,
 		ReportDir:   report,
 		Out:         out,

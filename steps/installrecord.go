@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/cucumber/godog"
 
+	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/controller/status"
 )
@@ -54,12 +56,12 @@ func (s *scenario) theInstallationRecordIsNoted(ctx context.Context, node, bus s
 	return nil
 }
 
-func (s *scenario) theInstallationRecordsAreAlike(_ context.Context, a, b string) error {
-	ra, err := s.w.installRecord(a)
+func (s *scenario) theInstallationRecordsAreAlike(ctx context.Context, a, b string) error {
+	ra, err := s.w.installRecord(ctx, a)
 	if err != nil {
 		return err
 	}
-	rb, err := s.w.installRecord(b)
+	rb, err := s.w.installRecord(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -96,16 +98,37 @@ func (w *World) noteInstallRecord(bus string, rec installRecord) {
 		w.installRecords = map[string]installRecord{}
 	}
 	w.installRecords[bus] = rec
+	close(w.noted)
+	w.noted = make(chan struct{})
 }
+
+// installWait bounds the wait for the rows of @install still running (or
+// not yet started) when the comparison starts: a row takes about a minute.
+const installWait = 5 * time.Minute
 
 // installRecord is the record the row on bus noted, or why there is none:
 // the comparison is of two rows of one run, and is not made without both.
-func (w *World) installRecord(bus string) (installRecord, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	rec, ok := w.installRecords[bus]
-	if !ok {
-		return nil, fmt.Errorf("no installation's record was noted on %s in this run: its row of @install did not run or did not get that far (run the rows and this scenario together, e.g. bedrun living --run install)", bus)
+// Run in parallel, the rows may still be running when the comparison
+// starts: it waits for them while any scenario of @install is unfinished.
+func (w *World) installRecord(ctx context.Context, bus string) (installRecord, error) {
+	ctx, cancel := context.WithTimeout(ctx, installWait)
+	defer cancel()
+	for {
+		w.mu.Lock()
+		rec, ok := w.installRecords[bus]
+		noted := w.noted
+		w.mu.Unlock()
+		switch {
+		case ok:
+			return rec, nil
+		case beds.Unfinished(ctx, "@install") == 0:
+			return nil, fmt.Errorf("no installation's record was noted on %s in this run: its row of @install did not run or did not get that far (run the rows and this scenario together, e.g. bedrun living --run install)", bus)
+		}
+		select {
+		case <-noted:
+		case <-time.After(time.Second): // a row may end without noting
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no installation's record was noted on %s within %s: %d scenarios of @install still unfinished", bus, installWait, beds.Unfinished(ctx, "@install"))
+		}
 	}
-	return rec, nil
 }

@@ -1,11 +1,15 @@
 package steps
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"reflect"
+	"sync"
 	"time"
 
+	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
 	"github.com/meshbus/mesh/harness/topology"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -27,6 +31,36 @@ type raised struct {
 	// tainted is set by a step that changes the cluster in a way a later
 	// scenario could notice (a message stored, a user revoked).
 	tainted bool
+	// narration carries the harness's narration of the cluster to the
+	// scenario holding it.
+	narration *relay
+}
+
+// relay passes what is written to it on to the scenario that holds the
+// cluster (beds.Narration), or to the run's output while none does: the
+// harness narrates through the writer its session was made with, and the
+// cluster outlives the scenario that raised it.
+type relay struct {
+	mu       sync.Mutex
+	current  io.Writer
+	fallback io.Writer
+}
+
+// to sends the narration to w from now on; nil: to the run's output.
+func (l *relay) to(w io.Writer) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.current = w
+}
+
+func (l *relay) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	w := cmp.Or(l.current, l.fallback)
+	l.mu.Unlock()
+	return w.Write(b)
 }
 
 // session is what the World does with a cluster's harness.Session: keep
@@ -44,7 +78,9 @@ func raise(ctx context.Context, opts Options, meshFile string, top topology.Topo
 	if err != nil {
 		return nil, err
 	}
-	s, err := harness.NewSession(ctx, harness.SessionOptions{Root: opts.Root, Out: opts.Out})
+	narration := &relay{fallback: opts.Out}
+	narration.to(beds.Narration(ctx))
+	s, err := harness.NewSession(ctx, harness.SessionOptions{Root: opts.Root, Out: narration})
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +95,7 @@ func raise(ctx context.Context, opts Options, meshFile string, top topology.Topo
 		}
 		return nil, err
 	}
-	return &raised{meshFile: meshFile, mesh: m, session: s, cluster: c, describe: c.Describe, poll: opts.Poll}, nil
+	return &raised{meshFile: meshFile, mesh: m, session: s, cluster: c, describe: c.Describe, poll: opts.Poll, narration: narration}, nil
 }
 
 // capability is the cluster's optional capability T (harness.StoreQuerier,

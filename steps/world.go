@@ -47,21 +47,26 @@ type Options struct {
 }
 
 // World is the state of one run: the clusters raised so far. A cluster is
-// shared by the scenarios that raise the same description, until one of
-// them changes it (taints it) or fails; then it is torn down and the next
-// scenario raises a fresh one.
+// leased to one scenario at a time: the scenarios that raise the same
+// description (and topology) take turns on it, until one of them changes
+// it (taints it) or fails; then it is torn down and the next scenario
+// raises a fresh one. Scenarios running at once never share a cluster:
+// each raises its own when none is free.
 type World struct {
 	opts Options
 
 	mu       sync.Mutex
-	clusters map[string]*raised // by description path, the reusable ones
-	retired  []*raised          // kept up for --keep
-	evidence []evidence         // kept up for --fail-fast
+	idle     map[string][]*raised // by key: clean clusters no scenario holds
+	leased   map[*raised]bool     // held by a scenario now
+	retired  []*raised            // kept up for --keep
+	evidence []evidence           // kept up for --fail-fast
 	reg      *conformance.Registry
 
 	// installRecords are the installation's records the rows of @install
-	// noted, by bus, for the scenario that compares them.
+	// noted, by bus, for the scenario that compares them; noted is
+	// signalled at each.
 	installRecords map[string]installRecord
+	noted          chan struct{}
 }
 
 // New makes the World of a run.
@@ -75,7 +80,7 @@ func New(opts Options) *World {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
-	return &World{opts: opts, clusters: map[string]*raised{}}
+	return &World{opts: opts, idle: map[string][]*raised{}, leased: map[*raised]bool{}, noted: make(chan struct{})}
 }
 
 // InitSuite binds the suite hooks.
@@ -122,23 +127,32 @@ func (w *World) root() string {
 // path resolves a path named in a sentence.
 func (w *World) path(rel string) string { return filepath.Join(w.opts.FeaturesDir, rel) }
 
-// acquire returns a clean cluster raised from the description in the
-// topology, raising one if none is up.
+// acquire leases the scenario of ctx a clean cluster raised from the
+// description in the topology: one no scenario holds, or a new one. The
+// time spent raising is the scenario's (beds.SpentRaising), and so is the
+// cluster's narration while it holds it.
 func (w *World) acquire(ctx context.Context, meshFile string, top topology.Topology, logDir string) (*raised, error) {
 	key := meshFile + "\n" + top.String()
 	w.mu.Lock()
-	r, ok := w.clusters[key]
+	var r *raised
+	if free := w.idle[key]; len(free) > 0 {
+		r, w.idle[key] = free[len(free)-1], free[:len(free)-1]
+		w.leased[r] = true
+	}
 	w.mu.Unlock()
-	if ok {
+	if r != nil {
+		r.narration.to(beds.Narration(ctx))
 		return r, nil
 	}
+	start := time.Now()
 	r, err := raise(ctx, w.opts, meshFile, top, logDir)
+	beds.SpentRaising(ctx, time.Since(start))
 	if err != nil {
 		return nil, err
 	}
 	r.key = key
 	w.mu.Lock()
-	w.clusters[key] = r
+	w.leased[r] = true
 	w.mu.Unlock()
 	return r, nil
 }
@@ -149,18 +163,20 @@ type evidence struct {
 	scenario string // the scenario that failed, for a person
 }
 
-// release ends a scenario's use of a cluster. With FailFast, the cluster of
-// a scenario that failed (failed names it; "" when it did not) is kept as
-// it is, and marked kept at once so that no later run reaps it. Otherwise a
-// tainted cluster is not reused: it is torn down, or with Keep kept aside.
+// release ends a scenario's lease of a cluster. With FailFast, the cluster
+// of a scenario that failed (failed names it; "" when it did not) is kept
+// as it is, and marked kept at once so that no later run reaps it.
+// Otherwise a tainted cluster is not leased again: it is torn down, or
+// with Keep kept aside; a clean one waits for the next scenario.
 func (w *World) release(ctx context.Context, r *raised, failed string) error {
 	keep := failed != "" && w.opts.FailFast
-	if !r.tainted && !keep {
-		return nil
-	}
+	r.narration.to(nil)
 	w.mu.Lock()
-	if w.clusters[r.worldKey()] == r {
-		delete(w.clusters, r.worldKey())
+	delete(w.leased, r)
+	if !r.tainted && !keep {
+		w.idle[r.worldKey()] = append(w.idle[r.worldKey()], r)
+		w.mu.Unlock()
+		return nil
 	}
 	switch {
 	case keep:
@@ -185,11 +201,16 @@ func (w *World) release(ctx context.Context, r *raised, failed string) error {
 func (w *World) Close(ctx context.Context) error {
 	w.mu.Lock()
 	all := append([]*raised(nil), w.retired...)
-	for _, r := range w.clusters {
+	for _, free := range w.idle {
+		all = append(all, free...)
+	}
+	// A cluster still leased belongs to a scenario that never ended (a hung
+	// bed): it goes too.
+	for r := range w.leased {
 		all = append(all, r)
 	}
 	kept := w.evidence
-	w.clusters, w.retired, w.evidence = map[string]*raised{}, nil, nil
+	w.idle, w.leased, w.retired, w.evidence = map[string][]*raised{}, map[*raised]bool{}, nil, nil
 	w.mu.Unlock()
 
 	var errs *multierror.Error

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
+	"github.com/meshbus/mesh/harness/topology"
 )
 
 // fakeSession records what the World does with a cluster's session.
@@ -40,7 +41,8 @@ func TestFailFastKeepsTheFailedCluster(t *testing.T) {
 	w := New(Options{FailFast: true, Out: &out})
 	failed, fs := fakeRaised("abc123", "genesis.yaml")
 	clean, cs := fakeRaised("def456", "other.yaml")
-	w.clusters["genesis.yaml"], w.clusters["other.yaml"] = failed, clean
+	failed.key, clean.key = "genesis.yaml", "other.yaml"
+	w.leased[failed], w.idle["other.yaml"] = true, []*raised{clean}
 
 	if err := w.release(context.Background(), failed, `"A change is live" at 1-genesis.feature:7`); err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestFailFastKeepsTheFailedCluster(t *testing.T) {
 	if fs.kept != 1 || fs.closed != 0 {
 		t.Fatalf("expected the failed cluster marked kept at release and not closed, got kept %d closed %d", fs.kept, fs.closed)
 	}
-	if _, ok := w.clusters["genesis.yaml"]; ok {
+	if len(w.idle["genesis.yaml"]) != 0 || w.leased[failed] {
 		t.Fatal("expected the failed cluster no longer offered to later scenarios")
 	}
 	if err := w.Close(context.Background()); err != nil {
@@ -88,17 +90,52 @@ func TestReleaseTearsDownOtherwise(t *testing.T) {
 			w := New(Options{FailFast: tc.failFast})
 			r, s := fakeRaised("abc123", "m.yaml")
 			r.tainted = tc.tainted
-			w.clusters["m.yaml"] = r
+			w.leased[r] = true
 			if err := w.release(context.Background(), r, tc.failed); err != nil {
 				t.Fatal(err)
 			}
 			if s.closed != tc.closed || s.kept != 0 {
 				t.Fatalf("expected closed %d, not kept; got closed %d, kept %d", tc.closed, s.closed, s.kept)
 			}
-			if _, ok := w.clusters["m.yaml"]; ok == tc.tainted {
-				t.Fatalf("expected the cluster offered again: %v, got %v", !tc.tainted, ok)
+			if offered := len(w.idle["m.yaml"]) == 1; offered == tc.tainted || w.leased[r] {
+				t.Fatalf("expected the cluster offered again: %v, got %v (still leased: %v)", !tc.tainted, offered, w.leased[r])
 			}
 		})
+	}
+}
+
+// TestAClusterIsLeasedToOneScenarioAtATime: a cluster held by a scenario is
+// offered to no other; released clean it is leased again, tainted never.
+func TestAClusterIsLeasedToOneScenarioAtATime(t *testing.T) {
+	ctx := context.Background()
+	w := New(Options{})
+	top := topology.Genesis()
+	a, as := fakeRaised("aaa", "m.yaml")
+	a.key = "m.yaml\n" + top.String()
+	w.idle[a.key] = []*raised{a}
+
+	got, err := w.acquire(ctx, "m.yaml", top, "")
+	if err != nil || got != a {
+		t.Fatalf("expected the free cluster leased, got %v, %v", got, err)
+	}
+	if len(w.idle[a.key]) != 0 || !w.leased[a] {
+		t.Fatal("expected the leased cluster no longer free")
+	}
+	if err := w.release(ctx, a, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.idle[a.key]) != 1 || w.leased[a] {
+		t.Fatal("expected the clean cluster free again once released")
+	}
+	if got, err = w.acquire(ctx, "m.yaml", top, ""); err != nil || got != a {
+		t.Fatalf("expected the clean cluster leased again, got %v, %v", got, err)
+	}
+	a.tainted = true
+	if err := w.release(ctx, a, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.idle[a.key]) != 0 || w.leased[a] || as.closed != 1 {
+		t.Fatalf("expected the tainted cluster torn down, not offered; closed %d", as.closed)
 	}
 }
 

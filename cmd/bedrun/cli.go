@@ -26,6 +26,8 @@ type config struct {
 	features string
 	keep     bool
 	failFast bool
+	// parallel is --parallel: scenarios of a bed run at once; 0 when not given.
+	parallel int
 	steps    bool
 	noColor  bool
 }
@@ -50,6 +52,7 @@ func parse(args []string) (config, error) {
 		c.match = re
 		return nil
 	})
+	fs.IntVar(&c.parallel, "parallel", 0, "")
 	fs.BoolVar(&c.keep, "keep", false, "")
 	fs.BoolVar(&c.failFast, "fail-fast", false, "")
 	fs.BoolVar(&c.steps, "steps", false, "")
@@ -80,6 +83,9 @@ func parse(args []string) (config, error) {
 		}
 	case "list":
 		c.target = "all"
+		if c.parallel != 0 {
+			return c, errors.New("list takes no --parallel: it runs nothing")
+		}
 		if len(pos) > 1 {
 			return c, fmt.Errorf("list takes at most one bed, got %q", strings.Join(pos, " "))
 		}
@@ -91,6 +97,9 @@ func parse(args []string) (config, error) {
 			return c, fmt.Errorf("one bed argument at a time (use commas: %s,%s), got %q", c.command, pos[0], strings.Join(pos, " "))
 		}
 		c.command, c.target = "run", c.command
+	}
+	if c.parallel < 0 {
+		return c, fmt.Errorf("--parallel %d: give how many scenarios of a bed run at once, 1 or more (1: one at a time)", c.parallel)
 	}
 	if c.features == "" {
 		c.features = defaultFeatures()
@@ -146,6 +155,11 @@ Flags (before or after BED):
   --run REGEXP     only scenarios whose name (with an outline's example values) matches,
                    like go test -run: an outline's rows one by one; a failed run prints the
                    --run that reruns exactly the scenarios and rows that did not pass
+  --parallel N     run up to N scenarios of a bed at once (default: one more than the
+                   cores, as memory allows, printed at start; 1: one at a time, the
+                   default with --fail-fast, which otherwise lets those running end). Beds
+                   still run in step order. Each scenario's start and end is a line, its
+                   steps shown when it did not pass; the reports are a serial run's
   --fail-fast      stop at the first scenario that does not pass and leave its cluster up
                    as it was; how to reach it, and the command that removes it, are printed
                    at the end, and later runs leave it alone (an interrupted scenario's
@@ -153,6 +167,7 @@ Flags (before or after BED):
   --keep           leave the clusters up at the end and print how to reach them
   --features DIR   the feature files (default ./features, or the checkout's)
   --steps          list: show each scenario's steps too
+  --report DIR     list: show each bed's and scenario's time in the run that wrote DIR
   --no-color       plain progress on a terminal too (also NO_COLOR=1)
 
 Beds:

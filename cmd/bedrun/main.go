@@ -90,8 +90,17 @@ func runBeds(ctx context.Context, cfg config, e env) int {
 		fmt.Fprintf(stderr, "bedrun: %v\n", err)
 		return exitUsage
 	}
+	parallel, why := cfg.parallel, "--parallel"
+	switch {
+	case parallel == 0 && cfg.failFast:
+		// Stopping at the first failure means not starting the next scenario while it runs.
+		parallel, why = 1, "--fail-fast without --parallel"
+	case parallel == 0:
+		parallel, why = beds.DefaultParallel()
+	}
 	opts := beds.Options{
 		Beds:           selected,
+		Parallel:       parallel,
 		FeaturesDir:    cfg.features,
 		Tags:           cfg.tags,
 		Match:          cfg.match,
@@ -106,6 +115,11 @@ func runBeds(ctx context.Context, cfg config, e env) int {
 	// One console for the runner and the steps, so the harness's narration is indented
 	// under the step it belongs to and never breaks a line of the runner's.
 	console := beds.NewConsole(stdout, cfg.color(stdout))
+	if parallel == 1 {
+		fmt.Fprintf(stdout, "bedrun: one scenario at a time (%s)\n", why)
+	} else {
+		fmt.Fprintf(stdout, "bedrun: up to %d scenarios of a bed at once (%s; --parallel N to change)\n", parallel, why)
+	}
 	suite, scenario, closer := e.bind(stepOptions{
 		FeaturesDir: cfg.features,
 		ReportDir:   cfg.report,

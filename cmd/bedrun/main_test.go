@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/cucumber/godog"
+
+	"github.com/meshbus/mesh/beds"
 )
 
 // genesis is a stand-in for features/1-genesis.feature, which the registry names.
@@ -348,5 +350,35 @@ func TestFailFastReachesTheSteps(t *testing.T) {
 	}
 	if !strings.Contains(out, "FAIL genesis: 1 passed, 1 failed, 1 not run of 3 scenarios") {
 		t.Fatalf("expected the run to stop after the failed scenario:\n%s", out)
+	}
+}
+
+func TestParallelIsAskedOrDerived(t *testing.T) {
+	dir := featuresDir(t, genesis)
+	code, out, _ := bedrun(t, nil, "genesis", "--features", dir, "--parallel", "2", "--run", "streams")
+	if code != exitPass || !strings.Contains(out, "up to 2 scenarios of a bed at once (--parallel") {
+		t.Errorf("expected --parallel 2 said at start, got %d:\n%s", code, out)
+	}
+	_, out, _ = bedrun(t, nil, "genesis", "--features", dir, "--run", "streams")
+	if n, why := beds.DefaultParallel(); n > 1 && !strings.Contains(out, fmt.Sprintf("up to %d scenarios of a bed at once (%s;", n, why)) {
+		t.Errorf("expected the default, %d (%s), said at start, got:\n%s", n, why, out)
+	}
+	if code, _, errOut := bedrun(t, nil, "genesis", "--features", dir, "--parallel", "-1"); code != exitUsage || !strings.Contains(errOut, "1 or more") {
+		t.Errorf("expected --parallel -1 refused as usage, got %d: %s", code, errOut)
+	}
+}
+
+func TestListShowsTheLastRunsTimes(t *testing.T) {
+	dir := featuresDir(t, genesis)
+	report := t.TempDir()
+	if code, _, _ := bedrun(t, nil, "genesis", "--features", dir, "--run", "streams", "--report", report); code != exitPass {
+		t.Fatalf("expected the run to pass, got %d", code)
+	}
+	code, out, _ := bedrun(t, nil, "list", "genesis", "--features", dir, "--report", report)
+	if code != exitPass || !strings.Contains(out, "last run: ") || !regexp.MustCompile(`:3 +\d+\.\ds  The streams exist`).MatchString(out) {
+		t.Errorf("expected the last run's times of the bed and of its scenario, got %d:\n%s", code, out)
+	}
+	if code, _, errOut := bedrun(t, nil, "list", "--features", dir, "--report", t.TempDir()); code != exitUsage || !strings.Contains(errOut, "last run's times") {
+		t.Errorf("expected a report directory without times refused, got %d: %s", code, errOut)
 	}
 }
