@@ -22,8 +22,10 @@ Feature: Adoption — a mesh already running adopts the bus's server in place, a
   counts may change, and they must grow: a client that stopped would notice nothing and prove
   nothing by it.
 
-  The scenarios share one cluster, in this order; each one that needs the server adopted adopts
-  it if no scenario before did, so that it also runs alone.
+  A scenario takes the cluster a scenario before it left, while no NATS server stands beside its
+  broker; one that raises the server beside (and adopts it) leaves its cluster to none after it.
+  So each scenario that needs the server adopted raises and adopts it itself, and each runs alone
+  or beside the others (bedrun --parallel) alike.
 
   @compat
   Scenario: The broker the mesh had is kept as the compatibility broker, not retirable while the predecessor is connected

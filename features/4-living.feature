@@ -405,7 +405,8 @@ Feature: Living — the mesh living on its bus
     row of the outline above installed the same revision, built by the same builder, and noted the
     record status keeps of it; here the two are compared field by field. The artifact is a function
     of the revision and the builder's program alone, so its digest is the same on both buses; only
-    when the node reported it differs, and is left out. Without both rows in the same run there is
-    nothing to compare, and this scenario fails saying which is missing.
+    when the node reported it differs, and is left out. Run beside the rows (bedrun --parallel), it
+    waits for them while they run. Without both rows in the same run there is nothing to compare,
+    and this scenario fails saying which is missing.
 
     Then the installation's records noted on amqp and on nats in this run have the same fields and the same values, the artifact's digest included

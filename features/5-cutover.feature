@@ -22,8 +22,10 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
   monitoring, the broker's management API, the traffic's ledgers, and the witness of what the
   predecessor could notice (the adoption bed's).
 
-  The scenarios share one cluster, in this order, until one breaks it; each adopts the server if no
-  scenario before did, so that it also runs alone.
+  A scenario takes the cluster a scenario before it left, while no NATS server stands beside its
+  broker; one that raises the server beside and adopts it leaves its cluster to none after it. So
+  each scenario that needs the server adopted raises and adopts it itself, and each runs alone or
+  beside the others (bedrun --parallel) alike.
 
   @refused
   Scenario: A cutover before the server beside the broker is adopted is refused, and nothing changes

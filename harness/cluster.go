@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,23 +132,23 @@ func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Clust
 
 	clock := newPhases("genesis cluster run=" + s.id)
 	s.narrate("raising genesis cluster run=%s from %s (work %s)", s.id, opts.MeshFile, s.work)
-	steps := []phase{
-		{"images", c.ensureImages},
-		{"dirs", func(context.Context) error { return c.makeDirs(opts.MeshFile) }},
-		{"networks", c.createNetworks},
+	waves := [][]phase{
+		{{"images", c.ensureImages}},
+		{{"dirs", func(context.Context) error { return c.makeDirs(opts.MeshFile) }}},
+		{{"networks", c.createNetworks}},
 	}
 	// The store first: genesis keeps the state it mints there.
 	for _, m := range c.topology.OfKind(topology.KindPostgres) {
-		steps = append(steps, phase{m.Name, func(ctx context.Context) error { return c.startStore(ctx, m) }})
+		waves = append(waves, []phase{{m.Name, func(ctx context.Context) error { return c.startStore(ctx, m) }}})
 	}
-	steps = append(steps, phase{"genesis", c.genesis})
-	steps = append(steps, c.memberPhases()...)
-	for _, step := range steps {
-		if err := step.do(ctx); err != nil {
-			s.narrate("%s", clock.failed(step.name))
+	waves = append(waves, []phase{{"genesis", c.genesis}})
+	waves = append(waves, c.memberWaves()...)
+	for _, wave := range waves {
+		if name, err := raiseWave(ctx, wave); err != nil {
+			s.narrate("%s", clock.failed(name))
 			return c, fmt.Errorf("raise genesis cluster run=%s: %w", s.id, err)
 		}
-		clock.done(step.name)
+		clock.done(waveName(wave))
 	}
 	s.narrate("%s", clock.summary())
 	return c, nil
@@ -233,36 +234,80 @@ type phase struct {
 	do   func(context.Context) error
 }
 
-// memberPhases raise the topology's members that are not raised on
-// demand, kind by kind in topology.Kinds's order: the bus before the
-// controller that needs it, the hosts after the controller that answers
-// their enrolment. The store is raised before genesis, not here.
-func (c *Cluster) memberPhases() []phase {
-	var out []phase
+// memberWaves raise the topology's members that are not raised on
+// demand, in waves: the members of a wave are raised at once, each wave
+// once the one before it is up. The buses first, each needing only what
+// genesis minted; the predecessor's client once its broker is up; the
+// controller once its bus is; then the hosts, which enrol with it, and
+// the sources and builders, which take their credentials from it. The
+// store is raised before genesis, not here.
+func (c *Cluster) memberWaves() [][]phase {
+	waveOf := map[string]int{
+		topology.KindNATS: 0, topology.KindRabbitMQ: 0,
+		topology.KindPredecessor: 1,
+		topology.KindController:  2,
+		topology.KindHost:        3, topology.KindSource: 3, topology.KindBuilder: 3,
+	}
+	waves := make([][]phase, 4)
 	for _, kind := range topology.Kinds {
 		for _, m := range c.topology.Members {
 			if m.Kind != kind || m.OnDemand {
 				continue
 			}
+			var p phase
 			switch kind {
 			case topology.KindNATS:
-				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startNATS(ctx, m) }})
+				p = phase{m.Name, func(ctx context.Context) error { return c.startNATS(ctx, m) }}
 			case topology.KindController:
-				out = append(out, phase{m.Name, c.startController})
+				p = phase{m.Name, c.startController}
 			case topology.KindHost:
-				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startHost(ctx, m) }})
+				p = phase{m.Name, func(ctx context.Context) error { return c.startHost(ctx, m) }}
 			case topology.KindSource:
-				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startSource(ctx, m) }})
+				p = phase{m.Name, func(ctx context.Context) error { return c.startSource(ctx, m) }}
 			case topology.KindBuilder:
-				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startBuilder(ctx, m) }})
+				p = phase{m.Name, func(ctx context.Context) error { return c.startBuilder(ctx, m) }}
 			case topology.KindRabbitMQ:
-				out = append(out, phase{m.Name, func(ctx context.Context) error { _, err := c.RaiseAMQP(ctx); return err }})
+				p = phase{m.Name, func(ctx context.Context) error { _, err := c.RaiseAMQP(ctx); return err }}
 			case topology.KindPredecessor:
-				out = append(out, phase{m.Name, func(ctx context.Context) error { return c.startPredecessor(ctx, m) }})
+				p = phase{m.Name, func(ctx context.Context) error { return c.startPredecessor(ctx, m) }}
+			default:
+				continue
 			}
+			w := waveOf[kind]
+			waves[w] = append(waves[w], p)
 		}
 	}
-	return out
+	return slices.DeleteFunc(waves, func(w []phase) bool { return len(w) == 0 })
+}
+
+// raiseWave runs the phases of a wave at once and waits for all of them;
+// it returns the first phase that failed, by the wave's order, and its
+// error (the others' errors joined to it).
+func raiseWave(ctx context.Context, wave []phase) (string, error) {
+	if len(wave) == 1 {
+		return wave[0].name, wave[0].do(ctx)
+	}
+	errs := make([]error, len(wave))
+	var wg sync.WaitGroup
+	for i, p := range wave {
+		wg.Go(func() { errs[i] = p.do(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return wave[i].name, errors.Join(errs...)
+		}
+	}
+	return "", nil
+}
+
+// waveName names a wave in the narration: its phases joined by "+".
+func waveName(wave []phase) string {
+	names := make([]string, len(wave))
+	for i, p := range wave {
+		names[i] = p.name
+	}
+	return strings.Join(names, "+")
 }
 
 // startNATS raises the bus's server as member m, on the networks m lists,

@@ -50,7 +50,10 @@ func (s *scenario) bindAdoption(sc *godog.ScenarioContext) {
 	sc.Step(`^the adopted server's message counts have not grown$`, s.theAdoptedServersCountsHaveNotGrown)
 }
 
-// beside raises the server, or returns the one raised.
+// beside raises the server, or returns the one raised. A cluster with a
+// server beside its broker, adopted or about to be, is not leased again:
+// a scenario that expects none (adopting where none answers), or the
+// server as the operator raised it, gets one without.
 func (s *scenario) beside(ctx context.Context) (harness.NATSBeside, harness.NATSBesideRaiser, error) {
 	r, err := s.cluster()
 	if err != nil {
@@ -60,6 +63,7 @@ func (s *scenario) beside(ctx context.Context) (harness.NATSBeside, harness.NATS
 	if !ok {
 		return harness.NATSBeside{}, nil, fmt.Errorf("this cluster cannot raise a NATS server beside its broker")
 	}
+	r.tainted = true
 	b, err := nb.RaiseNATSBeside(ctx)
 	return b, nb, err
 }
@@ -136,7 +140,7 @@ func (s *scenario) theOperatorAdopts(ctx context.Context) error {
 	return nil
 }
 
-// besideAdopted raises and adopts the server unless a scenario before did.
+// besideAdopted raises and adopts the server unless a step before did.
 func (s *scenario) besideAdopted(ctx context.Context) error {
 	if err := s.theOperatorRaisesNATSBeside(ctx, "LEDGER", 3); err != nil {
 		return err

@@ -63,3 +63,12 @@ func TestSummarizeCountsWhatWasLostDuplicatedAndSilent(t *testing.T) {
 		t.Fatalf("expected 900 ms without an answer, the last at 900 ms, got %v, %v", tr.CallSilence, tr.Answered)
 	}
 }
+
+func TestCallsBeforeTheToolWasFirstAnsweredAreUnservedNotFailed(t *testing.T) {
+	calls := []Call{{OK: false, At: at(0), Why: "no responders"}, {OK: false, At: at(100), Why: "no responders"},
+		{OK: true, At: at(200)}, {OK: false, At: at(300), Why: "timeout"}, {OK: true, At: at(400)}}
+	tr := Summarize(nil, nil, calls)
+	if tr.Unserved != 2 || tr.Calls != 3 || tr.Failed != 1 || !tr.FirstFailed.Equal(at(300)) || tr.Why != "timeout" || !tr.FirstAnswered.Equal(at(200)) {
+		t.Fatalf("expected 2 calls before the first answer apart, and 1 of the 3 after it failed at 300 ms, got %+v", tr)
+	}
+}

@@ -25,13 +25,18 @@ type Traffic struct {
 	EmitSilence     time.Duration
 	EmitSilenceFrom time.Time
 
-	// Calls counts the tally's calls of the ticker's tool, Failed those
-	// not answered, between FirstFailed and LastFailed (Why the last's).
-	Calls, Failed           int
+	// Calls counts the tally's calls of the ticker's tool once it was
+	// first answered, Failed those not answered, between FirstFailed and
+	// LastFailed (Why the last's). Unserved counts the calls before the
+	// first answer: the tally, started before the ticker on another
+	// node, calling a tool nobody serves yet.
+	Calls, Failed, Unserved int
 	FirstFailed, LastFailed time.Time
 	Why                     string
-	// Answered is when the last call was answered; CallSilence the longest
+	// FirstAnswered is when the first call was answered, Answered when the
+	// last was; CallSilence the longest
 	// time between two answered calls, beginning at CallSilenceFrom.
+	FirstAnswered   time.Time
 	Answered        time.Time
 	CallSilence     time.Duration
 	CallSilenceFrom time.Time
@@ -77,6 +82,13 @@ func Summarize(emitted, received []Entry, calls []Call) Traffic {
 
 	var lastOK time.Time
 	for _, c := range calls {
+		if lastOK.IsZero() && !c.OK {
+			t.Unserved++
+			continue
+		}
+		if t.FirstAnswered.IsZero() {
+			t.FirstAnswered = c.At
+		}
 		t.Calls++
 		if !c.OK {
 			t.Failed++
