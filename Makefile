@@ -13,8 +13,8 @@ help: ## List the targets.
 images: ## Build every image the beds use (ours, the drivers, the sample modules, RabbitMQ, PostgreSQL, the netem helper) if missing or stale.
 	$(GO) run ./cmd/build-images
 
-test: ## Run every test: unit, integration, and the beds (skipped without Docker).
-	$(GO) test ./...
+test: ## Run every test: unit, integration, and the beds (skipped without Docker): the README's test command.
+	$(GO) test -timeout 60m ./...
 
 beds: ## Run every bed against real containers (bedrun all).
 	$(GO) run ./cmd/bedrun all

@@ -20,9 +20,12 @@ func adoption() Bed {
 			"2-adoption.feature",
 		},
 		// Raising the store, genesis on the broker, the predecessor and two
-		// enrolments, and the NATS server beside, once: the scenarios share
-		// the cluster.
-		Timeout:  10 * time.Minute,
-		Topology: topology.Adoption(),
+		// enrolments, and the NATS server beside, once per scenario that
+		// adopts.
+		Timeout: 10 * time.Minute,
+		// @compat proves the compatibility broker's clients are observed
+		// and shown, not production's 30 s between two observations (the
+		// feature says so).
+		Topology: topology.Adoption().WithControllerArgs("--live-every=5s"),
 	}
 }

@@ -19,7 +19,10 @@ func genesis() Bed {
 		},
 		// Cold image builds are not inside a bed (bedrun images, or the steps'
 		// BeforeSuite); this covers raising the cluster once per scenario.
-		Timeout:  15 * time.Minute,
-		Topology: topology.Genesis().WithAMQP(),
+		Timeout: 15 * time.Minute,
+		// The durability scenario proves that unacknowledged deliveries
+		// come again, not production's 30 s before they do (the feature
+		// says so).
+		Topology: topology.Genesis().WithAMQP().WithControllerArgs("--events-ack-wait=5s"),
 	}
 }

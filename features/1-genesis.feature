@@ -243,7 +243,10 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
   Scenario: What JetStream acknowledged survives nats-server killed with SIGKILL
     Jepsen's analysis of NATS 2.12.1 lost acknowledged writes under the default lazy fsync; the
     server here syncs every write. The server process itself is killed, not the container: the
-    entrypoint then exits like its child, and the bus is started again on the same store.
+    entrypoint then exits like its child, and the bus is started again on the same store. This
+    bed's controller asserts the modules' consumers with an AckWait of 5 s
+    (`mesh-controller run --events-ack-wait=5s`; production's is 30 s): the scenario proves that
+    the deliveries left unacknowledged come again, not how long they wait.
 
     Given the module "sensor" on "node-a" has emitted 200 events "reading", each acknowledged by JetStream
     And the module "logger" on "node-b" has fetched 200 of them from its consumer without acknowledging them

@@ -32,7 +32,9 @@ Feature: Adoption — a mesh already running adopts the bus's server in place, a
     Design 25 §5: the predecessor's broker stays, a module of its own ("amqp-compat" in the
     description, naming the predecessor's user and virtual host), retirable once nobody has been
     connected for the period the operator set (retire_after: 10m). The running controller asks the
-    broker's management API who is connected, every 30 s, and status shows it.
+    broker's management API who is connected, every 30 s in production and every 5 s in this bed
+    (`mesh-controller run --live-every=5s`: the scenario proves what is observed, not how often),
+    and status shows it.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml"
     Then within 40 seconds status shows the compatibility broker "amqp-compat" with the predecessor's connections the broker lists, and not retirable

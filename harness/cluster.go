@@ -353,6 +353,10 @@ func (c *Cluster) startNATSWith(ctx context.Context, m topology.Member, configDi
 
 func (c *Cluster) startController(ctx context.Context) error {
 	opts := append(c.s.common(RoleController), c.controllerBinds()...)
+	if m := c.topology.OfKind(topology.KindController); len(m) == 1 && len(m[0].Args) > 0 {
+		// Before WithStore, which rewrites the command it is given.
+		opts = append(opts, testcontainers.WithCmdArgs(m[0].Args...))
+	}
 	opts = append(opts,
 		// After the default command Run gives it: it rewrites that.
 		controllerctr.WithStore(c.storeURL),

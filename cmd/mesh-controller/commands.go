@@ -20,6 +20,8 @@ import (
 	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link/amqpadmin"
+	"github.com/meshbus/mesh/mesh/link/buses"
+	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
 	"github.com/meshbus/mesh/mesh/printable"
 	"github.com/meshbus/mesh/mesh/wire"
@@ -123,12 +125,30 @@ func adoptCmd() command {
 
 func runCmd() command {
 	return command{needsMesh: true,
+		flags: func(fs *flag.FlagSet, c *call) {
+			fs.DurationVar(&c.eventsAckWait, "events-ack-wait", natsplane.DefaultPolicy().EventsAckWait,
+				"on NATS, how long a module has to acknowledge an event before it is delivered again (the modules' consumers are asserted with it)")
+			fs.DurationVar(&c.liveEvery, "live-every", rollout.LiveEvery,
+				"how often the users and grants are made live on the broker again (a mesh on AMQP), and the compatibility broker's clients counted")
+		},
+		check: func(c *call) error {
+			if c.eventsAckWait < time.Second {
+				return fmt.Errorf("--events-ack-wait %s: give 1s or more (a module needs time to handle an event)", c.eventsAckWait)
+			}
+			if c.liveEvery < time.Second {
+				return fmt.Errorf("--live-every %s: give 1s or more (each round asks the broker's management API)", c.liveEvery)
+			}
+			return nil
+		},
 		do: func(ctx context.Context, c *call, st store.Store) error {
 			m, err := c.mesh()
 			if err != nil {
 				return err
 			}
-			return controller.Run(ctx, m, st, controller.RunOptions{Logger: c.log, Dir: c.stateDir, Apply: c.options()})
+			policy := natsplane.DefaultPolicy()
+			policy.EventsAckWait = c.eventsAckWait
+			return controller.Run(ctx, m, st, controller.RunOptions{Logger: c.log, Dir: c.stateDir, Apply: c.options(),
+				Bus: buses.ControllerOptions{Policy: policy}, LiveEvery: c.liveEvery})
 		}}
 }
 

@@ -179,6 +179,9 @@ type call struct {
 	monitor    string
 	within     time.Duration
 	wait       time.Duration
+	// run's settings of its waits: production's by default.
+	eventsAckWait time.Duration
+	liveEvery     time.Duration
 }
 
 func commands() map[string]command {

@@ -87,6 +87,11 @@ type Member struct {
 	// OnDemand members are raised when a step first needs them, not with
 	// the cluster.
 	OnDemand bool
+	// Args are added to the member's command line: a bed's settings of
+	// the controller's waits ("--events-ack-wait=5s"), shorter than
+	// production's where a scenario proves the mechanism rather than the
+	// number. Only the controller takes them.
+	Args []string
 }
 
 // Topology is what a bed raises.
@@ -135,6 +140,14 @@ func (t Topology) Check() error {
 			bad("%s: unknown kind %q (the harness runs: %s)", where, m.Kind, strings.Join(Kinds, ", "))
 		}
 		count[m.Kind]++
+		if len(m.Args) > 0 && m.Kind != KindController {
+			bad("%s: a member of kind %s takes no args (only the controller's waits are settings yet)", where, m.Kind)
+		}
+		for _, a := range m.Args {
+			if !strings.HasPrefix(a, "--") || !strings.Contains(a, "=") {
+				bad("%s: arg %q: give each setting as --name=value", where, a)
+			}
+		}
 		if !slices.Contains(m.Networks, Private) {
 			bad("%s: every member is on the %s network", where, Private)
 		}
@@ -223,6 +236,9 @@ func (t Topology) String() string {
 		if m.OnDemand {
 			b.WriteString(", raised when a step asks")
 		}
+		if len(m.Args) > 0 {
+			b.WriteString(", with " + strings.Join(m.Args, " "))
+		}
 	}
 	return b.String()
 }
@@ -295,6 +311,18 @@ func (t Topology) OfKind(kind string) []Member {
 	for _, m := range t.Members {
 		if m.Kind == kind {
 			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// WithControllerArgs is t with args added to its controller's command
+// line (Member.Args).
+func (t Topology) WithControllerArgs(args ...string) Topology {
+	out := Topology{Members: slices.Clone(t.Members), Bus: t.Bus}
+	for i, m := range out.Members {
+		if m.Kind == KindController {
+			out.Members[i].Args = append(slices.Clone(m.Args), args...)
 		}
 	}
 	return out

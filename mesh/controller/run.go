@@ -36,6 +36,10 @@ type RunOptions struct {
 	// Apply tunes what the CONTROL loop mints and composes (rollout.Apply's
 	// options); its Logger defaults to Logger.
 	Apply rollout.Options
+	// LiveEvery is how often a mesh on AMQP has its users and grants made
+	// live again and the compatibility broker is observed; default
+	// rollout.LiveEvery.
+	LiveEvery time.Duration
 }
 
 func (o RunOptions) withDefaults() RunOptions {
@@ -44,6 +48,9 @@ func (o RunOptions) withDefaults() RunOptions {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.LiveEvery == 0 {
+		o.LiveEvery = rollout.LiveEvery
 	}
 	if o.Apply.Logger == nil {
 		o.Apply.Logger = o.Logger
@@ -229,7 +236,7 @@ func serve(ctx context.Context, m *meshdesc.Mesh, st store.Store, key ed25519.Pr
 }
 
 // keepLive makes the store's users and grants live on the broker of a
-// mesh on AMQP every rollout.LiveEvery (rollout.LiveAMQP): a composition
+// mesh on AMQP every o.LiveEvery (rollout.LiveAMQP): a composition
 // the broker did not take (its management API away for a moment) is made
 // live once it answers, and a user changed on the broker by hand is put
 // back; and the configuration of a server adopted beside it is the
@@ -257,7 +264,7 @@ func keepLive(ctx context.Context, m *meshdesc.Mesh, st store.Store, o RunOption
 	go func() {
 		defer close(done)
 		tendBeside()
-		t := time.NewTicker(rollout.LiveEvery)
+		t := time.NewTicker(o.LiveEvery)
 		defer t.Stop()
 		for {
 			select {
