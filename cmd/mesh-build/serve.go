@@ -11,11 +11,16 @@ import (
 	"github.com/meshbus/mesh/mesh/build"
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/buses"
+	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// dialTimeout bounds the first connection to the bus.
-const dialTimeout = 30 * time.Second
+// dialTimeout bounds the first connection to the bus, dialAttempt each
+// attempt at it.
+const (
+	dialTimeout = 30 * time.Second
+	dialAttempt = 10 * time.Second
+)
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, parse := flags("serve")
@@ -53,8 +58,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	// The bus by the credential's scheme; the builder outlives a restart
-	// of it, and what it reports after the fact is logged.
-	bus, err := buses.DialBuilder(dctx, cred, link.WithName("mesh-build "+*name), link.WithConnectionLog(log))
+	// of it, and what it reports after the fact is logged. The first
+	// connection is tried again until dialTimeout (buses.DialAgain).
+	var bus plane.Builder
+	err = link.Retry(dctx, log, "connect", dialAttempt, func(ctx context.Context) (bool, error) {
+		var err error
+		bus, err = buses.DialBuilder(ctx, cred, link.WithName("mesh-build "+*name), link.WithConnectionLog(log))
+		return buses.DialAgain(err), err
+	})
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {

@@ -26,10 +26,6 @@ const (
 	// DefaultTokenRefusedFor is Options.TokenRefusedFor's default: far
 	// above the second a composition takes to reach the server.
 	DefaultTokenRefusedFor = time.Minute
-	// retryMin and retryMax bound the wait between attempts to enrol or
-	// connect while the bus or the controller is not there yet.
-	retryMin = 200 * time.Millisecond
-	retryMax = 5 * time.Second
 )
 
 // installFirst bounds the first attempt to fetch a declaration's
@@ -468,7 +464,7 @@ func enrolOnce(ctx context.Context, o Options) (wire.Credential, error) {
 	// controller held the request for as long as its store was away. A
 	// login refused is asked again for TokenRefusedFor, no longer.
 	var refusedSince time.Time
-	err = retrying(ctx, o.Logger, "enrol", 0, func(ctx context.Context) (bool, error) {
+	err = link.Retry(ctx, o.Logger, "enrol", 0, func(ctx context.Context) (bool, error) {
 		cred, err = Enrol(ctx, token, key, o.Dial...)
 		if !errors.Is(err, plane.ErrLoginRefused) {
 			refusedSince = time.Time{}
@@ -495,35 +491,10 @@ func enrolOnce(ctx context.Context, o Options) (wire.Credential, error) {
 func dialRetrying(ctx context.Context, cred wire.Credential, o Options) (plane.Host, error) {
 	opts := append([]link.Option{link.WithConnectionLog(o.Logger)}, o.Dial...)
 	var bus plane.Host
-	err := retrying(ctx, o.Logger, "connect", 30*time.Second, func(ctx context.Context) (bool, error) {
+	err := link.Retry(ctx, o.Logger, "connect", 30*time.Second, func(ctx context.Context) (bool, error) {
 		var err error
 		bus, err = buses.DialHost(ctx, cred, opts...)
-		return err != nil && !errors.Is(err, link.ErrFingerprint) && !errors.Is(err, plane.ErrUnsupported), err
+		return buses.DialAgain(err), err
 	})
 	return bus, err
-}
-
-// retrying runs try until it succeeds, says not to go on, or ctx ends,
-// waiting longer between attempts each time up to retryMax; an attempt
-// has at most bound (none when zero).
-func retrying(ctx context.Context, log *slog.Logger, what string, bound time.Duration, try func(ctx context.Context) (again bool, err error)) error {
-	wait := retryMin
-	for {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if bound > 0 {
-			actx, cancel = context.WithTimeout(ctx, bound)
-		}
-		again, err := try(actx)
-		cancel()
-		if err == nil || !again {
-			return err
-		}
-		log.Warn(what+" failed; retrying", "in", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last: %w)", what, context.Cause(ctx), err)
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, retryMax)
-	}
 }

@@ -201,10 +201,21 @@ func loadCredential(path string) (wire.Credential, error) {
 }
 
 // dial connects as the repository, on the bus its credential's scheme
-// names (package buses); what the bus reports after the fact (a
+// names (package buses), trying again until timeout while the server
+// refuses it for a moment; what the bus reports after the fact (a
 // permissions violation) is logged.
 func dial(ctx context.Context, cred wire.Credential, timeout time.Duration, log *slog.Logger) (plane.Source, error) {
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return buses.DialSource(dctx, cred, link.WithName(wire.SourceUser(cred.Name)), link.WithConnectionLog(log))
+	var src plane.Source
+	err := link.Retry(dctx, log, "connect", min(timeout, dialAttempt), func(ctx context.Context) (bool, error) {
+		var err error
+		src, err = buses.DialSource(ctx, cred, link.WithName(wire.SourceUser(cred.Name)), link.WithConnectionLog(log))
+		return buses.DialAgain(err), err
+	})
+	return src, err
 }
+
+// dialAttempt bounds each attempt at the first connection (buses.DialAgain
+// says which are tried again, until the dial's timeout).
+const dialAttempt = 10 * time.Second

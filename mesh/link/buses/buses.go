@@ -47,3 +47,13 @@ func Of(c wire.Credential) (Bus, error) {
 func isFingerprint(err error) bool { return errors.Is(err, link.ErrFingerprint) }
 
 func isUnsupported(err error) bool { return errors.Is(err, plane.ErrUnsupported) }
+
+// DialAgain reports whether a first connection that failed with err may
+// succeed if tried again: anything but a server presenting another
+// certificate, or a bus that cannot carry the principal. A refused login
+// is tried again: the server refuses one for a moment while it reloads
+// its configuration (an enrolment elsewhere in the mesh), and a user
+// just composed may not be loaded yet.
+func DialAgain(err error) bool {
+	return err != nil && !errors.Is(err, link.ErrFingerprint) && !errors.Is(err, plane.ErrUnsupported)
+}

@@ -3,8 +3,10 @@ package buses
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/plane"
 	"github.com/meshbus/mesh/mesh/wire"
 )
@@ -33,5 +35,19 @@ func TestTheControllersCredentialsMustNameOneBus(t *testing.T) {
 	amqp := wire.Credential{URL: wire.AMQPBusURL("controller.mesh", "pw", "rabbitmq:5671"), Principal: wire.PrincipalController}
 	if _, err := DialController(context.Background(), nats, amqp, ControllerOptions{}); !errors.Is(err, plane.ErrUnsupported) {
 		t.Fatalf("expected credentials on two buses refused, got %v", err)
+	}
+}
+
+func TestAFirstDialIsTriedAgainUnlessTheServerOrTheBusIsWrong(t *testing.T) {
+	for err, again := range map[error]bool{
+		fmt.Errorf("connect: %w", plane.ErrLoginRefused):         true,
+		errors.New("dial bus at nats:4222: connection refused"):  true,
+		fmt.Errorf("dial: %w", link.ErrFingerprint):              false,
+		fmt.Errorf("the builder on x: %w", plane.ErrUnsupported): false,
+		nil: false,
+	} {
+		if got := DialAgain(err); got != again {
+			t.Errorf("DialAgain(%v): expected %v, got %v", err, again, got)
+		}
 	}
 }
