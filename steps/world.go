@@ -83,8 +83,48 @@ func New(opts Options) *World {
 	return &World{opts: opts, idle: map[string][]*raised{}, leased: map[*raised]bool{}, noted: make(chan struct{})}
 }
 
-// InitSuite binds the suite hooks.
-func (w *World) InitSuite(*godog.TestSuiteContext) {}
+// InitSuite binds the suite hooks: at a bed's end the clusters no
+// scenario holds are torn down (kept with Keep), since no later bed raises
+// the same description and topology, and an idle cluster still takes
+// memory and, with hosts running modules, the cores the next bed needs.
+func (w *World) InitSuite(sc *godog.TestSuiteContext) {
+	sc.AfterSuite(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+		defer cancel()
+		if err := w.closeIdle(ctx); err != nil {
+			fmt.Fprintf(w.opts.Out, "tear down the bed's clusters: %v\n", err)
+		}
+	})
+}
+
+// closeIdle tears down, all at once, the clusters no scenario holds; with
+// Keep it keeps them aside for Close to describe.
+func (w *World) closeIdle(ctx context.Context) error {
+	w.mu.Lock()
+	var idle []*raised
+	for _, free := range w.idle {
+		idle = append(idle, free...)
+	}
+	w.idle = map[string][]*raised{}
+	if w.opts.Keep {
+		w.retired = append(w.retired, idle...)
+		idle = nil
+	}
+	w.mu.Unlock()
+	return closeAll(ctx, idle)
+}
+
+// closeAll tears down clusters at once: each takes seconds, mostly
+// waiting on the engine.
+func closeAll(ctx context.Context, all []*raised) error {
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, r := range all {
+		wg.Go(func() { errs[i] = r.close(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 // InitScenario binds every step definition and the scenario hooks.
 func (w *World) InitScenario(sc *godog.ScenarioContext) {
@@ -214,13 +254,13 @@ func (w *World) Close(ctx context.Context) error {
 	w.mu.Unlock()
 
 	var errs *multierror.Error
-	for _, r := range all {
-		if w.opts.Keep {
+	if w.opts.Keep {
+		for _, r := range all {
 			errs = multierror.Append(errs, r.session.Keep())
 			fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s (raised from %s; later runs leave it alone):\n%s\n", r.session.ID(), r.meshFile, r.describe())
-			continue
 		}
-		errs = multierror.Append(errs, r.close(ctx))
+	} else {
+		errs = multierror.Append(errs, closeAll(ctx, all))
 	}
 	for _, e := range kept {
 		fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s of the failed scenario %s (--fail-fast; raised from %s; later runs leave it alone):\n%s\n",

@@ -217,3 +217,23 @@ func TestModulesAsTheirOwn(t *testing.T) {
 		t.Errorf("a module not running: %v", err)
 	}
 }
+
+// TestABedsIdleClustersGoAtItsEnd: the clusters no scenario holds are torn
+// down when a bed ends, or kept aside with Keep; a held one stays.
+func TestABedsIdleClustersGoAtItsEnd(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		w := New(Options{Keep: keep})
+		idle, is := fakeRaised("aaa", "m.yaml")
+		held, hs := fakeRaised("bbb", "m.yaml")
+		w.idle["m.yaml"], w.leased[held] = []*raised{idle}, true
+		if err := w.closeIdle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if keep && (is.closed != 0 || len(w.retired) != 1) || !keep && is.closed != 1 {
+			t.Errorf("keep %v: expected the idle cluster closed unless kept, got closed %d, retired %d", keep, is.closed, len(w.retired))
+		}
+		if hs.closed != 0 || !w.leased[held] || len(w.idle["m.yaml"]) != 0 {
+			t.Errorf("keep %v: expected the held cluster left alone and nothing idle", keep)
+		}
+	}
+}
