@@ -928,3 +928,35 @@ func TestTheTimingsSayWhereEachBedsTimeWent(t *testing.T) {
 		t.Errorf("expected the summary to give the time raising, got:\n%s", out.String())
 	}
 }
+
+// TestAParallelRunReportsWhatASerialRunDoes: junit.xml and cucumber.json of a bed run four
+// scenarios at once are those of a run one at a time, but for times.
+func TestAParallelRunReportsWhatASerialRunDoes(t *testing.T) {
+	times := regexp.MustCompile(`(time|timestamp)="[^"]*"|"duration": \d+`)
+	dir := features(t, map[string]string{"toy.feature": toy})
+	reports := func(parallel int) map[string]string {
+		report := t.TempDir()
+		f := &fakeSteps{release: make(chan struct{})}
+		defer close(f.release)
+		_, err := Run(context.Background(), Options{Beds: []Bed{toyBed("toy", 1)}, FeaturesDir: dir, Parallel: parallel,
+			ReportDir: report, Scenario: f.scenario})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, name := range []string{JUnitFile, CucumberFile} {
+			b, err := os.ReadFile(filepath.Join(report, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = times.ReplaceAllString(string(b), "")
+		}
+		return out
+	}
+	serial, parallel := reports(1), reports(4)
+	for name, want := range serial {
+		if parallel[name] != want {
+			t.Errorf("%s of the parallel run differs from the serial run's:\n--- serial\n%s\n--- parallel\n%s", name, want, parallel[name])
+		}
+	}
+}
