@@ -14,34 +14,46 @@ import (
 // never through the middle of the runner's own, e.g. a running step's line on a terminal.
 // Pass it as Options.Out and to the steps.
 type Console struct {
-	p       *printer
-	mu      sync.Mutex
-	partial []byte
+	p     *printer
+	lines lines
 }
 
 // NewConsole returns a Console writing to w; color is as Options.Color.
 func NewConsole(w io.Writer, color bool) *Console {
-	return &Console{p: &printer{out: w, color: color}}
-}
-
-// Write prints each complete line of b as narration; a line's end may come in a later Write.
-func (c *Console) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.partial = append(c.partial, b...)
-	for {
-		i := bytes.IndexByte(c.partial, '\n')
-		if i < 0 {
-			break
-		}
-		if line := strings.TrimRight(string(c.partial[:i]), "\r"); line == "" {
+	c := &Console{p: &printer{out: w, color: color}}
+	c.lines.each = func(line string) {
+		if line == "" {
 			c.p.println("")
 		} else {
 			c.p.note(line)
 		}
-		c.partial = c.partial[i+1:]
 	}
-	return len(b), nil
+	return c
+}
+
+// Write prints each complete line of b as narration; a line's end may come in a later Write.
+func (c *Console) Write(b []byte) (int, error) { return c.lines.Write(b) }
+
+// lines is a writer that hands each complete line written to it, without its line end, to
+// each; a line's end may come in a later Write.
+type lines struct {
+	each    func(line string)
+	mu      sync.Mutex
+	partial []byte
+}
+
+func (w *lines) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, b...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.each(strings.TrimRight(string(w.partial[:i]), "\r"))
+		w.partial = w.partial[i+1:]
+	}
 }
 
 // printer writes the live progress: one line per scenario, step, measurement and narration,

@@ -1,13 +1,11 @@
 package beds
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -79,31 +77,11 @@ func Narration(ctx context.Context) io.Writer {
 	if s == nil {
 		return nil
 	}
-	return &narration{t: s.t, l: s.l}
-}
-
-// narration is Narration's writer.
-type narration struct {
-	t       *tracker
-	l       *live
-	mu      sync.Mutex
-	partial []byte
-}
-
-func (n *narration) Write(b []byte) (int, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.partial = append(n.partial, b...)
-	for {
-		i := bytes.IndexByte(n.partial, '\n')
-		if i < 0 {
-			return len(b), nil
+	return &lines{each: func(line string) {
+		if line != "" {
+			s.t.logf(s.l, line)
 		}
-		if line := strings.TrimRight(string(n.partial[:i]), "\r"); line != "" {
-			n.t.logf(n.l, line)
-		}
-		n.partial = n.partial[i+1:]
-	}
+	}}
 }
 
 // ArtifactDir is where the scenario in progress may save evidence (container logs, the
