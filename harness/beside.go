@@ -157,7 +157,14 @@ const cutoverTimeout = 5 * time.Minute
 
 // Cutover runs mesh-controller cutover with args, beside the running
 // controller that drives it (docs/decisions/0013-cutover.md): what it
-// printed, and its exit status.
+// printed, and its exit status. Always in a container of its own, never
+// in the controller's: a step may stop or kill the controller while the
+// cutover is followed, and the command must outlive it, as an operator's
+// would.
 func (c *Cluster) Cutover(ctx context.Context, args ...string) (string, int, error) {
-	return c.runControllerFor(ctx, "controller-cutover", append(controllerctr.Args("cutover", filepath.Base(controllerctr.MeshFile)), args...), cutoverTimeout)
+	got, err := c.runControllerOneShot(ctx, "controller-cutover", append(controllerctr.Args("cutover", filepath.Base(controllerctr.MeshFile)), args...), cutoverTimeout)
+	if err != nil {
+		return "", -1, err
+	}
+	return got.output, got.exit, nil
 }

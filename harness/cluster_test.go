@@ -90,12 +90,33 @@ func TestRaiseGenesis(t *testing.T) {
 	if _, err := c.Handle(RoleController); err != nil {
 		t.Fatal(err)
 	}
+	// The apply ran in the running controller's container, as a docker
+	// exec: no container of its own. With the controller stopped, the next
+	// one runs in a one-shot container, on the same binds and store.
+	if hasRole(s, "controller-apply") {
+		t.Errorf("expected apply run in the controller's container, got a container of its own")
+	}
+	if _, err := c.Inject(ctx, MemberController, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(ctx, "same.yaml"); err != nil {
+		t.Fatalf("expected apply to succeed with the controller stopped: %v", err)
+	}
+	if !hasRole(s, "controller-apply-2") {
+		t.Errorf("expected apply run in a container of its own with the controller stopped")
+	}
+	if err := c.UndoAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatalf("expected status from the controller's container again: %v", err)
+	}
 
 	logDir := t.TempDir()
 	if err := c.SaveLogs(ctx, logDir); err != nil {
 		t.Fatal(err)
 	}
-	for _, role := range []string{"genesis", RoleNATS, RoleController, "controller-apply", "probe"} {
+	for _, role := range []string{"genesis", RoleNATS, RoleController, "controller-apply", "controller-apply-2", "status", "probe"} {
 		if _, err := os.Stat(filepath.Join(logDir, role+".log")); err != nil {
 			t.Errorf("expected %s.log among the saved logs: %v", role, err)
 		}
@@ -112,6 +133,16 @@ func TestRaiseGenesis(t *testing.T) {
 	if _, err := os.Stat(s.WorkDir()); !os.IsNotExist(err) {
 		t.Fatalf("expected the temporary work dir removed, got %v", err)
 	}
+}
+
+// hasRole says whether the session has created a container playing role.
+func hasRole(s *Session, role string) bool {
+	for _, h := range s.tracked() {
+		if h.Role() == role {
+			return true
+		}
+	}
+	return false
 }
 
 // dumpLogs puts saved container logs into the test's output.

@@ -44,18 +44,61 @@ func (c *Handle) Unpause(ctx context.Context) error {
 // Exec runs cmd in the container and returns its exit status and what it
 // printed (stdout then stderr).
 func (c *Handle) Exec(ctx context.Context, cmd ...string) (int, string, error) {
+	r, err := c.exec(ctx, cmd)
+	if err != nil {
+		return 0, "", err
+	}
+	return r.exit, r.stdout + r.stderr, nil
+}
+
+// ran is what a command printed and how it ended.
+type ran struct {
+	stdout, stderr string
+	// output is stdout and stderr as the reader sees them: interleaved
+	// as written from a container's logs, stdout then stderr from an
+	// exec.
+	output string
+	exit   int
+}
+
+// execFor is exec bounded by timeout. A command still running at the
+// timeout is left running: the engine has no way to stop an exec's
+// process short of stopping its container.
+func (c *Handle) execFor(ctx context.Context, timeout time.Duration, cmd []string) (ran, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r, err := c.exec(ctx, cmd)
+	if err != nil && ctx.Err() != nil {
+		return ran{}, fmt.Errorf("run %s in %s: still running after %s", cmd[0], c.role, timeout)
+	}
+	return r, err
+}
+
+func (c *Handle) exec(ctx context.Context, cmd []string) (ran, error) {
 	ex, err := c.docker.ExecCreate(ctx, c.id, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
-		return 0, "", infra("exec in "+c.role, err)
+		return ran{}, infra("exec in "+c.role, err)
 	}
 	att, err := c.docker.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return 0, "", infra("exec in "+c.role, err)
+		return ran{}, infra("exec in "+c.role, err)
 	}
 	defer att.Close()
 	var out, errOut bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &errOut, att.Reader); err != nil {
-		return 0, "", infra("read exec output of "+c.role, err)
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(&out, &errOut, att.Reader)
+		copied <- err
+	}()
+	select {
+	case err := <-copied:
+		if err != nil {
+			return ran{}, infra("read exec output of "+c.role, err)
+		}
+	case <-ctx.Done():
+		att.Close()
+		<-copied
+		return ran{}, fmt.Errorf("exec in %s: %w", c.role, ctx.Err())
 	}
 	// The output ends when the process does; its status follows shortly.
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -63,14 +106,14 @@ func (c *Handle) Exec(ctx context.Context, cmd ...string) (int, string, error) {
 	for {
 		res, err := c.docker.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 		if err != nil {
-			return 0, "", infra("inspect exec in "+c.role, err)
+			return ran{}, infra("inspect exec in "+c.role, err)
 		}
 		if !res.Running {
-			return res.ExitCode, out.String() + errOut.String(), nil
+			return ran{stdout: out.String(), stderr: errOut.String(), output: out.String() + errOut.String(), exit: res.ExitCode}, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, "", fmt.Errorf("exec in %s: %w", c.role, ctx.Err())
+			return ran{}, fmt.Errorf("exec in %s: %w", c.role, ctx.Err())
 		case <-tick.C:
 		}
 	}

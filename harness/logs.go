@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-multierror"
@@ -35,7 +37,7 @@ func (c *Handle) stdout(ctx context.Context) (string, error) {
 	return out.String(), nil
 }
 
-func (c *Handle) copyLogs(ctx context.Context, stdout, stderr *bytes.Buffer) error {
+func (c *Handle) copyLogs(ctx context.Context, stdout, stderr io.Writer) error {
 	rc, err := c.docker.ContainerLogs(ctx, c.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return infra("read logs of "+c.role, err)
@@ -50,25 +52,44 @@ func (c *Handle) copyLogs(ctx context.Context, stdout, stderr *bytes.Buffer) err
 
 // SaveLogs writes the output of every container the session has run —
 // the long-running ones and the finished one-shots, which are kept until
-// Close for this — to dir/<role>.log. It attempts every container and
-// returns every failure.
+// Close for this — and of every command run in a running container
+// (keepOutput) to dir/<role>.log. It attempts every one and returns every
+// failure.
 func (s *Session) SaveLogs(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("save logs: %w", err)
 	}
 	var result *multierror.Error
+	save := func(role, logs string) {
+		path := filepath.Join(dir, role+".log")
+		if err := os.WriteFile(path, []byte(logs), 0o644); err != nil {
+			result = multierror.Append(result, fmt.Errorf("save logs of %s: %w", role, err))
+		}
+	}
 	for _, c := range s.tracked() {
 		logs, err := c.Logs(ctx)
 		if err != nil {
 			result = multierror.Append(result, err)
 			continue
 		}
-		path := filepath.Join(dir, c.role+".log")
-		if err := os.WriteFile(path, []byte(logs), 0o644); err != nil {
-			result = multierror.Append(result, fmt.Errorf("save logs of %s: %w", c.role, err))
-		}
+		save(c.role, logs)
+	}
+	s.mu.Lock()
+	execs := slices.Clone(s.execs)
+	s.mu.Unlock()
+	for _, e := range execs {
+		save(e.role, e.output)
 	}
 	return result.ErrorOrNil()
+}
+
+// keepOutput keeps what a command run in a running container printed,
+// under role, for SaveLogs: the evidence a one-shot container's logs
+// would have been.
+func (s *Session) keepOutput(role, output string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.execs = append(s.execs, execOutput{role: role, output: output})
 }
 
 // tracked is a snapshot of the containers the session has created.

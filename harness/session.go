@@ -76,6 +76,15 @@ type Session struct {
 	closed     bool
 	containers []*Handle
 	roles      map[string]int
+	// execs are the outputs of the commands run in running containers
+	// (docker exec), by the role a one-shot container running the same
+	// command would have had, for SaveLogs.
+	execs []execOutput
+}
+
+// execOutput is what a command run in a running container printed.
+type execOutput struct {
+	role, output string
 }
 
 // NewSession starts a run: it connects to Docker, removes what dead runs

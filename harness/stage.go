@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,57 +103,96 @@ func (c *Cluster) Status(ctx context.Context) ([]byte, error) {
 	return out, nil
 }
 
+// runController runs a controller command (runControllerCmd) and returns
+// its output and exit status.
 func (c *Cluster) runController(ctx context.Context, base string, args []string) (string, int, error) {
-	return c.runControllerFor(ctx, base, args, c.readyTimeout)
-}
-
-// runControllerFor is runController for a command that may run longer
-// than a start: it is waited for until timeout.
-func (c *Cluster) runControllerFor(ctx context.Context, base string, args []string, timeout time.Duration) (string, int, error) {
-	h, exit, err := c.runControllerOnceFor(ctx, base, args, timeout)
+	got, err := c.runControllerCmd(ctx, base, args, c.readyTimeout)
 	if err != nil {
 		return "", -1, err
 	}
-	out, err := h.Logs(ctx)
+	return got.output, got.exit, nil
+}
+
+// controllerStdout runs a controller command and returns what it printed
+// on its standard output (its logs are on standard error), or an error
+// quoting its output when it did not exit 0.
+func (c *Cluster) controllerStdout(ctx context.Context, base string, args []string) ([]byte, error) {
+	got, err := c.runControllerCmd(ctx, base, args, c.readyTimeout)
 	if err != nil {
-		return "", -1, err
+		return nil, err
 	}
-	return out, exit, nil
+	if got.exit != 0 {
+		return nil, fmt.Errorf("mesh-controller %s exited %d:\n%s", strings.Join(args[:min(2, len(args))], " "), got.exit, tail(got.output, tailLines))
+	}
+	return []byte(got.stdout), nil
 }
 
-// runControllerOnce runs a controller one-shot with args, given the
-// cluster's store when it has one (controllerctr.StoreArgs), and returns
-// its container and exit status.
-func (c *Cluster) runControllerOnce(ctx context.Context, base string, args []string) (*Handle, int, error) {
-	return c.runControllerOnceFor(ctx, base, args, c.readyTimeout)
+// runControllerCmd runs mesh-controller with args, given the cluster's
+// store when it has one (controllerctr.StoreArgs), and waits for it until
+// timeout. It runs in the controller's container when that is up and no
+// fault is applied to it, as an operator's docker exec would: an exec
+// costs the engine a fifth of the CPU of a container of its own and a
+// sixth of the time (0.09 against 0.47 core-seconds, 83 against 490 ms,
+// measured on a 2-core machine), and the beds poll the controller's
+// status hundreds of times. Otherwise, before the controller is raised
+// (genesis) or while it is stopped, killed or paused, it runs in a
+// one-shot container of its own, on the same image, binds and network.
+// A command cut short because the controller went away under it is run
+// again in a one-shot.
+func (c *Cluster) runControllerCmd(ctx context.Context, base string, args []string, timeout time.Duration) (ran, error) {
+	if h, started := c.controllerForExec(ctx); h != nil {
+		cmd := append([]string{controllerctr.Binary}, controllerctr.StoreArgs(args, c.storeURL)...)
+		got, err := h.execFor(ctx, timeout, cmd)
+		if err == nil && got.exit == 0 {
+			c.s.keepOutput(c.s.roleName(base), got.output)
+			return got, nil
+		}
+		if st, inspectErr := h.Inspect(ctx); inspectErr == nil && st.Running && st.StartedAt.Equal(started) {
+			// The controller stayed up: the command's own answer.
+			if err != nil {
+				return ran{}, err
+			}
+			c.s.keepOutput(c.s.roleName(base), got.output)
+			return got, nil
+		}
+	}
+	return c.runControllerOneShot(ctx, base, args, timeout)
 }
 
-func (c *Cluster) runControllerOnceFor(ctx context.Context, base string, args []string, timeout time.Duration) (*Handle, int, error) {
+// runControllerOneShot runs mesh-controller with args in a one-shot
+// container of its own, as runControllerCmd does when it cannot exec.
+func (c *Cluster) runControllerOneShot(ctx context.Context, base string, args []string, timeout time.Duration) (ran, error) {
 	opts := append(c.controllerBinds(),
 		testcontainers.WithCmd(args...),
 		controllerctr.WithStore(c.storeURL),
 		network.WithNetworkName(nil, c.networks[Private]),
 	)
-	return c.s.runOnce(ctx, base, c.images.controller, timeout, opts...)
+	h, exit, err := c.s.runOnce(ctx, base, c.images.controller, timeout, opts...)
+	if err != nil {
+		return ran{}, err
+	}
+	var stdout, stderr, both bytes.Buffer
+	if err := h.copyLogs(ctx, io.MultiWriter(&stdout, &both), io.MultiWriter(&stderr, &both)); err != nil {
+		return ran{}, err
+	}
+	return ran{stdout: stdout.String(), stderr: stderr.String(), output: both.String(), exit: exit}, nil
 }
 
-// controllerStdout runs a controller one-shot and returns what it printed
-// on its standard output (its logs are on standard error), or an error
-// quoting its output when it did not exit 0.
-func (c *Cluster) controllerStdout(ctx context.Context, base string, args []string) ([]byte, error) {
-	h, exit, err := c.runControllerOnce(ctx, base, args)
-	if err != nil {
-		return nil, err
+// controllerForExec is the controller's container and when it started,
+// when it is running and no fault is applied to it; nil otherwise.
+func (c *Cluster) controllerForExec(ctx context.Context) (*Handle, time.Time) {
+	c.mu.Lock()
+	h := c.roles[RoleController]
+	_, faulted := c.faults[MemberController]
+	c.mu.Unlock()
+	if h == nil || faulted {
+		return nil, time.Time{}
 	}
-	if exit != 0 {
-		logs, _ := h.Logs(ctx)
-		return nil, fmt.Errorf("mesh-controller %s exited %d:\n%s", strings.Join(args[:min(2, len(args))], " "), exit, tail(logs, tailLines))
+	st, err := h.Inspect(ctx)
+	if err != nil || !st.Running || st.Status == "paused" {
+		return nil, time.Time{}
 	}
-	out, err := h.stdout(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return []byte(out), nil
+	return h, st.StartedAt
 }
 
 // isWord reports whether s is a lower-case word fit to name a container's

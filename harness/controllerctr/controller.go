@@ -27,6 +27,10 @@ const (
 	MeshFile = MeshDir + "/mesh.yaml"
 )
 
+// Binary is mesh-controller in the image: its entrypoint, and what a
+// command run in a running controller's container (docker exec) starts.
+const Binary = "/mesh-controller"
+
 // ReadyLog is what `mesh-controller run` logs once the streams and
 // consumers are asserted. The image has no shell, so readiness is read
 // from the logs.

@@ -112,6 +112,9 @@ type DebianSpec struct {
 	// are (Builder.Root must be set) and installed root-owned, mode 0755,
 	// as /usr/local/bin/<Name>. Their Go inputs are part of the image's.
 	Binaries []Binary `json:",omitempty"`
+	// Prune keeps in a directory only the entries the image uses, before
+	// Remove.
+	Prune []Prune `json:",omitempty"`
 	// Remove are absolute paths removed last: documentation the image
 	// does not need, secrets a package's postinst made at build time.
 	Remove []string
@@ -124,6 +127,28 @@ type DebianSpec struct {
 	Cmd        []string
 	// Expose are ports like 5672/tcp.
 	Expose []string
+	// Volumes are directories each container of the image keeps on a
+	// volume of its own (Dockerfile VOLUME), off the container's layer:
+	// where a server writes much (a database's files), since the layer
+	// may be a FUSE filesystem that costs every write a round trip
+	// through a process of its own. A new volume starts with what the
+	// image has there, owner included; it lives as long as its
+	// container, through stops and starts.
+	Volumes []string `json:",omitempty"`
+}
+
+// Prune keeps, in each directory Dir names, only the entries Keep names,
+// each as it is or followed by "-" and a version ("rabbit" keeps
+// rabbit-3.10.8): what a package installs that the image does not use and
+// that costs it at run time (RabbitMQ looks for every module it loads in
+// every plugin's code directory, and its boot takes twice as long with
+// all of them). Dir may hold "*" where a package puts a version; the
+// build fails when it matches no directory, or when one it matches lacks
+// an entry Keep names, so a package that moved its files cannot leave an
+// image that boots without what it needs.
+type Prune struct {
+	Dir  string
+	Keep []string
 }
 
 // check refuses a spec that could not make a usable image, or whose
@@ -152,6 +177,16 @@ func (s DebianSpec) check() error {
 			return bad("binary name", b.Name)
 		}
 	}
+	for _, p := range s.Prune {
+		if !absClean(strings.ReplaceAll(p.Dir, "*", "x")) || p.Dir == "/" || len(p.Keep) == 0 {
+			return bad("directory to prune", p.Dir)
+		}
+		for _, k := range p.Keep {
+			if !plainName(k) {
+				return bad("entry to keep", k)
+			}
+		}
+	}
 	for _, r := range s.Remove {
 		if !absClean(r) || r == "/" {
 			return bad("path to remove", r)
@@ -165,6 +200,11 @@ func (s DebianSpec) check() error {
 	}
 	if strings.ContainsAny(s.User, " \t\n") {
 		return bad("user", s.User)
+	}
+	for _, v := range s.Volumes {
+		if !absClean(v) || v == "/" {
+			return bad("volume", v)
+		}
 	}
 	for _, p := range s.Expose {
 		if p == "" || strings.ContainsAny(p, " \t\n") {
@@ -181,6 +221,20 @@ func (s DebianSpec) check() error {
 // and mmdebstrap's special hooks (split on blanks) hold without surprises.
 func absClean(p string) bool {
 	return path.IsAbs(p) && path.Clean(p) == p && !strings.ContainsAny(p, " \t\n'\"\\$`*?[")
+}
+
+// plainName says whether s is a name of lower-case letters, digits and
+// underscores, which a shell pattern holds as it is.
+func plainName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // binaryPath is where a DebianSpec's binary is installed.
@@ -218,6 +272,9 @@ func (s DebianSpec) changes(labels map[string]string) ([]string, error) {
 	}
 	for _, p := range s.Expose {
 		out = append(out, "EXPOSE "+p)
+	}
+	for _, v := range s.Volumes {
+		out = append(out, "VOLUME "+v)
 	}
 	exec, err := execForm(s.Entrypoint, s.Cmd)
 	if err != nil {

@@ -215,6 +215,9 @@ func mmdebstrapArgs(s DebianSpec, dir, cache, target string) []string {
 			"--customize-hook=upload "+filepath.Join(dir, "bin"+strconv.Itoa(i))+" "+p,
 			`--customize-hook=chmod 0755 "$1"`+shellQuote(p))
 	}
+	for _, p := range s.Prune {
+		args = append(args, "--customize-hook="+pruneHook(p))
+	}
 	if len(s.Remove) > 0 {
 		rm := "rm -rf"
 		for _, r := range s.Remove {
@@ -224,6 +227,33 @@ func mmdebstrapArgs(s DebianSpec, dir, cache, target string) []string {
 	}
 	args = append(args, s.Debian.withDefaults().Suite, target)
 	return append(args, s.Debian.Sources()...)
+}
+
+// pruneHook is the shell of a customize hook applying p in the root
+// filesystem "$1": p.Dir's "*" is left to the shell to expand, the rest
+// quoted.
+func pruneHook(p Prune) string {
+	var keep, check []string
+	for _, k := range p.Keep {
+		keep = append(keep, k, k+"-[0-9]*")
+		check = append(check, k)
+	}
+	dir := `"$1"` + strings.Join(quoteAround(p.Dir, "*"), "*")
+	return "set -e; n=0; for d in " + dir + "; do [ -d \"$d\" ] || continue; n=$((n+1)); " +
+		"for e in \"$d\"/*; do case \"${e##*/}\" in " + strings.Join(keep, "|") + `) ;; *) rm -rf "$e";; esac; done; ` +
+		"for k in " + strings.Join(check, " ") + `; do f=; for x in "$d/$k" "$d/$k"-[0-9]*; do [ -e "$x" ] && f=1; done; [ -n "$f" ] || { echo "prune: no $k in $d" >&2; exit 1; }; done; done; ` +
+		`[ $n -gt 0 ] || { echo "prune: no directory ` + p.Dir + `" >&2; exit 1; }`
+}
+
+// quoteAround splits s at sep and shell-quotes each part.
+func quoteAround(s, sep string) []string {
+	parts := strings.Split(s, sep)
+	for i, p := range parts {
+		if p != "" {
+			parts[i] = shellQuote(p)
+		}
+	}
+	return parts
 }
 
 // debianCache is the directory keeping the packages of the image name

