@@ -378,8 +378,8 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	}
 	// The mesh's definitions go in beside the boot ones (the broker's
 	// administrator); RabbitMQ merges them.
-	if out, err := ctr.Ctl(ctx, "import_definitions", amqpDefinitions); err != nil {
-		return nil, fmt.Errorf("import the mesh's AMQP definitions: %w\n%s", err, out)
+	if err := ctr.ImportDefinitions(ctx, doc, amqpDefinitions); err != nil {
+		return nil, fmt.Errorf("import the mesh's AMQP definitions: %w", err)
 	}
 	clock.done("definitions")
 	c.s.narrate("%s", clock.summary())

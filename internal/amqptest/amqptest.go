@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -60,11 +61,12 @@ type Broker struct {
 	Definitions amqpdefs.Definitions
 
 	addr string
+	// doc is the definitions imported (withAdmin).
+	doc []byte
 }
 
 type settings struct {
 	maxDeliver int
-	management bool
 	// Host ports on the loopback; 0: any.
 	tlsPort, managementPort int
 }
@@ -76,16 +78,10 @@ type Option func(*settings)
 // dead-lettered (amqpdefs.Inputs.MaxDeliver).
 func WithMaxDeliver(n int) Option { return func(s *settings) { s.maxDeliver = n } }
 
-// WithManagement publishes the management API on the host's loopback
-// (ManagementURL); without it the API is reached on the container's
-// network alone, as in a bed.
-func WithManagement() Option { return func(s *settings) { s.management = true } }
-
-// WithManagementAt is WithManagement on host port p of the loopback, the
-// port a description names before the broker runs.
-func WithManagementAt(p int) Option {
-	return func(s *settings) { s.management, s.managementPort = true, p }
-}
+// WithManagementAt publishes the management API on host port p of the
+// loopback, the port a description names before the broker runs; without
+// it, on a port Docker chooses (ManagementURL).
+func WithManagementAt(p int) Option { return func(s *settings) { s.managementPort = p } }
 
 // Start runs the broker for m and waits until it serves; it is removed
 // when the test ends. It skips the test where there is no Docker engine.
@@ -111,8 +107,12 @@ func Start(t testing.TB, m *meshdesc.Mesh, opts ...Option) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctr := run(ctx, t, image, labels, Files{CertPEM: minted.CertPEM, KeyPEM: minted.KeyPEM, Definitions: minted.Document}, s)
-	br := &Broker{Container: ctr, Fingerprint: minted.Fingerprint, Definitions: minted.Definitions}
+	doc, err := withAdmin(minted.Document, rabbitmq.DefaultAdminUsername)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctr := run(ctx, t, image, labels, Files{CertPEM: minted.CertPEM, KeyPEM: minted.KeyPEM, Definitions: doc}, s)
+	br := &Broker{Container: ctr, Fingerprint: minted.Fingerprint, Definitions: minted.Definitions, doc: doc}
 	br.importDefinitions(ctx, t)
 	p, err := ctr.MappedPort(ctx, tlsPort)
 	if err != nil {
@@ -174,8 +174,13 @@ func StartWith(t testing.TB, f Files, hostPort int, opts ...Option) *Broker {
 	}
 	ctx, cancel, image, labels := prepare(t)
 	defer cancel()
+	doc, err := withAdmin(f.Definitions, rabbitmq.DefaultAdminUsername)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Definitions = doc
 	ctr := run(ctx, t, image, labels, f, s)
-	br := &Broker{Container: ctr}
+	br := &Broker{Container: ctr, doc: doc}
 	br.importDefinitions(ctx, t)
 	p, err := ctr.MappedPort(ctx, tlsPort)
 	if err != nil {
@@ -198,12 +203,14 @@ func port(p int) string {
 func run(ctx context.Context, t testing.TB, image string, labels map[string]string, f Files, s settings) *rabbitmq.RabbitMQContainer {
 	t.Helper()
 
-	var publish []testcontainers.ContainerCustomizer
-	if s.management {
-		publish = append(publish, testcontainers.WithExposedPorts(rabbitmq.ManagementPort),
-			testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-				hc.PortBindings[network.MustParsePort(rabbitmq.ManagementPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: port(s.managementPort)}}
-			}))
+	// The management API is published on the loopback always: the
+	// definitions are imported through it (rabbitmq.ImportDefinitions),
+	// and a test that asks (WithManagement) reads it.
+	publish := []testcontainers.ContainerCustomizer{
+		testcontainers.WithExposedPorts(rabbitmq.ManagementPort),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings[network.MustParsePort(rabbitmq.ManagementPort)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: port(s.managementPort)}}
+		}),
 	}
 	ctr, err := rabbitmq.Run(ctx, image, append([]testcontainers.ContainerCustomizer{
 		rabbitmq.WithConfig(
@@ -231,29 +238,39 @@ func run(ctx context.Context, t testing.TB, image string, labels map[string]stri
 
 // importDefinitions loads the mesh's definitions into the running broker.
 // The harness's boot definitions carry its administrator; the mesh's are
-// imported beside them, which RabbitMQ merges.
+// imported beside them, which RabbitMQ merges, with the administrator
+// holding every grant in the mesh's virtual hosts, as the controller's
+// does (genesis --bus amqp): the management API asks it of whoever
+// declares a queue there. The container has them in its file too.
 func (b *Broker) importDefinitions(ctx context.Context, t testing.TB) {
 	t.Helper()
-	if out, err := b.Container.Ctl(ctx, "import_definitions", definitionsFile); err != nil {
-		t.Fatalf("import the mesh's definitions: %v\n%s", err, out)
-	}
-	// The administrator holds every grant in the mesh's virtual hosts, as
-	// the controller's does (genesis --bus amqp): the management API asks
-	// it of whoever declares a queue there.
-	for _, vhost := range []string{wire.AMQPVhost, wire.AMQPControlVhost} {
-		if out, err := b.Container.Ctl(ctx, "set_permissions", "-p", vhost, b.Container.AdminUsername, ".*", ".*", ".*"); err != nil {
-			t.Fatalf("grant the administrator %s: %v\n%s", vhost, err, out)
-		}
+	if err := b.Container.ImportDefinitions(ctx, b.doc, definitionsFile); err != nil {
+		t.Fatalf("import the mesh's definitions: %v", err)
 	}
 }
 
-// ManagementURL is the management API's URL from this host (Start with
-// WithManagement); the administrator is the container's AdminUsername.
+// withAdmin is the definitions doc with every grant in the mesh's virtual
+// hosts given to admin too; nothing else of doc changes.
+func withAdmin(doc []byte, admin string) ([]byte, error) {
+	var defs map[string]any
+	if err := json.Unmarshal(doc, &defs); err != nil {
+		return nil, fmt.Errorf("read the definitions: %w", err)
+	}
+	perms, _ := defs["permissions"].([]any)
+	for _, vhost := range []string{wire.AMQPVhost, wire.AMQPControlVhost} {
+		perms = append(perms, amqpdefs.Permission{User: admin, Vhost: vhost, Configure: ".*", Write: ".*", Read: ".*"})
+	}
+	defs["permissions"] = perms
+	return json.Marshal(defs)
+}
+
+// ManagementURL is the management API's URL from this host; the
+// administrator is the container's AdminUsername.
 func (b *Broker) ManagementURL(ctx context.Context, t testing.TB) string {
 	t.Helper()
 	p, err := b.Container.MappedPort(ctx, rabbitmq.ManagementPort)
 	if err != nil {
-		t.Fatalf("management port (start with WithManagement): %v", err)
+		t.Fatalf("management port: %v", err)
 	}
 	return "http://" + net.JoinHostPort("127.0.0.1", p.Port())
 }

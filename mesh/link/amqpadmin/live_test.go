@@ -44,7 +44,7 @@ func TestLiveChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	br := amqptest.Start(t, m, amqptest.WithManagement())
+	br := amqptest.Start(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	url := br.ManagementURL(ctx, t)

@@ -31,7 +31,7 @@ func TestRetireRemovesTheMeshsSideAndNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	br := amqptest.Start(t, m, amqptest.WithManagement())
+	br := amqptest.Start(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	url := br.ManagementURL(ctx, t)
