@@ -64,11 +64,11 @@ type ran struct {
 // execFor is exec bounded by timeout. A command still running at the
 // timeout is left running: the engine has no way to stop an exec's
 // process short of stopping its container.
-func (c *Handle) execFor(ctx context.Context, timeout time.Duration, cmd []string) (ran, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (c *Handle) execFor(parent context.Context, timeout time.Duration, cmd []string) (ran, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	r, err := c.exec(ctx, cmd)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && parent.Err() == nil {
 		return ran{}, fmt.Errorf("run %s in %s: still running after %s", cmd[0], c.role, timeout)
 	}
 	return r, err
