@@ -378,7 +378,13 @@ func (s *scenario) theDeliveryIsStillPending(ctx context.Context, consumer strin
 }
 
 func (s *scenario) nothingIsPending(ctx context.Context, consumer string) error {
-	return eventually(ctx, 5*time.Second, func(ctx context.Context) error {
+	return s.settledWithin(ctx, consumer, 5*time.Second)
+}
+
+// settledWithin waits until the consumer has delivered everything its
+// stream holds for it and holds no delivery unacknowledged.
+func (s *scenario) settledWithin(ctx context.Context, consumer string, within time.Duration) error {
+	return eventually(ctx, within, func(ctx context.Context) error {
 		p, err := s.pending(ctx, consumer)
 		if err != nil {
 			return err

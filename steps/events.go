@@ -216,6 +216,27 @@ func (e *events) handled(ctx context.Context, id string) ([]proto.Event, error) 
 	return out, nil
 }
 
+// handledAtLeast waits until the driver's output shows the handler
+// received the event n times, and returns every time it did. The driver
+// prints a line before it settles the delivery, but the line reaches the
+// container's log a moment later than the settlement reaches the server:
+// an observation made on the server is not yet in the log. Callers compare
+// the count they get with the one they expect; more than n is still seen.
+func (e *events) handledAtLeast(ctx context.Context, id string, n int) ([]proto.Event, error) {
+	var got []proto.Event
+	err := eventually(ctx, driverReady, func(ctx context.Context) error {
+		var err error
+		if got, err = e.handled(ctx, id); err != nil {
+			return err
+		}
+		if len(got) < n {
+			return fmt.Errorf("expected the handler's output to show %s received %d time(s), it shows %d", id, n, len(got))
+		}
+		return nil
+	})
+	return got, err
+}
+
 func (e *events) lastPublished() (publishedDelivery, error) {
 	if len(e.published) == 0 {
 		return publishedDelivery{}, errors.New("the bed published nothing in this scenario")
@@ -300,10 +321,10 @@ func (e *events) theHandlerReceivedItAsOftenAsItSays(ctx context.Context, name s
 		return fmt.Errorf("fixture %s: %w", name, err)
 	}
 	// Settled: every delivery of the scenario acknowledged (or terminated).
-	if err := e.s.nothingIsPending(ctx, wire.ModuleConsumer(consumerNode, consumerModule)); err != nil {
+	if err := e.s.settledWithin(ctx, wire.ModuleConsumer(consumerNode, consumerModule), driverReady); err != nil {
 		return err
 	}
-	got, err := e.handled(ctx, f.ID())
+	got, err := e.handledAtLeast(ctx, f.ID(), want)
 	if err != nil {
 		return err
 	}
@@ -361,7 +382,7 @@ func (e *events) theHandlerReceivedItMoreThanOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	got, err := e.handled(ctx, p.id)
+	got, err := e.handledAtLeast(ctx, p.id, 2)
 	if err != nil {
 		return err
 	}
@@ -400,7 +421,7 @@ func (e *events) theHandlerReceivedItMaxDeliverTimes(ctx context.Context) error 
 	if err != nil {
 		return err
 	}
-	got, err := e.handled(ctx, p.id)
+	got, err := e.handledAtLeast(ctx, p.id, progress.MaxDeliver)
 	if err != nil {
 		return err
 	}
