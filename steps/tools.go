@@ -69,12 +69,10 @@ func (t *tools) theModuleServingIsStillRunning(ctx context.Context, tool string)
 		if sv.tool != tool {
 			continue
 		}
-		lines, err := sv.d.Lines(ctx)
-		if err != nil {
-			return err
-		}
-		if len(proto.All[proto.Served](lines)) == 0 {
-			return fmt.Errorf("expected the module serving %s to have received the call, it printed %v", tool, lines)
+		// The call's answer can reach the caller before the served line
+		// reaches the container's log: wait for it.
+		if _, err := sv.d.WaitFor(ctx, proto.KindServed, driverReady); err != nil {
+			return fmt.Errorf("expected the module serving %s to have received the call: %w", tool, err)
 		}
 		running, err := sv.d.Running(ctx)
 		if err != nil {
