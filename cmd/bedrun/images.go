@@ -7,15 +7,22 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
+	"github.com/meshbus/mesh/conformance"
+	"github.com/meshbus/mesh/harness/imagecatalog"
 	"github.com/meshbus/mesh/harness/images"
 )
 
-// buildImages is `bedrun images`: every image the beds use, built when missing or stale.
+// buildImages is `bedrun images`: every image the beds use, the Debian ones too, built when
+// missing or stale.
 func buildImages(ctx context.Context, stderr io.Writer) int {
 	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintf(stderr, "bedrun images: %v\n", err)
+		return exitFail
+	}
+	reg, err := conformance.Load()
 	if err != nil {
 		fmt.Fprintf(stderr, "bedrun images: %v\n", err)
 		return exitFail
@@ -23,14 +30,9 @@ func buildImages(ctx context.Context, stderr io.Writer) int {
 	b := &images.Builder{Root: root, Out: stderr, Tag: images.TagFromEnv(os.Getenv)}
 	defer b.Close()
 	start := time.Now()
-	refs, err := b.EnsureAll(ctx, images.All()...)
-	names := make([]string, 0, len(refs))
-	for n := range refs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(stderr, "  %s\n", refs[n])
+	refs, err := imagecatalog.New(b, reg, os.Getenv).Ensure(ctx)
+	for _, ref := range refs {
+		fmt.Fprintf(stderr, "  %s\n", ref)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bedrun images: %v\n", err)

@@ -1,7 +1,7 @@
 // Command build-images builds the project's images from the checkout when
 // they are missing or their inputs changed (harness/images); `make images`
-// runs it. With names, it builds only those images. The conformance
-// drivers are those of conformance/registry.yaml, each by its recipe.
+// runs it. With names, it builds only those images (harness/imagecatalog
+// names them all).
 package main
 
 import (
@@ -22,9 +22,8 @@ import (
 	"time"
 
 	"github.com/meshbus/mesh/conformance"
+	"github.com/meshbus/mesh/harness/imagecatalog"
 	"github.com/meshbus/mesh/harness/images"
-	"github.com/meshbus/mesh/harness/postgres"
-	"github.com/meshbus/mesh/harness/rabbitmq"
 )
 
 func main() {
@@ -34,15 +33,6 @@ func main() {
 	os.Exit(code)
 }
 
-// rabbitmqImage, postgresImage and netemImage are the names the Debian
-// images (the broker, the controller's store, the link faults' helper)
-// are asked for by.
-const (
-	rabbitmqImage = "mesh-rabbitmq"
-	postgresImage = "mesh-postgres"
-	netemImage    = "mesh-netem"
-)
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("prog", "build-images")
 	reg, err := conformance.Load()
@@ -50,31 +40,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("read the conformance registry", "err", err)
 		return 1
 	}
-	all := images.All()
-	names := make([]string, len(all))
-	for i, s := range all {
-		names[i] = s.Name
-	}
-	// The drivers not written in Go (whose images are in All()) are made
-	// of Debian's packages, as the broker, the store and the netem helper
-	// are (it adds a binary of ours): they are not Specs, and are built
-	// last.
-	var nodeDrivers []conformance.Implementation
-	for _, impl := range reg.Implementations {
-		if impl.Node != "" {
-			nodeDrivers = append(nodeDrivers, impl)
-			names = append(names, images.DriverName(impl.Name))
-		}
-	}
-	names = append(names, rabbitmqImage, postgresImage, netemImage)
-
 	fs := flag.NewFlagSet("build-images", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "module root `dir` (default: the module of the working directory)")
 	tag := fs.String("tag", cmp.Or(images.TagFromEnv(os.Getenv), "local"), "image `tag` (default $MESH_IMAGE_TAG, else local)")
+	b := &images.Builder{Out: stdout}
+	defer b.Close()
+	catalog := imagecatalog.New(b, reg, os.Getenv)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: build-images [flags] [image ...]\n\n"+
-			"Builds the images (default all: %s) when missing or stale.\n\nFlags:\n", strings.Join(names, ", "))
+			"Builds the images (default all: %s) when missing or stale.\n\nFlags:\n", strings.Join(catalog.Names(), ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -82,34 +57,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
-	}
-	specs, drivers, broker, store, netem := all, nodeDrivers, true, true, true
-	if fs.NArg() > 0 {
-		specs, drivers, broker, store, netem = nil, nil, false, false, false
-		for _, name := range fs.Args() {
-			if i := slices.IndexFunc(nodeDrivers, func(impl conformance.Implementation) bool { return images.DriverName(impl.Name) == name }); i >= 0 {
-				drivers = append(drivers, nodeDrivers[i])
-				continue
-			}
-			if name == rabbitmqImage {
-				broker = true
-				continue
-			}
-			if name == postgresImage {
-				store = true
-				continue
-			}
-			if name == netemImage {
-				netem = true
-				continue
-			}
-			i := slices.IndexFunc(all, func(s images.Spec) bool { return s.Name == name })
-			if i < 0 {
-				fmt.Fprintf(stderr, "build-images: unknown image %q (known: %s)\n", name, strings.Join(names, ", "))
-				return 2
-			}
-			specs = append(specs, all[i])
-		}
 	}
 	if *root == "" {
 		r, err := moduleRoot(ctx)
@@ -119,50 +66,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		*root = r
 	}
+	b.Root, b.Tag = *root, *tag
 
-	b := &images.Builder{Root: *root, Out: stdout, Tag: *tag}
-	defer b.Close()
 	start := time.Now()
-	refs, err := b.EnsureAll(ctx, specs...)
+	ready, err := catalog.Ensure(ctx, fs.Args()...)
+	if errors.Is(err, imagecatalog.ErrUnknown) {
+		fmt.Fprintf(stderr, "build-images: %v\n", err)
+		return 2
+	}
 	if err != nil {
 		log.Error("build images", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
 		return 1
-	}
-	ready := make([]string, 0, len(refs)+1)
-	for _, ref := range refs {
-		ready = append(ready, ref)
-	}
-	for _, impl := range drivers {
-		ref, err := b.EnsureDriver(ctx, impl, images.DebianFromEnv(os.Getenv))
-		if err != nil {
-			log.Error("build the driver image of "+impl.Name, "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
-			return 1
-		}
-		ready = append(ready, ref)
-	}
-	if broker {
-		ref, err := rabbitmq.EnsureImage(ctx, b, os.Getenv(rabbitmq.EnvImage), images.DebianFromEnv(os.Getenv))
-		if err != nil {
-			log.Error("build the rabbitmq image", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
-			return 1
-		}
-		ready = append(ready, ref)
-	}
-	if store {
-		ref, err := postgres.EnsureImage(ctx, b, os.Getenv(postgres.EnvImage), images.DebianFromEnv(os.Getenv))
-		if err != nil {
-			log.Error("build the postgres image", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
-			return 1
-		}
-		ready = append(ready, ref)
-	}
-	if netem {
-		ref, err := b.EnsureDebian(ctx, images.Netem(images.DebianFromEnv(os.Getenv)))
-		if err != nil {
-			log.Error("build the netem helper image", "err", err, "infrastructure", errors.Is(err, images.ErrInfrastructure))
-			return 1
-		}
-		ready = append(ready, ref)
 	}
 	slices.Sort(ready)
 	fmt.Fprintf(stdout, "ready in %.1fs: %s\n", time.Since(start).Seconds(), strings.Join(ready, " "))
