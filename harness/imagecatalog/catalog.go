@@ -20,28 +20,26 @@ import (
 	"github.com/meshbus/mesh/harness/rabbitmq"
 )
 
-// The names the Debian images other than the drivers are asked for by.
-const (
-	RabbitMQ = "mesh-rabbitmq"
-	Postgres = "mesh-postgres"
-	Netem    = "mesh-netem"
-)
-
-// Catalog is every image by name, each with how it is built.
+// Catalog is every image by name, each with how it is built, in the
+// order Ensure builds them.
 type Catalog struct {
-	names  []string
-	ensure map[string]func(context.Context) (string, error)
+	entries []entry
+}
+
+type entry struct {
+	name   string
+	ensure func(context.Context) (string, error)
 }
 
 // New lists the images: the registry's drivers, and, through getenv, the
 // Debian archive (images.DebianFromEnv) and the user's own broker or
-// store image where one is named (used as it is, not built).
+// store image where one is named (used as it is, not built). The names
+// are the images package's.
 func New(b *images.Builder, reg *conformance.Registry, getenv func(string) string) *Catalog {
 	d := images.DebianFromEnv(getenv)
-	c := &Catalog{ensure: map[string]func(context.Context) (string, error){}}
-	add := func(name string, f func(context.Context) (string, error)) {
-		c.names = append(c.names, name)
-		c.ensure[name] = f
+	c := &Catalog{}
+	add := func(name string, ensure func(context.Context) (string, error)) {
+		c.entries = append(c.entries, entry{name, ensure})
 	}
 	for _, s := range images.All() {
 		add(s.Name, func(ctx context.Context) (string, error) { return b.Ensure(ctx, s) })
@@ -54,19 +52,26 @@ func New(b *images.Builder, reg *conformance.Registry, getenv func(string) strin
 		}
 		add(images.DriverName(impl.Name), func(ctx context.Context) (string, error) { return b.EnsureDriver(ctx, impl, d) })
 	}
-	add(RabbitMQ, func(ctx context.Context) (string, error) {
+	add(images.RabbitMQ(d).Name, func(ctx context.Context) (string, error) {
 		return rabbitmq.EnsureImage(ctx, b, getenv(rabbitmq.EnvImage), d)
 	})
-	add(Postgres, func(ctx context.Context) (string, error) {
+	add(images.Postgres(d).Name, func(ctx context.Context) (string, error) {
 		return postgres.EnsureImage(ctx, b, getenv(postgres.EnvImage), d)
 	})
-	add(Netem, func(ctx context.Context) (string, error) { return b.EnsureDebian(ctx, images.Netem(d)) })
+	netem := images.Netem(d)
+	add(netem.Name, func(ctx context.Context) (string, error) { return b.EnsureDebian(ctx, netem) })
 	return c
 }
 
 // Names are the images in the order Ensure builds them: the scratch
 // images first (quick, and what most beds need), the Debian ones last.
-func (c *Catalog) Names() []string { return slices.Clone(c.names) }
+func (c *Catalog) Names() []string {
+	names := make([]string, len(c.entries))
+	for i, e := range c.entries {
+		names[i] = e.name
+	}
+	return names
+}
 
 // ErrUnknown is the error of Ensure given a name the catalog lacks.
 var ErrUnknown = errors.New("unknown image")
@@ -78,20 +83,23 @@ var ErrUnknown = errors.New("unknown image")
 // images.ErrInfrastructure among them says the machine, not the
 // checkout, is to blame.
 func (c *Catalog) Ensure(ctx context.Context, names ...string) ([]string, error) {
-	if len(names) == 0 {
-		names = c.names
-	}
-	for _, n := range names {
-		if c.ensure[n] == nil {
-			return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknown, n, strings.Join(c.names, ", "))
+	chosen := c.entries
+	if len(names) > 0 {
+		chosen = nil
+		for _, n := range names {
+			i := slices.IndexFunc(c.entries, func(e entry) bool { return e.name == n })
+			if i < 0 {
+				return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknown, n, strings.Join(c.Names(), ", "))
+			}
+			chosen = append(chosen, c.entries[i])
 		}
 	}
-	refs := make([]string, 0, len(names))
+	refs := make([]string, 0, len(chosen))
 	var errs []error
-	for _, n := range names {
-		ref, err := c.ensure[n](ctx)
+	for _, e := range chosen {
+		ref, err := e.ensure(ctx)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("build %s: %w", n, err))
+			errs = append(errs, fmt.Errorf("build %s: %w", e.name, err))
 			if ctx.Err() != nil {
 				break
 			}

@@ -17,7 +17,7 @@ func TestEveryImageIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := New(&images.Builder{}, reg, func(string) string { return "" }).Names()
-	want := []string{RabbitMQ, Postgres, Netem, images.DriverName("js")}
+	want := []string{"mesh-rabbitmq", "mesh-postgres", "mesh-netem", images.DriverName("js")}
 	for _, s := range images.All() {
 		want = append(want, s.Name)
 	}
