@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -206,7 +207,10 @@ type item struct {
 // answers it publishes, the counts, the compositions it asks for.
 type effects struct {
 	answers []func(context.Context) error
-	after   []func()
+	// enrolled says an answer carries a node's new host credential, whose
+	// user a composition makes live (composeForAnswers).
+	enrolled bool
+	after    []func()
 }
 
 // apply runs msg's handler on st (the store, or a batch's part of one:
@@ -269,10 +273,47 @@ func (l *ControlLoop) apply(ctx context.Context, st store.Store, msg plane.Contr
 	return it
 }
 
+// composeForAnswers makes the users of the nodes the items enrolled live,
+// once for all of them: before their answers go on a mesh on AMQP, after
+// them (asked of the composer) on one on NATS.
+//
+// On AMQP a composition is live when it returns (the broker's management
+// API), so a host answered after it logs in with its new credential at
+// once. Answered first, its first login was refused, and RabbitMQ holds a
+// refused login for three seconds before it closes the connection: each
+// enrolment took three seconds longer, and left a refused login in the
+// broker's log. On NATS the server loads a composition only when it next
+// reads nats.conf, so composing first would not have the user live before
+// the answer either; the composer, asked, makes one composition of a
+// fleet's enrolments arriving meanwhile, and no batch's answers wait for
+// one. A composition that fails before
+// the answers is asked of the composer, which tries until it succeeds;
+// the answers go all the same (the store holds the enrolments), and their
+// hosts dial until their users are live, as on NATS.
+//
+// The composition is bounded by ackTimeout, its own: a broker slow to
+// take it delays the answers no longer than that.
+func (l *ControlLoop) composeForAnswers(items []*item) {
+	if !slices.ContainsFunc(items, func(it *item) bool { return it.fx.enrolled && it.hold == nil }) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+	defer cancel()
+	if bus, err := rollout.MeshBus(ctx, l.st); err != nil || bus != rollout.AMQP {
+		l.composer.ask()
+		return
+	}
+	if err := l.composer.compose(ctx); err != nil {
+		l.log.Warn("enrolled hosts' users not made live before their answers; composed after", "err", err)
+		l.composer.ask()
+	}
+}
+
 // settle does what the items' committed effects call for, then settles
 // each delivery: the answers are published and flushed before any
 // acknowledgement, so that an acknowledged enrolment was answered.
 func (l *ControlLoop) settle(items []*item) {
+	l.composeForAnswers(items)
 	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 	defer cancel()
 	answered := false
@@ -389,13 +430,12 @@ func (l *ControlLoop) enrol(ctx context.Context, st store.Store, key string, dat
 	if err != nil {
 		return err
 	}
+	fx.enrolled = e.Answer.Refused == ""
 	fx.after = append(fx.after, func() {
 		if e.Answer.Refused == "" {
-			// Acknowledged before it is composed: the store holds the
-			// enrolment, and the composer (or, after a crash, the next
-			// controller's start) makes it live, and once the token's
-			// grace is over, revokes its user.
-			l.composer.ask()
+			// Made live around its answer (composeForAnswers); once the
+			// token's grace is over, its user is revoked. After a crash,
+			// the next controller's start composes.
 			l.composer.askAt(time.Now().Add(l.o.SpentTokenGrace))
 		}
 		l.count(func(c *ControlCounts) {
