@@ -23,7 +23,9 @@ func living() Bed {
 		Topology: topology.Living(),
 		// A flow that exists on both buses is an outline with a row per
 		// bus; the person's client's flows are on NATS only.
-		OnBus: map[string]topology.Topology{topology.BusAMQP: topology.LivingOnAMQP()},
+		// On AMQP the controller puts every declaration again every 5 s
+		// (30 s in production): @newest waits for it.
+		OnBus: map[string]topology.Topology{topology.BusAMQP: topology.LivingOnAMQP().WithControllerArgs("--declare-every=5s")},
 		Matrix: &Matrix{
 			Param:     "bus",
 			Tags:      []string{"@enrol", "@upgrade", "@isolation", "@newest", "@store-away", "@dead-letter", "@catch-up", "@nak-reply", "@tools", "@builds", "@install"},

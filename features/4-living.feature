@@ -158,7 +158,8 @@ Feature: Living — the mesh living on its bus
     count it by the broker's own list, and publish the kept one again on mesh.control with its
     signature; put in place of the newest, it is what the host reads and refuses. The broker
     counts CONTROL's reports in the node's report queue. The controller puts every declaration
-    again every 30 s, so the newest is back within that.
+    again on its own clock, every 5 s in this bed (run --declare-every=5s; 30 s by default), so
+    the newest is back within that.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     And I keep the declaration NODES holds for "node-b"

@@ -394,9 +394,9 @@ func (s *scenario) newestDeclaration(ctx context.Context, node string) (observe.
 func (s *scenario) nodesHoldsTheNewest(ctx context.Context, node string) error {
 	if s.onAMQP() {
 		// The controller puts every declaration again on its own clock
-		// (amqpplane's resendEvery, 30 s), not when one older is put in
-		// its place: after the kept one was published again, the newest
-		// is back within that.
+		// (run --declare-every), not when one older is put in its place:
+		// after the kept one was published again, the newest is back
+		// within that.
 		return eventually(ctx, declarationPutAgainWithin, func(ctx context.Context) error { return s.nodeQueueHoldsTheNewest(ctx, node) })
 	}
 	st, err := s.nodesStream(ctx)
@@ -418,9 +418,10 @@ func (s *scenario) nodesHoldsTheNewest(ctx context.Context, node string) error {
 }
 
 // declarationPutAgainWithin bounds the controller's putting every
-// declaration again on AMQP (amqpplane's resendEvery, 30 s), with room
-// for a reading under way.
-const declarationPutAgainWithin = 45 * time.Second
+// declaration again on AMQP: the living bed runs it with
+// --declare-every=5s (beds/living.go; 30 s in production), with room for
+// a reading under way and a loaded machine.
+const declarationPutAgainWithin = 20 * time.Second
 
 // nodeQueueHoldsTheNewest: node.<node> holds one message, as the broker
 // counts it, and it is the revision status shows declared.

@@ -20,6 +20,7 @@ import (
 	"github.com/meshbus/mesh/mesh/controller/status"
 	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/link/amqpadmin"
+	"github.com/meshbus/mesh/mesh/link/amqpplane"
 	"github.com/meshbus/mesh/mesh/link/buses"
 	"github.com/meshbus/mesh/mesh/link/natsplane"
 	"github.com/meshbus/mesh/mesh/meshdesc"
@@ -130,6 +131,8 @@ func runCmd() command {
 				"on NATS, how long a module has to acknowledge an event before it is delivered again (the modules' consumers are asserted with it)")
 			fs.DurationVar(&c.liveEvery, "live-every", rollout.LiveEvery,
 				"how often the users and grants are made live on the broker again (a mesh on AMQP), and the compatibility broker's clients counted")
+			fs.DurationVar(&c.declareEvery, "declare-every", amqpplane.ResendEvery,
+				"on AMQP, how often every node's declaration is put again in its queue (a host that took it and lost it, or a queue emptied, has it again within this)")
 		},
 		check: func(c *call) error {
 			if c.eventsAckWait < time.Second {
@@ -137,6 +140,9 @@ func runCmd() command {
 			}
 			if c.liveEvery < time.Second {
 				return fmt.Errorf("--live-every %s: give 1s or more (each round asks the broker's management API)", c.liveEvery)
+			}
+			if c.declareEvery < time.Second {
+				return fmt.Errorf("--declare-every %s: give 1s or more (each round publishes every node's declaration)", c.declareEvery)
 			}
 			return nil
 		},
@@ -148,7 +154,7 @@ func runCmd() command {
 			policy := natsplane.DefaultPolicy()
 			policy.EventsAckWait = c.eventsAckWait
 			return controller.Run(ctx, m, st, controller.RunOptions{Logger: c.log, Dir: c.stateDir, Apply: c.options(),
-				Bus: buses.ControllerOptions{Policy: policy}, LiveEvery: c.liveEvery})
+				Bus: buses.ControllerOptions{Policy: policy, AMQP: buses.AMQPPolicy{DeclareEvery: c.declareEvery}}, LiveEvery: c.liveEvery})
 		}}
 }
 

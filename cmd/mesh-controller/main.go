@@ -182,6 +182,7 @@ type call struct {
 	// run's settings of its waits: production's by default.
 	eventsAckWait time.Duration
 	liveEvery     time.Duration
+	declareEvery  time.Duration
 }
 
 func commands() map[string]command {

@@ -446,3 +446,16 @@ func TestPersonIssueRevokeAndList(t *testing.T) {
 		t.Errorf("person --help: exit %d\n%s", code, out)
 	}
 }
+
+// TestRunRefusesWaitsUnderASecond: each of run's waits is refused below a
+// second as a usage error naming the flag, before anything is dialled.
+func TestRunRefusesWaitsUnderASecond(t *testing.T) {
+	meshFile, state := genesisIn(t)
+	ctx := context.Background()
+	for _, flag := range []string{"--events-ack-wait", "--live-every", "--declare-every"} {
+		code, _, stderr := cli(t, ctx, "run", "--mesh", meshFile, "--state", state, flag, "500ms")
+		if code != exitUsage || !strings.Contains(stderr, flag+" 500ms") {
+			t.Errorf("run %s 500ms: expected exit %d naming the flag, got %d:\n%s", flag, exitUsage, code, stderr)
+		}
+	}
+}

@@ -39,12 +39,14 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // CONTROL's consumer with its subject and id, and one held comes again
 // after its delay with a higher attempt; a declaration kept is what the
 // host reads, again after the queue is read empty; a credential request
-// is answered to the host that asked.
+// is answered to the host that asked, and put again within ResendEvery
+// when its queue lost it.
 func TestTheControlPlaneOnTheBroker(t *testing.T) {
 	m := sample(t)
 	br := amqptest.Start(t, m)
 	ctx := ctxT(t, 2*time.Minute)
-	c, err := amqpplane.DialController(ctx, br.Creds[wire.ControllerUser], br.Creds[wire.ControllerMeshUser], amqpplane.ControllerOptions{})
+	const resendEvery = time.Second
+	c, err := amqpplane.DialController(ctx, br.Creds[wire.ControllerUser], br.Creds[wire.ControllerMeshUser], amqpplane.ControllerOptions{ResendEvery: resendEvery})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +113,26 @@ func TestTheControlPlaneOnTheBroker(t *testing.T) {
 		if err != nil || string(d.Body) != `{"revision":2}` || d.Signature != "sig-2" {
 			t.Fatalf("read %d: expected revision 2 signed sig-2, got %q %q %v", i, d.Body, d.Signature, err)
 		}
+	}
+	// Emptied (an operator's purge), the queue has the declaration again
+	// within a resend.
+	ch, err := br.Dial(t, wire.ControllerUser).Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueuePurge(wire.NodeQueue(node), false); err != nil {
+		t.Fatalf("purge %s: %v", wire.NodeQueue(node), err)
+	}
+	purged := time.Now()
+	for {
+		d, err := h.Newest(ctx, node)
+		if err == nil && string(d.Body) == `{"revision":2}` {
+			break
+		}
+		if time.Since(purged) > 3*resendEvery {
+			t.Fatalf("expected revision 2 back in %s within %s of its purge, got %q %v", wire.NodeQueue(node), 3*resendEvery, d.Body, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling, bounded above
 	}
 	other := m.Nodes[1].Name
 	// The broker refuses another node's queue to this host.

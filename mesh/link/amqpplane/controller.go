@@ -34,6 +34,9 @@ type ControllerOptions struct {
 	// MaxDeliver is the deliveries an event gets before it is
 	// dead-lettered (the events queues' limit); amqpdefs's default when 0.
 	MaxDeliver int
+	// ResendEvery is how often every node's declaration is put again in
+	// its queue (Keep); ResendEvery when 0.
+	ResendEvery time.Duration
 	// Timeout bounds a call whose context has no deadline.
 	Timeout time.Duration
 	// Address is host:port to dial instead of the credentials'.
@@ -65,6 +68,9 @@ func DialController(ctx context.Context, control, mesh wire.Credential, o Contro
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = link.DefaultTimeout
+	}
+	if o.ResendEvery <= 0 {
+		o.ResendEvery = ResendEvery
 	}
 	c := &Controller{o: o, log: o.Logger}
 	var err error

@@ -21,5 +21,5 @@
 //     the declaration from node.<node> and gives it back at once (a
 //     classic queue of one drops what is given back when a newer one
 //     came); the controller also puts each node's declaration again
-//     every resendEvery.
+//     every ControllerOptions.ResendEvery.
 package amqpplane

@@ -12,11 +12,12 @@ import (
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
-// resendEvery is how often the keeper puts every node's declaration
-// again: should node.<node> lose it (a queue purged or deleted and made
-// again by an operator, a broker that lost an unsynced write), its host
-// gets it again within this.
-const resendEvery = 30 * time.Second
+// ResendEvery is how often the keeper puts every node's declaration
+// again by default (ControllerOptions.ResendEvery): should node.<node>
+// lose it (a queue purged or deleted and made again by an operator, a
+// broker that lost an unsynced write), its host gets it again within
+// this.
+const ResendEvery = 30 * time.Second
 
 // keeper keeps each node's newest declaration in node.<node>: no other
 // principal may write there (only the controller writes amq.default or
@@ -32,7 +33,7 @@ type keeper struct {
 }
 
 // Keep puts each declaration in its node's queue and puts them again
-// every resendEvery until Stop.
+// every ControllerOptions.ResendEvery until Stop.
 func (c *Controller) Keep(ctx context.Context, decls []plane.SignedDeclaration) (plane.Keeper, error) {
 	k := &keeper{c: c, want: map[string]plane.SignedDeclaration{}, done: make(chan struct{})}
 	if err := k.Set(ctx, decls); err != nil {
@@ -42,7 +43,7 @@ func (c *Controller) Keep(ctx context.Context, decls []plane.SignedDeclaration) 
 	k.cancel = cancel
 	go func() {
 		defer close(k.done)
-		t := time.NewTicker(resendEvery)
+		t := time.NewTicker(c.o.ResendEvery)
 		defer t.Stop()
 		for {
 			select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/meshbus/mesh/mesh/link"
 	"github.com/meshbus/mesh/mesh/link/amqpplane"
@@ -43,7 +44,7 @@ func DialController(ctx context.Context, control, mesh wire.Credential, o Contro
 		return controller(natsplane.DialController(ctx, control, mesh, natsplane.ControllerOptions{Policy: o.Policy, Dial: o.Dial, Logger: o.Logger}))
 	case AMQP:
 		return controller(amqpplane.DialController(ctx, control, mesh, amqpplane.ControllerOptions{
-			ControlPerSubject: o.AMQP.ControlPerSubject, MaxDeliver: o.AMQP.MaxDeliver,
+			ControlPerSubject: o.AMQP.ControlPerSubject, MaxDeliver: o.AMQP.MaxDeliver, ResendEvery: o.AMQP.DeclareEvery,
 			Address: link.CommonOf(o.Dial...).Address, Logger: o.Logger,
 		}))
 	}
@@ -90,4 +91,7 @@ type AMQPPolicy struct {
 	// MaxDeliver is the deliveries an event gets before it is
 	// dead-lettered.
 	MaxDeliver int
+	// DeclareEvery is how often every node's declaration is put again in
+	// its queue; amqpplane.ResendEvery when 0.
+	DeclareEvery time.Duration
 }
