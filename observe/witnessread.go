@@ -46,13 +46,48 @@ type Witness struct {
 // Queue is a queue of a virtual host.
 type Queue struct{ Vhost, Name string }
 
-// Snapshot reads everything the predecessor could notice, now.
+// listingLagWithin bounds how long the management API's list of
+// connections may lag the broker: it lists a connection once the broker
+// has emitted its first statistics for it (collect_statistics_interval,
+// 5 s by default), later on a loaded machine.
+const listingLagWithin = 20 * time.Second
+
+// Snapshot reads everything the predecessor could notice, now: once the
+// management API lists the connection the stand-in has open (it lists one
+// only after its first statistics, seconds after the broker accepted it),
+// or after listingLagWithin, when the snapshot shows what it lists then
+// and a comparison names the difference. Without the wait, a note taken
+// within seconds of the stand-in's connecting lacked its connection, and
+// the next one saw it "appear".
 func (w Witness) Snapshot(ctx context.Context) (PredecessorSnapshot, error) {
+	deadline := time.Now().Add(listingLagWithin)
+	for {
+		s, listed, err := w.snapshot(ctx)
+		if err != nil || listed || time.Now().After(deadline) {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return s, nil
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// snapshot reads everything the predecessor could notice, and says
+// whether the management API lists the connection the stand-in has open
+// (true when it has none).
+func (w Witness) snapshot(ctx context.Context) (PredecessorSnapshot, bool, error) {
 	s := PredecessorSnapshot{Taken: time.Now().UTC()}
 	var err error
 	if s.Counts, err = w.counts(ctx); err != nil {
-		return s, err
+		return s, false, err
 	}
+	open := 0 // the local port of the stand-in's open connection
+	if n := len(s.Counts.Connections); n > len(s.Counts.Disconnects) {
+		open = s.Counts.Connections[n-1].LocalPort
+	}
+	listed := open == 0
 	// rabbit-hole takes no context: each call is bounded by the
 	// context's deadline, or by witnessCallTimeout where it has none.
 	mgmt := *w.Management
@@ -63,16 +98,17 @@ func (w Witness) Snapshot(ctx context.Context) (PredecessorSnapshot, error) {
 	mgmt.SetTimeout(timeout)
 	u, err := mgmt.GetUser(w.User)
 	if err != nil {
-		return s, fmt.Errorf("witness: the predecessor's user %s: %w", w.User, err)
+		return s, false, fmt.Errorf("witness: the predecessor's user %s: %w", w.User, err)
 	}
 	s.User = fmt.Sprintf("%s tags %v hash %s %s", u.Name, []string(u.Tags), u.PasswordHash, u.HashingAlgorithm)
 
 	conns, err := mgmt.ListConnections()
 	if err != nil {
-		return s, fmt.Errorf("witness: the broker's connections: %w", err)
+		return s, false, fmt.Errorf("witness: the broker's connections: %w", err)
 	}
 	for _, c := range conns {
 		if c.User == w.User {
+			listed = listed || int(c.PeerPort) == open
 			s.Connections = append(s.Connections, fmt.Sprintf("name=%q vhost=%s peer_port=%v connected_at=%d",
 				c.ClientProperties["connection_name"], c.Vhost, c.PeerPort, c.ConnectedAt))
 		}
@@ -81,11 +117,11 @@ func (w Witness) Snapshot(ctx context.Context) (PredecessorSnapshot, error) {
 
 	events, err := w.Events(ctx)
 	if err != nil {
-		return s, fmt.Errorf("witness: the broker's record of connections: %w", err)
+		return s, false, fmt.Errorf("witness: the broker's record of connections: %w", err)
 	}
 	rec, err := AMQPConnectionsEver(events)
 	if err != nil {
-		return s, fmt.Errorf("witness: %w", err)
+		return s, false, fmt.Errorf("witness: %w", err)
 	}
 	for _, c := range rec.Connections {
 		if c.User != w.User {
@@ -100,9 +136,9 @@ func (w Witness) Snapshot(ctx context.Context) (PredecessorSnapshot, error) {
 	}
 
 	if s.Definitions, err = w.definitions(&mgmt); err != nil {
-		return s, err
+		return s, false, err
 	}
-	return s, nil
+	return s, listed, nil
 }
 
 // definitions are the predecessor's virtual host's exchanges, queues,
