@@ -20,12 +20,14 @@ func living() Bed {
 		// Raising the store, genesis and two enrolments per cluster, a
 		// cluster per bus.
 		Timeout:  20 * time.Minute,
-		Topology: topology.Living(),
+		// A token keeps its user 10 s once spent or expired (30 s in
+		// production): the @enrol scenarios wait it out.
+		Topology: topology.Living().WithTokenGrace(10 * time.Second),
 		// A flow that exists on both buses is an outline with a row per
 		// bus; the person's client's flows are on NATS only.
 		// On AMQP the controller puts every declaration again every 5 s
 		// (30 s in production): @newest waits for it.
-		OnBus: map[string]topology.Topology{topology.BusAMQP: topology.LivingOnAMQP().WithControllerArgs("--declare-every=5s")},
+		OnBus: map[string]topology.Topology{topology.BusAMQP: topology.LivingOnAMQP().WithTokenGrace(10 * time.Second).WithControllerArgs("--declare-every=5s")},
 		Matrix: &Matrix{
 			Param:     "bus",
 			Tags:      []string{"@enrol", "@upgrade", "@isolation", "@newest", "@store-away", "@dead-letter", "@catch-up", "@nak-reply", "@tools", "@builds", "@install"},

@@ -34,10 +34,11 @@ Feature: Living — the mesh living on its bus
   @enrol
   Scenario Outline: A token is good for enrolling alone, and once
     The enrolment user's permissions make a leaked token useless for anything but enrolling;
-    once spent, its user stays for a grace of 30 seconds (so that no composition closes its
-    connection before the answer reaches it), then is gone from the server. On NATS only in
-    this form: the broker's side, every route a token could take into the control plane, is
-    the genesis bed's @amqp-isolation scenario.
+    once spent, its user stays for a grace (so that no composition closes its connection before
+    the answer reaches it), then is gone from the server. The grace is 30 seconds by default; the
+    harness issues this bed's tokens with 10 (token issue --grace 10s), which the scenario waits
+    out. On NATS only in this form: the broker's side, every route a token could take into the
+    control plane, is the genesis bed's @amqp-isolation scenario.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     And the store records "node-a" enrolled with the token the harness issued it

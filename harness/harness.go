@@ -83,6 +83,10 @@ type Operator interface {
 	// IssueTokenFor is IssueToken for a token that may be claimed for
 	// ttl (the controller's default when zero).
 	IssueTokenFor(ctx context.Context, node string, ttl time.Duration) (wire.Credential, []byte, error)
+	// TokenGrace is how long each of those tokens keeps its user on the
+	// bus once spent or expired (the topology's, or the controller's
+	// default).
+	TokenGrace() time.Duration
 	Enrolment(node string) (Enrolment, error)
 
 	// IssuePerson has the controller issue the person name a user that

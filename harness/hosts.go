@@ -13,6 +13,7 @@ import (
 	"github.com/meshbus/mesh/harness/controllerctr"
 	"github.com/meshbus/mesh/harness/hostctr"
 	"github.com/meshbus/mesh/harness/topology"
+	"github.com/meshbus/mesh/mesh/controller/store"
 	"github.com/meshbus/mesh/mesh/wire"
 )
 
@@ -39,9 +40,10 @@ func (c *Cluster) IssueToken(ctx context.Context, node string) (wire.Credential,
 }
 
 // IssueTokenFor is IssueToken for a token that may be claimed for ttl
-// (the controller's default when zero).
+// (the controller's default when zero). Every token keeps its user for
+// the topology's grace once spent or expired (TokenGrace).
 func (c *Cluster) IssueTokenFor(ctx context.Context, node string, ttl time.Duration) (wire.Credential, []byte, error) {
-	doc, err := c.controllerStdout(ctx, "token", controllerctr.TokenArgs(filepath.Base(controllerctr.MeshFile), node, ttl))
+	doc, err := c.controllerStdout(ctx, "token", controllerctr.TokenArgs(filepath.Base(controllerctr.MeshFile), node, ttl, c.topology.TokenGrace))
 	if err != nil {
 		return wire.Credential{}, nil, fmt.Errorf("issue a token for %s: %w", node, err)
 	}
@@ -50,6 +52,16 @@ func (c *Cluster) IssueTokenFor(ctx context.Context, node string, ttl time.Durat
 		return wire.Credential{}, nil, fmt.Errorf("issue a token for %s: what the controller printed: %w", node, err)
 	}
 	return cred, doc, nil
+}
+
+// TokenGrace is how long each token the harness issues keeps its user on
+// the bus once spent or expired: the topology's grace, or the
+// controller's default.
+func (c *Cluster) TokenGrace() time.Duration {
+	if c.topology.TokenGrace > 0 {
+		return c.topology.TokenGrace
+	}
+	return store.SpentTokenGrace
 }
 
 // IssuePerson has the controller issue the person name a user that may

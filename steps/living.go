@@ -283,11 +283,11 @@ func (s *scenario) theSpentTokenIsPresented(ctx context.Context, node string) er
 		return err
 	}
 	s.live.token = e.Token
-	// The spent token's user stays for its grace (ctl.SpentTokenGrace)
-	// after the spend, which came before the host was connected as
-	// itself; the composition after it revokes the user, and the watcher
-	// reloads within its poll.
-	if err := waitUntil(ctx, e.Ready.Add(store.SpentTokenGrace)); err != nil {
+	// The spent token's user stays for its grace (the bed's, as the
+	// harness issued it: token issue --grace) after the spend, which came
+	// before the host was connected as itself; the composition after it
+	// revokes the user, and the watcher reloads within its poll.
+	if err := waitUntil(ctx, e.Ready.Add(r.cluster.TokenGrace())); err != nil {
 		return err
 	}
 	return eventually(ctx, revokedWithin, func(ctx context.Context) error {

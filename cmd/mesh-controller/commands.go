@@ -172,10 +172,15 @@ func tokenCmd() command {
 	return command{needsMesh: true, args: []string{"NODE"},
 		flags: func(fs *flag.FlagSet, c *call) {
 			fs.DurationVar(&c.ttl, "ttl", rollout.DefaultTokenTTL, "how long the token may be claimed")
+			fs.DurationVar(&c.grace, "grace", store.SpentTokenGrace,
+				"how long the token's user stays on the bus once the token is spent or expired, so that its answer or its refusal reaches the node first")
 		},
 		check: func(c *call) error {
 			if c.ttl <= 0 || c.ttl > rollout.MaxTokenTTL {
 				return fmt.Errorf("--ttl %s is outside (0, %s]", c.ttl, rollout.MaxTokenTTL)
+			}
+			if c.grace < time.Second || c.grace > rollout.MaxTokenTTL {
+				return fmt.Errorf("--grace %s is outside [1s, %s]", c.grace, rollout.MaxTokenTTL)
 			}
 			return nil
 		},
@@ -184,7 +189,9 @@ func tokenCmd() command {
 			if err != nil {
 				return err
 			}
-			_, doc, err := rollout.IssueToken(ctx, m, st, c.stateDir, c.args[0], c.ttl, c.options())
+			o := c.options()
+			o.TokenGrace = c.grace
+			_, doc, err := rollout.IssueToken(ctx, m, st, c.stateDir, c.args[0], c.ttl, o)
 			if err != nil {
 				return err
 			}

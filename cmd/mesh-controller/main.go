@@ -183,6 +183,7 @@ type call struct {
 	eventsAckWait time.Duration
 	liveEvery     time.Duration
 	declareEvery  time.Duration
+	grace         time.Duration
 }
 
 func commands() map[string]command {

@@ -237,6 +237,8 @@ func TestTokenIssue(t *testing.T) {
 		{"token"}, {"token", "revoke"}, {"token", "issue", "--mesh", meshFile, "--state", state},
 		{"token", "issue", "--mesh", meshFile, "--state", state, "--ttl", "0s", "a"},
 		{"token", "issue", "--mesh", meshFile, "--state", state, "--ttl", "9999h", "a"},
+		{"token", "issue", "--mesh", meshFile, "--state", state, "--grace", "0s", "a"},
+		{"token", "issue", "--mesh", meshFile, "--state", state, "--grace", "9999h", "a"},
 	} {
 		if code, _, _ := cli(t, ctx, args...); code != exitUsage {
 			t.Errorf("%q: expected exit %d, got %d", args, exitUsage, code)

@@ -152,11 +152,16 @@ func WithStore(url string) testcontainers.CustomizeRequestOption {
 }
 
 // TokenArgs is the command line of `token issue` for node, on the
-// description named file in MeshDir and the state in StateDir.
-func TokenArgs(file, node string, ttl time.Duration) []string {
+// description named file in MeshDir and the state in StateDir: a token
+// good for ttl and keeping its user for grace once spent or expired (the
+// controller's defaults where zero).
+func TokenArgs(file, node string, ttl, grace time.Duration) []string {
 	args := append([]string{"token", "issue"}, Args("", file)[1:]...)
 	if ttl > 0 {
 		args = append(args, "--ttl", ttl.String())
+	}
+	if grace > 0 {
+		args = append(args, "--grace", grace.String())
 	}
 	return append(args, node)
 }

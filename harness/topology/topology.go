@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Kinds of member the harness can raise.
@@ -102,6 +103,11 @@ type Topology struct {
 	// it. Its member is raised with the cluster; the other bus may stand
 	// beside it, raised with the cluster or on demand.
 	Bus string
+	// TokenGrace is how long each token the harness has the controller
+	// issue keeps its user on the bus once spent or expired (token issue
+	// --grace): a bed shortens it where a scenario waits it out. Zero: the
+	// controller's default.
+	TokenGrace time.Duration
 }
 
 // MeshBus is t's Bus, BusNATS when unset.
@@ -124,6 +130,9 @@ func (t Topology) Check() error {
 	}
 	if len(t.Members) == 0 {
 		bad("no members")
+	}
+	if t.TokenGrace < 0 {
+		bad("a token's grace of %s: give one above zero, or zero for the controller's default", t.TokenGrace)
 	}
 	names := map[string]bool{}
 	count := map[string]int{}
@@ -240,6 +249,9 @@ func (t Topology) String() string {
 			b.WriteString(", with " + strings.Join(m.Args, " "))
 		}
 	}
+	if t.TokenGrace > 0 {
+		fmt.Fprintf(&b, "\ntokens issued with a grace of %s", t.TokenGrace)
+	}
 	return b.String()
 }
 
@@ -319,7 +331,8 @@ func (t Topology) OfKind(kind string) []Member {
 // WithControllerArgs is t with args added to its controller's command
 // line (Member.Args).
 func (t Topology) WithControllerArgs(args ...string) Topology {
-	out := Topology{Members: slices.Clone(t.Members), Bus: t.Bus}
+	out := t
+	out.Members = slices.Clone(t.Members)
 	for i, m := range out.Members {
 		if m.Kind == KindController {
 			out.Members[i].Args = append(slices.Clone(m.Args), args...)
@@ -328,9 +341,19 @@ func (t Topology) WithControllerArgs(args ...string) Topology {
 	return out
 }
 
+// WithTokenGrace is t with the tokens the harness issues given grace
+// (Topology.TokenGrace).
+func (t Topology) WithTokenGrace(grace time.Duration) Topology {
+	out := t
+	out.Members = slices.Clone(t.Members)
+	out.TokenGrace = grace
+	return out
+}
+
 // WithAMQP is t with the AMQP bus of today beside it, raised on demand.
 func (t Topology) WithAMQP() Topology {
-	out := Topology{Members: slices.Clone(t.Members), Bus: t.Bus}
+	out := t
+	out.Members = slices.Clone(t.Members)
 	out.Members = append(out.Members, Member{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}, OnDemand: true})
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTheBedsTopologiesAreValid(t *testing.T) {
@@ -30,6 +31,13 @@ func TestTheBedsTopologiesAreValid(t *testing.T) {
 	if len(Genesis().Members) != 2 {
 		t.Error("WithAMQP changed the topology it was called on")
 	}
+	graced := Living().WithTokenGrace(10 * time.Second).WithControllerArgs("--live-every=5s").WithAMQP()
+	if graced.TokenGrace != 10*time.Second || !strings.HasSuffix(graced.String(), "\ntokens issued with a grace of 10s") {
+		t.Errorf("expected the token grace kept through the other With, and shown, got %s:\n%s", graced.TokenGrace, graced)
+	}
+	if Living().TokenGrace != 0 {
+		t.Error("WithTokenGrace changed the topology it was called on")
+	}
 }
 
 func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
@@ -55,6 +63,7 @@ func TestABadTopologyIsRefusedNamingWhatIsValid(t *testing.T) {
 		"builder alone":                 {Topology{Bus: BusAMQP, Members: []Member{{Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}}, {Name: "b", Kind: KindBuilder, Networks: []string{Private}}}}, "need a member of kind controller and one of kind rabbitmq"},
 		"predecessor alone":             {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "p", Kind: KindPredecessor, Networks: []string{Private}}}}, "needs a member of kind rabbitmq raised with the cluster"},
 		"predecessor, broker on demand": {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "amqp", Kind: KindRabbitMQ, Networks: []string{Private}, OnDemand: true}, {Name: "p", Kind: KindPredecessor, Networks: []string{Private}}}}, "needs a member of kind rabbitmq raised with the cluster"},
+		"grace below zero":              {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}}, TokenGrace: -time.Second}, "a token's grace of -1s"},
 		"two controller":                {Topology{Members: []Member{{Name: "bus", Kind: KindNATS, Networks: []string{Private}}, {Name: "c1", Kind: KindController, Networks: []string{Private}}, {Name: "c2", Kind: KindController, Networks: []string{Private}}}}, "one controller"},
 	} {
 		err := c.top.Check()

@@ -432,11 +432,11 @@ func (l *ControlLoop) enrol(ctx context.Context, st store.Store, key string, dat
 	}
 	fx.enrolled = e.Answer.Refused == ""
 	fx.after = append(fx.after, func() {
-		if e.Answer.Refused == "" {
+		if !e.Leaves.IsZero() {
 			// Made live around its answer (composeForAnswers); once the
 			// token's grace is over, its user is revoked. After a crash,
 			// the next controller's start composes.
-			l.composer.askAt(time.Now().Add(l.o.SpentTokenGrace))
+			l.composer.askAt(e.Leaves)
 		}
 		l.count(func(c *ControlCounts) {
 			switch {

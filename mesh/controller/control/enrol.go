@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/meshbus/mesh/mesh/compose"
 	"github.com/meshbus/mesh/mesh/controller/rollout"
@@ -26,6 +27,10 @@ type Enrolment struct {
 	// Replayed: the ledger held the message already; Answer is the one
 	// given then.
 	Replayed bool
+	// Leaves is when the spent token's user leaves the configuration
+	// (store.Token.Leaves, its own grace after the spend); zero for a
+	// refusal or a replay.
+	Leaves time.Time
 }
 
 // Enrol applies one enrolment request (design 25 §6), keyed in the ledger
@@ -68,7 +73,7 @@ func Enrol(ctx context.Context, m *meshdesc.Mesh, st store.Store, dir, key strin
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		answer, err := enrol(ctx, tx, m, dir, req, o)
+		answer, err := enrol(ctx, tx, m, dir, req, o, &out.Leaves)
 		if err != nil {
 			return err
 		}
@@ -95,7 +100,7 @@ func Enrol(ctx context.Context, m *meshdesc.Mesh, st store.Store, dir, key strin
 // enrol is Enrol's one update: an answer, or an error that commits
 // nothing. A claim that fails is an answer too (refused, with the
 // reason), entered in the ledger like a success.
-func enrol(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, req wire.EnrolRequest, o rollout.Options) (wire.EnrolAnswer, error) {
+func enrol(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, req wire.EnrolRequest, o rollout.Options, leaves *time.Time) (wire.EnrolAnswer, error) {
 	refuse := func(format string, args ...any) (wire.EnrolAnswer, error) {
 		return wire.EnrolAnswer{Refused: fmt.Sprintf(format, args...)}, nil
 	}
@@ -153,8 +158,8 @@ func enrol(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, req w
 		return wire.EnrolAnswer{}, err
 	}
 	secrets[wire.HostUser(t.Node)] = hostSec
-	// The token's own secret stays: its user is composed for the grace
-	// (store.SpentTokenGrace), and the composition after it drops both.
+	// The token's own secret stays: its user is composed for its grace
+	// (store.Token.Leaves), and the composition after it drops both.
 	declKey, err := tx.DeclarationKey(ctx)
 	if err != nil {
 		return wire.EnrolAnswer{}, err
@@ -169,6 +174,7 @@ func enrol(ctx context.Context, tx store.Tx, m *meshdesc.Mesh, dir string, req w
 		return wire.EnrolAnswer{}, err
 	}
 	t.Spent = now
+	*leaves = t.Leaves(o.SpentTokenGrace)
 	answer := wire.EnrolAnswer{Node: t.Node, Sealed: sealed}
 	if err := errors.Join(
 		tx.PutSecrets(ctx, secrets),

@@ -594,16 +594,18 @@ func (v view) Tokens(ctx context.Context) ([]store.Token, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rows, err := v.q.Query(ctx, `SELECT id, node, issued, expires, spent FROM tokens`)
+	rows, err := v.q.Query(ctx, `SELECT id, node, issued, expires, spent, grace_ms FROM tokens`)
 	if err != nil {
 		return nil, storeErr(ctx, "read tokens", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Token, error) {
 		var t store.Token
 		var spent *time.Time
-		if err := r.Scan(&t.ID, &t.Node, &t.Issued, &t.Expires, &spent); err != nil {
+		var graceMS int64
+		if err := r.Scan(&t.ID, &t.Node, &t.Issued, &t.Expires, &spent, &graceMS); err != nil {
 			return t, err
 		}
+		t.Grace = time.Duration(graceMS) * time.Millisecond
 		if spent != nil {
 			t.Spent = *spent
 		}
@@ -709,9 +711,9 @@ func (t *pgTx) PutToken(ctx context.Context, tok store.Token) error {
 		spent = &tok.Spent
 	}
 	return t.write(ctx, "put token "+tok.ID,
-		`INSERT INTO tokens (id, node, issued, expires, spent) VALUES ($1, $2, $3, $4, $5)
-		 ON CONFLICT (id) DO UPDATE SET node = excluded.node, issued = excluded.issued, expires = excluded.expires, spent = excluded.spent`,
-		tok.ID, tok.Node, tok.Issued, tok.Expires, spent)
+		`INSERT INTO tokens (id, node, issued, expires, spent, grace_ms) VALUES ($1, $2, $3, $4, $5, $6)
+		 ON CONFLICT (id) DO UPDATE SET node = excluded.node, issued = excluded.issued, expires = excluded.expires, spent = excluded.spent, grace_ms = excluded.grace_ms`,
+		tok.ID, tok.Node, tok.Issued, tok.Expires, spent, tok.Grace.Milliseconds())
 }
 
 func (t *pgTx) PutNode(ctx context.Context, n store.Node) error {

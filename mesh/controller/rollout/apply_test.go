@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -241,4 +242,46 @@ func secretsFile(t *testing.T, secrets store.Secrets) []byte {
 		t.Fatal(err)
 	}
 	return append(b, '\n')
+}
+
+// TestATokensGraceGoesWithIt: a token keeps the grace it was issued with
+// (store.Token.Grace), whatever grace the process composing after it was
+// given: another process's composition within it keeps the spent token's
+// user, and one after it drops the user.
+func TestATokensGraceGoesWithIt(t *testing.T) {
+	b := controllertest.NewBed(t, controllertest.SampleMesh(t))
+	ctx := controllertest.Ctx(t)
+	now := time.Now()
+	issuing := b.Opts
+	issuing.TokenGrace = time.Minute
+	tok, _, err := rollout.IssueToken(ctx, b.M, b.St, b.Dir, "node-a", time.Hour, issuing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Grace != time.Minute {
+		t.Fatalf("expected the token issued with a grace of 1m, got %s", tok.Grace)
+	}
+	tok.Spent = now
+	if err := b.St.Update(ctx, func(tx store.Tx) error { return tx.PutToken(ctx, tok) }); err != nil {
+		t.Fatal(err)
+	}
+	composed := func(at time.Duration) bool {
+		o := b.Opts
+		o.SpentTokenGrace = time.Second // another process's own default
+		o.Now = func() time.Time { return now.Add(at) }
+		if _, err := rollout.Apply(ctx, b.M, b.St, b.Dir, o); err != nil {
+			t.Fatal(err)
+		}
+		conf, err := os.ReadFile(statedir.Layout{Dir: b.Dir}.NATSConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(conf), wire.EnrolUser(tok.ID))
+	}
+	if !composed(10 * time.Second) {
+		t.Fatal("expected the spent token's user kept within its own grace, by a composition given a shorter one")
+	}
+	if composed(2 * time.Minute) {
+		t.Fatal("expected the spent token's user dropped after its grace")
+	}
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// and an unspent one's after its expiry; default
 	// controller.SpentTokenGrace.
 	SpentTokenGrace time.Duration
+	// TokenGrace is the grace each token issued is given, kept with it
+	// (store.Token.Grace); SpentTokenGrace when zero.
+	TokenGrace time.Duration
 	// LedgerPruneEvery is how often the CONTROL loop prunes its ledger;
 	// default LedgerPruneEvery.
 	LedgerPruneEvery time.Duration
@@ -85,6 +88,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.SpentTokenGrace == 0 {
 		o.SpentTokenGrace = store.SpentTokenGrace
+	}
+	if o.TokenGrace == 0 {
+		o.TokenGrace = o.SpentTokenGrace
 	}
 	if o.LedgerPruneEvery == 0 {
 		o.LedgerPruneEvery = LedgerPruneEvery

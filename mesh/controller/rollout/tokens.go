@@ -67,7 +67,9 @@ func IssueTokens(ctx context.Context, m *meshdesc.Mesh, st store.Store, dir stri
 		if _, err := rand.Read(raw); err != nil {
 			return nil, nil, fmt.Errorf("issue token: %w", err)
 		}
-		toks = append(toks, store.Token{ID: tokenIDPrefix + hex.EncodeToString(raw), Node: node, Issued: now, Expires: now.Add(ttl)})
+		// The grace goes with the token (store.Token.Grace): every
+		// process composing after keeps its user as long.
+		toks = append(toks, store.Token{ID: tokenIDPrefix + hex.EncodeToString(raw), Node: node, Issued: now, Expires: now.Add(ttl), Grace: o.TokenGrace})
 	}
 	if err := st.Update(ctx, func(tx store.Tx) error {
 		for _, t := range toks {

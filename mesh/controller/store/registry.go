@@ -25,6 +25,11 @@ type Token struct {
 	Expires time.Time `json:"expires"`
 	// Spent is when a node enrolled with it; zero while unspent.
 	Spent time.Time `json:"spent,omitzero"`
+	// Grace is how long its user stays on the bus once it is spent or
+	// expired (Leaves), as it was issued (token issue --grace); zero: the
+	// grace every composer is given (SpentTokenGrace by default). Kept
+	// with the token, so that every process composing agrees on it.
+	Grace time.Duration `json:"grace,omitzero"`
 }
 
 // Usable reports whether the token may still be claimed at now.
@@ -49,11 +54,15 @@ func (t Token) Composed(now time.Time, grace time.Duration) bool {
 	return now.Before(t.Leaves(grace))
 }
 
-// Leaves is when the token's user leaves the configuration: grace after
-// the token was spent, or, unspent, grace after it expired, so that a
-// claim made at its last moment is still answered, with its refusal
-// ("expired at"), rather than cut off by the reload.
+// Leaves is when the token's user leaves the configuration: its grace
+// (its own, or grace where it was issued with none) after the token was
+// spent, or, unspent, after it expired, so that a claim made at its last
+// moment is still answered, with its refusal ("expired at"), rather than
+// cut off by the reload.
 func (t Token) Leaves(grace time.Duration) time.Time {
+	if t.Grace > 0 {
+		grace = t.Grace
+	}
 	if !t.Spent.IsZero() {
 		return t.Spent.Add(grace)
 	}
@@ -154,6 +163,9 @@ func (r registry) marshal() []byte {
 func CheckToken(t Token) error {
 	if t.ID == "" || t.Node == "" || t.Expires.IsZero() {
 		return fmt.Errorf("put token: id, node and expiry are required, got %+v", t)
+	}
+	if t.Grace < 0 {
+		return fmt.Errorf("put token %s: a grace of %s is below zero", t.ID, t.Grace)
 	}
 	return nil
 }

@@ -452,7 +452,7 @@ func sameStatus(a, b store.Status) bool {
 func registryCommits(t *testing.T, open func() store.Store) {
 	created(t, open)
 	issued := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	tok := store.Token{ID: "t1", Node: "node-a", Issued: issued, Expires: issued.Add(time.Hour)}
+	tok := store.Token{ID: "t1", Node: "node-a", Issued: issued, Expires: issued.Add(time.Hour), Grace: 7 * time.Second}
 	spent := tok
 	spent.Spent = issued.Add(time.Minute)
 	node := store.Node{Name: "node-a", SealingKey: "key-a", Enrolled: spent.Spent, Token: "t1"}
@@ -475,8 +475,8 @@ func registryCommits(t *testing.T, open func() store.Store) {
 	})
 	st := open()
 	toks, err := st.Tokens(ctx)
-	if err != nil || len(toks) != 2 || !sameToken(toks[0], spent) || toks[1].ID != "t2" || !toks[1].Spent.IsZero() {
-		t.Fatalf("tokens: expected t1 spent and t2 unspent, got %+v (%v)", toks, err)
+	if err != nil || len(toks) != 2 || !sameToken(toks[0], spent) || toks[1].ID != "t2" || !toks[1].Spent.IsZero() || toks[1].Grace != 0 {
+		t.Fatalf("tokens: expected t1 spent with its grace and t2 unspent with none, got %+v (%v)", toks, err)
 	}
 	nodes, err := st.Nodes(ctx)
 	if err != nil || len(nodes) != 1 || nodes[0].Name != node.Name || nodes[0].SealingKey != node.SealingKey || !nodes[0].Enrolled.Equal(node.Enrolled) || nodes[0].Token != "t1" {
@@ -626,7 +626,7 @@ func declaredAndReported(t *testing.T, open func() store.Store) {
 }
 
 func sameToken(a, b store.Token) bool {
-	return a.ID == b.ID && a.Node == b.Node && a.Issued.Equal(b.Issued) && a.Expires.Equal(b.Expires) && a.Spent.Equal(b.Spent)
+	return a.ID == b.ID && a.Node == b.Node && a.Issued.Equal(b.Issued) && a.Expires.Equal(b.Expires) && a.Spent.Equal(b.Spent) && a.Grace == b.Grace
 }
 
 // personsKept: a person put is read back whole, in name order; put again
