@@ -217,7 +217,9 @@ Feature: Living — the mesh living on its bus
     After max-deliver deliveries the server gives the event up and DEAD records it; the controller
     folds DEAD into its store, and status names the module, its consumer and the event.
     On AMQP the broker dead-letters the event from the consumer's queue after its delivery
-    limit into mesh.dead, which the controller consumes into its store.
+    limit into mesh.dead, which the controller consumes into its store. The module fails each
+    delivery through the SDK, which asks for the event again after 250 ms in this scenario (1 s
+    by default), doubling each time.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
     When the module "logger" on "node-b" fails every delivery of "sensor.reading" until its deliveries run out

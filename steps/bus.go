@@ -91,7 +91,7 @@ func (s *scenario) busAddress(ctx context.Context, r *raised) (string, error) {
 // credential as the controller holds it, its URL naming the bus's port
 // published on this host (the broker's and the server's certificates
 // carry the loopback's names). It is closed when the scenario ends.
-func (s *scenario) moduleOn(ctx context.Context, node, module string) (*sdk.Module, error) {
+func (s *scenario) moduleOn(ctx context.Context, node, module string, opts ...sdk.Option) (*sdk.Module, error) {
 	r, err := s.cluster()
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func (s *scenario) moduleOn(ctx context.Context, node, module string) (*sdk.Modu
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	m, err := sdk.Connect(cctx, path, sdk.WithLogger(slog.New(slog.DiscardHandler)))
+	m, err := sdk.Connect(cctx, path, append([]sdk.Option{sdk.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect as %s on %s: %w", module, node, err)
 	}
@@ -117,10 +117,11 @@ func (s *scenario) moduleOn(ctx context.Context, node, module string) (*sdk.Modu
 // failOnAMQP emits one event of emitter with key and has module on node
 // fail every delivery of it, through the SDK as the module's own
 // handler would (each failure asks for it again, after the SDK's growing
-// delay), until the broker has delivered it as often as the mesh lets it
-// (amqpdefs.DefaultMaxDeliver) and dead-letters it.
+// delay, from failedFirstWaits), until the broker has delivered it as
+// often as the mesh lets it (amqpdefs.DefaultMaxDeliver) and dead-letters
+// it.
 func (s *scenario) failOnAMQP(ctx context.Context, module, node, emitter, key string) error {
-	consumer, err := s.moduleOn(ctx, node, module)
+	consumer, err := s.moduleOn(ctx, node, module, sdk.WithRedelivery(failedFirstWaits))
 	if err != nil {
 		return err
 	}
@@ -145,8 +146,8 @@ func (s *scenario) failOnAMQP(ctx context.Context, module, node, emitter, key st
 		return fmt.Errorf("%s emits %s: %w", emitter, key, err)
 	}
 	s.ro.emitted = observe.Acked{ID: id}
-	// The SDK's delays (1 s, 2 s, 4 s, 8 s) put the last delivery about
-	// 15 s after the first.
+	// The SDK's delays (250 ms doubling: 0.25 s, 0.5 s, 1 s, 2 s) put the
+	// last delivery about 4 s after the first.
 	return eventually(ctx, 45*time.Second, func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -157,6 +158,14 @@ func (s *scenario) failOnAMQP(ctx context.Context, module, node, emitter, key st
 		return nil
 	})
 }
+
+// failedFirstWaits is the SDK's first wait after a failed delivery where
+// a scenario fails every delivery (sdk.WithRedelivery; 1 s by default):
+// it proves the deliveries and the dead letter, not the outage they ride
+// out. On AMQP the SDK does not know the queue's delivery limit, so it
+// waits after the last delivery too (4 s from this) before the broker
+// dead-letters the event.
+const failedFirstWaits = 250 * time.Millisecond
 
 // publishedCredential writes cred into a file of the scenario's, its URL
 // naming the mesh's bus as this host reaches it (the port published on

@@ -48,7 +48,7 @@ func (s *scenario) bindEvents(sc *godog.ScenarioContext) {
 	sc.Step(`^the driver of "([^"]+)" emits "([^"]+)" as "([^"]+)" on "([^"]+)"(?: in the environment of "([^"]+)")?$`, e.theDriverEmits)
 	sc.Step(`^the bus holds the event of "([^"]+)", header by header and byte for byte$`, e.theBusHoldsTheEvent)
 
-	sc.Step(`^the driver of "([^"]+)" consumes "([^"]+)" as "([^"]+)" on "([^"]+)"(?: with a handler that (always fails|fails for (\d+) seconds?))?$`, e.theDriverConsumes)
+	sc.Step(`^the driver of "([^"]+)" consumes "([^"]+)" as "([^"]+)" on "([^"]+)"(?: with a handler that (always fails|fails for (\d+) seconds?))?(?:, asked again first after (\d+) ms)?$`, e.theDriverConsumes)
 	sc.Step(`^the delivery of "([^"]+)" is published on the bus( as often as it says)?$`, e.theDeliveryIsPublished)
 	sc.Step(`^the handler received exactly the event "([^"]+)" describes$`, e.theHandlerReceivedExactly)
 	sc.Step(`^the server advises that "([^"]+)" terminated it, naming the header "([^"]+)" says is missing$`, e.theServerAdvisesItTerminated)
@@ -102,8 +102,15 @@ func (e *events) theBusHoldsTheEvent(ctx context.Context, name string) error {
 
 // ---- consuming ----
 
-func (e *events) theDriverConsumes(ctx context.Context, impl, pattern, module, node, failing, seconds string) error {
+func (e *events) theDriverConsumes(ctx context.Context, impl, pattern, module, node, failing, seconds, firstMS string) error {
 	cmd := proto.Consume{Patterns: []string{pattern}, Count: driverCount, Timeout: driverListen}
+	if firstMS != "" {
+		var n int
+		if _, err := fmt.Sscan(firstMS, &n); err != nil {
+			return err
+		}
+		cmd.RedeliverAfter = time.Duration(n) * time.Millisecond
+	}
 	switch {
 	case seconds != "":
 		var n int

@@ -48,6 +48,10 @@ type Consume struct {
 	// FailFor makes a handler fail each event for this long after it first
 	// received that event, then succeed: an outage it rides out.
 	FailFor time.Duration
+	// RedeliverAfter is the wait after an event's first failed delivery
+	// (the SDK's own default where zero), doubled after each: a scenario
+	// proving the deliveries, not the outage they ride out, waits less.
+	RedeliverAfter time.Duration
 }
 
 // Serve serves Tool for Duration, answering each call with its arguments
@@ -87,18 +91,19 @@ const (
 
 // The flags' names, spelled "--name" on a command line.
 const (
-	FlagFixture  = "fixture"
-	FlagPattern  = "pattern"
-	FlagCount    = "count"
-	FlagTimeout  = "timeout"
-	FlagFail     = "fail"
-	FlagFailFor  = "fail-for"
-	FlagTool     = "tool"
-	FlagDuration = "duration"
-	FlagPanic    = "panic"
-	FlagModule   = "module"
-	FlagArgs     = "args"
-	FlagFile     = "file"
+	FlagFixture        = "fixture"
+	FlagPattern        = "pattern"
+	FlagCount          = "count"
+	FlagTimeout        = "timeout"
+	FlagFail           = "fail"
+	FlagFailFor        = "fail-for"
+	FlagRedeliverAfter = "redeliver-after"
+	FlagTool           = "tool"
+	FlagDuration       = "duration"
+	FlagPanic          = "panic"
+	FlagModule         = "module"
+	FlagArgs           = "args"
+	FlagFile           = "file"
 )
 
 // Name is the command's word.
@@ -158,6 +163,9 @@ func (c Consume) Argv() []string {
 	if c.FailFor > 0 {
 		out = append(out, opt(FlagFailFor), FormatDuration(c.FailFor))
 	}
+	if c.RedeliverAfter > 0 {
+		out = append(out, opt(FlagRedeliverAfter), FormatDuration(c.RedeliverAfter))
+	}
 	return out
 }
 
@@ -211,7 +219,7 @@ var commands = []command{
 			return c, nil
 		}
 	}},
-	{CmdConsume, "consume --pattern P [--pattern P ...] --count N --timeout D [--fail | --fail-for D]", func(fs *flag.FlagSet) func() (Command, error) {
+	{CmdConsume, "consume --pattern P [--pattern P ...] --count N --timeout D [--fail | --fail-for D] [--redeliver-after D]", func(fs *flag.FlagSet) func() (Command, error) {
 		c := Consume{Count: 1, Timeout: 10 * time.Second}
 		fs.Func(FlagPattern, "a consumed pattern (repeatable)", func(v string) error {
 			if v == "" {
@@ -224,6 +232,7 @@ var commands = []command{
 		durationVar(fs, &c.Timeout, FlagTimeout, "stop after this long")
 		fs.BoolVar(&c.Fail, FlagFail, false, "every handler fails")
 		durationVar(fs, &c.FailFor, FlagFailFor, "a handler fails each event for this long after it first received it, then succeeds")
+		durationVar(fs, &c.RedeliverAfter, FlagRedeliverAfter, "the wait after an event's first failed delivery, doubled after each (the SDK's default when absent)")
 		return func() (Command, error) {
 			switch {
 			case len(c.Patterns) == 0:

@@ -46,6 +46,7 @@ func TestTheDriverReadsCommandLinesAsTheProtocolDoes(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"frobnicate"}, {"connect", "extra"}, {"emit"}, {"emit", "--bogus"}, {"emit", "--fixture"},
 		{"consume", "--pattern", "a", "--timeout", "1m30s"}, {"consume", "--pattern", "a", "--fail", "--fail-for", "2s"},
+		{"consume", "--pattern", "a", "--redeliver-after", "-1s"}, {"consume", "--pattern", "a", "--fail", "--redeliver-after", "250ms", "--count", "1", "--timeout", "1s"},
 		{"consume", "--pattern", "a", "--count", "0"}, {"consume", "--count", "1"}, {"consume", "--pattern", "a", "--count", "x"},
 		{"serve", "--duration", "1s"}, {"serve", "--tool", "t", "--fail", "m", "--panic"}, {"serve", "--tool", "t", "--duration", "1s"},
 		{"call", "--module", "m", "--tool", "t", "--args", "{", "--timeout", "1s"},

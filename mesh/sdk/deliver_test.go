@@ -334,6 +334,31 @@ func TestDeliverNaksWithAGrowingDelay(t *testing.T) {
 	}
 }
 
+// WithRedelivery's first wait doubles as the default's does.
+func TestRedeliveryStartsFromTheFirstWaitGiven(t *testing.T) {
+	m, _, _ := fakeModule(t, WithRedelivery(250*time.Millisecond))
+	if err := m.Subscribe("sensor.reading", func(context.Context, Event) error { return errors.New("store away") }); err != nil {
+		t.Fatal(err)
+	}
+	var got []time.Duration
+	for n := 1; n <= 5; n++ {
+		d := &fakeDelivery{key: "sensor.reading", msg: envelope("id-1"), attempt: n, limit: 5}
+		m.deliver(d)
+		d.expect(t, "nak")
+		got = append(got, d.delays...)
+	}
+	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 0}
+	if !slices.Equal(got, want) {
+		t.Fatalf("expected the delays %v, got %v", want, got)
+	}
+	var c config
+	WithRedelivery(0)(&c)
+	WithRedelivery(-time.Second)(&c)
+	if c.redelivery != 0 {
+		t.Fatalf("expected a wait of zero or less ignored, got %s", c.redelivery)
+	}
+}
+
 func TestRedeliveryDelayIsBounded(t *testing.T) {
 	cases := []struct {
 		n, limit int
@@ -344,7 +369,7 @@ func TestRedeliveryDelayIsBounded(t *testing.T) {
 		{3, 3, 0}, {4, 3, 0}, {2, 3, 2 * time.Second},
 	}
 	for _, c := range cases {
-		if got := redeliveryDelay(c.n, c.limit); got != c.want {
+		if got := redeliveryDelay(c.n, c.limit, DefaultRedelivery); got != c.want {
 			t.Errorf("redeliveryDelay(%d, %d): expected %s, got %s", c.n, c.limit, c.want, got)
 		}
 	}

@@ -123,7 +123,7 @@ func (m *Module) handle(d link.Delivery) {
 		return
 	}
 	n, limit := d.Attempt()
-	delay := redeliveryDelay(n, limit)
+	delay := redeliveryDelay(n, limit, m.redelivery)
 	failed := false
 	for _, h := range hs {
 		if err := runEvent(m.ctx, h, e); err != nil {

@@ -99,10 +99,13 @@ func (d *fakeDelivery) expect(t *testing.T, want ...string) {
 }
 
 // fakeModule is logger on node-b over a fake bus; its log is kept.
-func fakeModule(t *testing.T) (*Module, *fakeBus, *bytes.Buffer) {
+func fakeModule(t *testing.T, opts ...Option) (*Module, *fakeBus, *bytes.Buffer) {
 	t.Helper()
 	var logs bytes.Buffer
-	c := config{log: slog.New(slog.NewJSONHandler(&logs, nil)), timeout: DefaultTimeout}
+	c := config{log: slog.New(slog.NewJSONHandler(&logs, nil)), timeout: DefaultTimeout, redelivery: DefaultRedelivery}
+	for _, o := range opts {
+		o(&c)
+	}
 	m := newModule(wire.Credential{Node: "node-b", Module: "logger"}, c)
 	f := &fakeBus{}
 	m.bus = f

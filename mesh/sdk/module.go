@@ -22,6 +22,7 @@ type Module struct {
 	bus        link.Transport
 	log        *slog.Logger
 	timeout    time.Duration
+	redelivery time.Duration // the first wait of a failed event (WithRedelivery)
 	ctx        context.Context
 	cancel     context.CancelFunc
 
@@ -57,7 +58,7 @@ type Module struct {
 // calls): such a Module calls tools (Request) and nothing else; Publish,
 // Subscribe and Handle are ErrInvalid, and Node and Name are empty.
 func Connect(ctx context.Context, credentialPath string, opts ...Option) (*Module, error) {
-	c := config{log: slog.Default(), timeout: DefaultTimeout}
+	c := config{log: slog.Default(), timeout: DefaultTimeout, redelivery: DefaultRedelivery}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -93,7 +94,7 @@ func Connect(ctx context.Context, credentialPath string, opts ...Option) (*Modul
 func newModule(cred wire.Credential, c config) *Module {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Module{
-		node: cred.Node, name: cred.Module, person: cred.Principal == wire.PrincipalPerson, log: c.log, timeout: c.timeout,
+		node: cred.Node, name: cred.Module, person: cred.Principal == wire.PrincipalPerson, log: c.log, timeout: c.timeout, redelivery: c.redelivery,
 		ctx: ctx, cancel: cancel, tools: map[string]bool{}, seen: newMemory(dedupMemory),
 		in: make(chan link.Delivery), handled: make(chan struct{}),
 		giveBack: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),

@@ -10,8 +10,9 @@ import (
 const DefaultTimeout = 10 * time.Second
 
 type config struct {
-	log     *slog.Logger
-	timeout time.Duration
+	log        *slog.Logger
+	timeout    time.Duration
+	redelivery time.Duration
 }
 
 // Option changes how Connect connects.
@@ -23,6 +24,20 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithTimeout replaces DefaultTimeout.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithRedelivery replaces DefaultRedelivery: how long a failing handler's
+// event waits before it is delivered the second time, each wait after
+// twice the one before, up to 30 s. Shorter rides out a shorter outage in
+// the same deliveries; a test that proves the deliveries, not the outage
+// they ride out, spends less time waiting. Zero or less keeps the
+// default.
+func WithRedelivery(first time.Duration) Option {
+	return func(c *config) {
+		if first > 0 {
+			c.redelivery = first
+		}
+	}
+}
 
 type publishConfig struct {
 	id, causation, schema string

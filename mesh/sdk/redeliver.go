@@ -3,7 +3,8 @@ package sdk
 import "time"
 
 // How long the event of a failing handler waits before it is delivered
-// again: the first wait, doubled with each delivery up to the longest. A
+// again: the first wait (WithRedelivery), doubled with each delivery up
+// to the longest. A
 // handler fails because something it needs is away (a store, a service),
 // and asking again at once spends every delivery the mesh allows in
 // milliseconds (issue 7 measured five in 349 µs), so that a one-second
@@ -13,15 +14,16 @@ import "time"
 // from the broker's own count of deliveries, so it survives the module
 // restarting, and it never holds up the deliveries behind it.
 const (
-	firstRedelivery = time.Second
-	maxRedelivery   = 30 * time.Second
+	// DefaultRedelivery is the first wait.
+	DefaultRedelivery = time.Second
+	maxRedelivery     = 30 * time.Second
 )
 
-// redeliveryDelay is the wait after delivery n of an event failed, limit
-// being the most deliveries the broker makes (0: unknown). The last
-// delivery is given back at once: nothing will follow it, and the dead
-// letter should not wait.
-func redeliveryDelay(n, limit int) time.Duration {
+// redeliveryDelay is the wait after delivery n of an event failed, first
+// being the wait after the first, limit the most deliveries the broker
+// makes (0: unknown). The last delivery is given back at once: nothing
+// will follow it, and the dead letter should not wait.
+func redeliveryDelay(n, limit int, first time.Duration) time.Duration {
 	if limit > 0 && n >= limit {
 		return 0
 	}
@@ -31,5 +33,5 @@ func redeliveryDelay(n, limit int) time.Duration {
 	if n > 16 {
 		return maxRedelivery
 	}
-	return min(firstRedelivery<<(n-1), maxRedelivery)
+	return min(first<<(n-1), maxRedelivery)
 }

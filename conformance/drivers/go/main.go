@@ -102,10 +102,10 @@ func class(err error) proto.Class {
 	return proto.ClassOther
 }
 
-func (d *driver) module(ctx context.Context) (*sdk.Module, error) {
+func (d *driver) module(ctx context.Context, opts ...sdk.Option) (*sdk.Module, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return sdk.Connect(cctx, "", sdk.WithLogger(d.log))
+	return sdk.Connect(cctx, "", append([]sdk.Option{sdk.WithLogger(d.log)}, opts...)...)
 }
 
 func (d *driver) connect(ctx context.Context) error {
@@ -154,7 +154,7 @@ func (d *driver) emit(ctx context.Context, c proto.Emit) error {
 // bed hears it.
 func (d *driver) consume(ctx context.Context, c proto.Consume) error {
 	failing := failingFor(c.Fail, c.FailFor)
-	m, err := d.module(ctx)
+	m, err := d.module(ctx, sdk.WithRedelivery(c.RedeliverAfter))
 	if err != nil {
 		return err
 	}

@@ -23,10 +23,10 @@ const COMMANDS = {
   connect: { synopsis: 'connect', capability: 'connection', flags: {} },
   emit: { synopsis: 'emit --fixture FILE', capability: 'events', flags: { fixture: 'string' }, check: (c) => (c.fixture ? null : '--fixture FILE is required') },
   consume: {
-    synopsis: 'consume --pattern P [--pattern P ...] --count N --timeout D [--fail | --fail-for D]',
+    synopsis: 'consume --pattern P [--pattern P ...] --count N --timeout D [--fail | --fail-for D] [--redeliver-after D]',
     capability: 'events',
-    flags: { pattern: 'strings', count: 'int', timeout: 'duration', fail: 'bool', 'fail-for': 'duration' },
-    defaults: { pattern: [], count: 1, timeout: 10000, fail: false, 'fail-for': 0 },
+    flags: { pattern: 'strings', count: 'int', timeout: 'duration', fail: 'bool', 'fail-for': 'duration', 'redeliver-after': 'duration' },
+    defaults: { pattern: [], count: 1, timeout: 10000, fail: false, 'fail-for': 0, 'redeliver-after': 0 },
     check: (c) => {
       if (c.pattern.length === 0) return 'at least one --pattern is required';
       if (c.count < 1) return `--count must be at least 1, got ${c.count}`;
@@ -204,7 +204,8 @@ const commands = {
 
   async consume(c) {
     const failing = failingFor(c.fail, c['fail-for']);
-    const m = await connect({ log });
+    // 0 (absent): the SDK's own first wait.
+    const m = await connect({ log, redeliveryMs: c['redeliver-after'] });
     try {
       let handled = 0;
       let enough;

@@ -138,10 +138,11 @@ test('x-time is written as the Go emitter writes it', () => {
   assert.equal(wire.formatTime(new Date(f.time)), f.wire.headers['x-time']);
 });
 
-test('a failing event waits 1 s doubling to 30 s, the last delivery given back at once', () => {
+test('a failing event waits 1 s (or the first wait given) doubling to 30 s, the last delivery given back at once', () => {
   assert.deepEqual([1, 2, 3, 4, 5].map((n) => redeliveryDelayMs(n, 5)), [1000, 2000, 4000, 8000, 0]);
   assert.equal(redeliveryDelayMs(6, 0), 30000);
   assert.equal(redeliveryDelayMs(0, 0), 1000);
+  assert.deepEqual([1, 2, 3, 4, 5].map((n) => redeliveryDelayMs(n, 5, 250)), [250, 500, 1000, 2000, 0]);
 });
 
 test('the delivery count is read from both forms of the ack subject', () => {

@@ -27,13 +27,18 @@ export const SETTLE_WINDOW_MS = 2000;
 // x-source and x-event-id together (only the pair names one event).
 export const DEDUP_CAPACITY = 16384;
 
+// DEFAULT_REDELIVERY_MS: the wait after an event's first failed delivery
+// (connect's redeliveryMs replaces it), as the Go SDK's DefaultRedelivery.
+export const DEFAULT_REDELIVERY_MS = 1000;
+
 // redeliveryDelayMs: the wait after delivery n of an event failed, limit
-// being the consumer's MaxDeliver (0: unknown): 1 s doubling to 30 s, the
-// last delivery given back at once (docs/events.md).
-export function redeliveryDelayMs(n, limit) {
+// being the consumer's MaxDeliver (0: unknown): firstMs (1 s by default)
+// doubling to 30 s, the last delivery given back at once
+// (docs/events.md).
+export function redeliveryDelayMs(n, limit, firstMs = DEFAULT_REDELIVERY_MS) {
   if (limit > 0 && n >= limit) return 0;
   const k = Math.min(Math.max(n, 1), 16);
-  return Math.min(1000 * 2 ** (k - 1), 30000);
+  return Math.min(firstMs * 2 ** (k - 1), 30000);
 }
 
 // connect reads the credential (the file credentialPath, else the one
@@ -41,7 +46,8 @@ export function redeliveryDelayMs(n, limit) {
 // identity from it — overwriting MESH_NODE and MESH_MODULE in env where
 // they disagree — and connects to the bus over TLS pinned to the
 // credential's fingerprint, the name checked being the host it names.
-export async function connect({ credential, credentialPath, env = process.env, dial = socketDial, timeoutMs = DEFAULT_TIMEOUT_MS, log = () => {}, pull, client: clientOpts = {} } = {}) {
+// redeliveryMs replaces DEFAULT_REDELIVERY_MS where above zero.
+export async function connect({ credential, credentialPath, env = process.env, dial = socketDial, timeoutMs = DEFAULT_TIMEOUT_MS, redeliveryMs = DEFAULT_REDELIVERY_MS, log = () => {}, pull, client: clientOpts = {} } = {}) {
   let text = credential;
   if (text === undefined) {
     const path = credentialPath ?? env[wire.ENV_CREDENTIAL];
@@ -55,7 +61,7 @@ export async function connect({ credential, credentialPath, env = process.env, d
   // this is (design 19, "Identity").
   if (env[wire.ENV_NODE] !== cred.node) env[wire.ENV_NODE] = cred.node;
   if (env[wire.ENV_MODULE] !== cred.module) env[wire.ENV_MODULE] = cred.module;
-  const m = new Module(cred, timeoutMs, log, pull);
+  const m = new Module(cred, timeoutMs, log, pull, redeliveryMs > 0 ? redeliveryMs : DEFAULT_REDELIVERY_MS);
   m._client = await Client.connect({
     ...clientOpts,
     servers: [cred.server],
@@ -83,6 +89,7 @@ export class Module {
   #puller = null;
   #binding = null;
   #maxDeliver = 0;
+  #redeliveryMs;
   #denials = new Map(); // subject -> [reject]
   #closed = false;
   #dispatching = Promise.resolve();
@@ -91,8 +98,9 @@ export class Module {
 
   #pull;
 
-  constructor(cred, timeoutMs, log, pull) {
+  constructor(cred, timeoutMs, log, pull, redeliveryMs = DEFAULT_REDELIVERY_MS) {
     this.#pull = pull;
+    this.#redeliveryMs = redeliveryMs;
     this.#cred = cred;
     this.#timeoutMs = timeoutMs;
     this.#log = log;
@@ -303,7 +311,7 @@ export class Module {
         this.#log('warn', 'event handler failed; asking for the event again', { key: event.key, event: event.id, delivery: n, err: err?.message ?? String(err) });
       }
     }
-    if (failed) return settle(nak(redeliveryDelayMs(n, this.#maxDeliver)));
+    if (failed) return settle(nak(redeliveryDelayMs(n, this.#maxDeliver, this.#redeliveryMs)));
     this.#seen.set(seenKey, true);
     if (this.#seen.size > DEDUP_CAPACITY) this.#seen.delete(this.#seen.keys().next().value);
     return settle(ACK);
