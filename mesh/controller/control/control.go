@@ -286,10 +286,10 @@ func (l *ControlLoop) apply(ctx context.Context, st store.Store, msg plane.Contr
 // reads nats.conf, so composing first would not have the user live before
 // the answer either; the composer, asked, makes one composition of a
 // fleet's enrolments arriving meanwhile, and no batch's answers wait for
-// one. A composition that fails before
-// the answers is asked of the composer, which tries until it succeeds;
-// the answers go all the same (the store holds the enrolments), and their
-// hosts dial until their users are live, as on NATS.
+// one. A composition that fails before the answers is asked of the
+// composer, which tries until it succeeds; the answers go all the same
+// (the store holds the enrolments), and their hosts dial until their
+// users are live, as on NATS.
 //
 // The composition is bounded by ackTimeout, its own: a broker slow to
 // take it delays the answers no longer than that.
