@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"time"
-
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/cucumber/godog"
 	"github.com/nats-io/nats.go"
@@ -155,11 +156,13 @@ func (s *scenario) connect(ctx context.Context, user string) (*client, error) {
 }
 
 // dial connects with cred through the bus's published port. An attempt
-// that runs out of time is made again, up to dialWithin in all: a
-// scenario may have made the bus's link lose packets on purpose (the
-// conformance bed's loss), and a handshake that lost its segments more
-// than once outlasts one attempt; a refusal (a login refused) is
-// returned at once.
+// that runs out of time, or whose connection was cut in its handshake, is
+// made again, up to dialWithin in all: a scenario may have made the bus's
+// link lose packets on purpose (the conformance bed's loss), and a
+// handshake that lost its segments more than once outlasts one attempt,
+// or is closed by the port's proxy when its own connection to the server
+// failed (nats: tls error: EOF, once in five runs); a refusal (a login
+// refused) is returned at once.
 func (s *scenario) dial(ctx context.Context, cred wire.Credential) (*client, error) {
 	addr, err := s.r.cluster.BusAddress(ctx)
 	if err != nil {
@@ -173,7 +176,7 @@ func (s *scenario) dial(ctx context.Context, cred wire.Credential) (*client, err
 		if err == nil {
 			return &client{Client: c, cred: cred}, nil
 		}
-		if !timedOut(err) || ctx.Err() != nil || time.Now().After(deadline) {
+		if !(timedOut(err) || cutInHandshake(err)) || ctx.Err() != nil || time.Now().After(deadline) {
 			return nil, err
 		}
 	}
@@ -183,6 +186,12 @@ func (s *scenario) dial(ctx context.Context, cred wire.Credential) (*client, err
 func timedOut(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// cutInHandshake says whether a dial's connection ended before the
+// server answered its login: the transport failed, nothing was refused.
+func cutInHandshake(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // dialWithin bounds the attempts of one dial of a step.
