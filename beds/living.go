@@ -19,7 +19,7 @@ func living() Bed {
 		},
 		// Raising the store, genesis and two enrolments per cluster, a
 		// cluster per bus.
-		Timeout:  20 * time.Minute,
+		Timeout: 20 * time.Minute,
 		// A token keeps its user 10 s once spent or expired (30 s in
 		// production): the @enrol scenarios wait it out.
 		Topology: topology.Living().WithTokenGrace(10 * time.Second),

@@ -317,38 +317,16 @@ func TestDeliverRefusesWhatIsNoEnvelope(t *testing.T) {
 // delay grows with the broker's count of deliveries, and the last
 // delivery the broker makes is given back at once.
 func TestDeliverNaksWithAGrowingDelay(t *testing.T) {
-	m, _, _ := fakeModule(t)
-	if err := m.Subscribe("sensor.reading", func(context.Context, Event) error { return errors.New("store away") }); err != nil {
-		t.Fatal(err)
-	}
-	var got []time.Duration
-	for n := 1; n <= 5; n++ {
-		d := &fakeDelivery{key: "sensor.reading", msg: envelope("id-1"), attempt: n, limit: 5}
-		m.deliver(d)
-		d.expect(t, "nak")
-		got = append(got, d.delays...)
-	}
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 0}
-	if !slices.Equal(got, want) {
+	if got := delaysOfFailing(t); !slices.Equal(got, want) {
 		t.Fatalf("expected the delays %v, got %v", want, got)
 	}
 }
 
 // WithRedelivery's first wait doubles as the default's does.
 func TestRedeliveryStartsFromTheFirstWaitGiven(t *testing.T) {
-	m, _, _ := fakeModule(t, WithRedelivery(250*time.Millisecond))
-	if err := m.Subscribe("sensor.reading", func(context.Context, Event) error { return errors.New("store away") }); err != nil {
-		t.Fatal(err)
-	}
-	var got []time.Duration
-	for n := 1; n <= 5; n++ {
-		d := &fakeDelivery{key: "sensor.reading", msg: envelope("id-1"), attempt: n, limit: 5}
-		m.deliver(d)
-		d.expect(t, "nak")
-		got = append(got, d.delays...)
-	}
 	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 0}
-	if !slices.Equal(got, want) {
+	if got := delaysOfFailing(t, WithRedelivery(250*time.Millisecond)); !slices.Equal(got, want) {
 		t.Fatalf("expected the delays %v, got %v", want, got)
 	}
 	var c config
@@ -357,6 +335,25 @@ func TestRedeliveryStartsFromTheFirstWaitGiven(t *testing.T) {
 	if c.redelivery != 0 {
 		t.Fatalf("expected a wait of zero or less ignored, got %s", c.redelivery)
 	}
+}
+
+// delaysOfFailing are the delays a module made with opts asks for an
+// event back with, its handler failing each of the five deliveries the
+// broker makes.
+func delaysOfFailing(t *testing.T, opts ...Option) []time.Duration {
+	t.Helper()
+	m, _, _ := fakeModule(t, opts...)
+	if err := m.Subscribe("sensor.reading", func(context.Context, Event) error { return errors.New("store away") }); err != nil {
+		t.Fatal(err)
+	}
+	var got []time.Duration
+	for n := 1; n <= 5; n++ {
+		d := &fakeDelivery{key: "sensor.reading", msg: envelope("id-1"), attempt: n, limit: 5}
+		m.deliver(d)
+		d.expect(t, "nak")
+		got = append(got, d.delays...)
+	}
+	return got
 }
 
 func TestRedeliveryDelayIsBounded(t *testing.T) {
