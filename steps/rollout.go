@@ -728,21 +728,30 @@ func (s *scenario) eachModuleIsAProcess(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range s.mesh().Nodes {
-		m, err := r.cluster.Member(n.Name)
-		if err != nil {
-			return err
+	return eventually(ctx, modulesRunningWithin, func(ctx context.Context) error {
+		for _, n := range s.mesh().Nodes {
+			m, err := r.cluster.Member(n.Name)
+			if err != nil {
+				return err
+			}
+			procs, err := m.Processes(ctx)
+			if err != nil {
+				return err
+			}
+			if err := modulesAsTheirOwn(procs, n.Modules); err != nil {
+				return fmt.Errorf("%s: %w", n.Name, err)
+			}
 		}
-		procs, err := m.Processes(ctx)
-		if err != nil {
-			return err
-		}
-		if err := modulesAsTheirOwn(procs, n.Modules); err != nil {
-			return fmt.Errorf("%s: %w", n.Name, err)
-		}
-	}
-	return nil
+		return nil
+	})
 }
+
+// modulesRunningWithin bounds a host's starting the modules declared to
+// it, once it has its declaration: a step right after the cluster is
+// raised (a host enrolled within a second) can come before a host of
+// another node started its own (once in five runs of bedrun all, node-b's
+// logger not yet a process).
+const modulesRunningWithin = 30 * time.Second
 
 // modulesAsTheirOwn checks that procs, a host container's processes,
 // hold each of modules as a child of the host, each as a user and group
