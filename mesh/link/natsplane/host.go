@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,14 +112,36 @@ func (h *host) Alive(_ context.Context, node string, body []byte) error {
 	return nil
 }
 
-// Credentials asks the controller for the node's modules' credentials;
-// the server lets the host ask on its own node's subject alone.
+// credentialsFirstWait is how long a credential request waits for its
+// answer before it is made again; each wait after is twice the one
+// before, up to credentialsLongestWait. An answer can be lost on the way:
+// a server reloading its configuration (another node enrolling) clears
+// and adds again the hosts' service imports, and the reply of a request
+// crossing them then has nowhere to go (the controller's publish is
+// refused). Asking is a read, so asking twice is harmless.
+const (
+	credentialsFirstWait   = time.Second
+	credentialsLongestWait = 4 * time.Second
+)
+
+// Credentials asks the controller for the node's modules' credentials,
+// again while no answer comes, until ctx ends; the server lets the host
+// ask on its own node's subject alone.
 func (h *host) Credentials(ctx context.Context, node string) ([]byte, error) {
-	msg, err := h.nc.RequestWithContext(ctx, wire.NodeCredentials(node), nil)
-	if err != nil {
-		return nil, fmt.Errorf("request %s: %w", wire.NodeCredentials(node), err)
+	subject := wire.NodeCredentials(node)
+	for wait := credentialsFirstWait; ; wait = min(2*wait, credentialsLongestWait) {
+		actx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := h.nc.RequestWithContext(actx, subject, nil)
+		cancel()
+		switch {
+		case err == nil:
+			return msg.Data, nil
+		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout):
+			// The caller's bound, or an answer that will not come by
+			// asking again (no responders: the controller is away).
+			return nil, fmt.Errorf("request %s: %w", subject, err)
+		}
 	}
-	return msg.Data, nil
 }
 
 // Artifact fetches an artifact from ARTIFACTS by direct gets of its

@@ -184,3 +184,47 @@ func TestAReportIsConfirmedAndKeptOncePerID(t *testing.T) {
 		t.Fatal("a report was confirmed with no CONTROL to hold it")
 	}
 }
+
+// TestACredentialRequestUnansweredIsMadeAgain: an answer lost on the way
+// (a reload clearing the service import it crossed) costs the host one
+// short wait, not the caller's whole bound.
+func TestACredentialRequestUnansweredIsMadeAgain(t *testing.T) {
+	h, js := planeServer(t)
+	asked := make(chan struct{}, 10)
+	sub, err := js.Conn().Subscribe(wire.NodeCredentials("node-a"), func(m *nats.Msg) {
+		asked <- struct{}{}
+		if len(asked) == 1 {
+			return // the first answer lost
+		}
+		_ = m.Respond([]byte(`{"sealed":{}}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*credentialsFirstWait)
+	defer cancel()
+	got, err := h.Credentials(ctx, "node-a")
+	if err != nil {
+		t.Fatalf("expected the second request answered within the bound, got %v (asked %d times)", err, len(asked))
+	}
+	if string(got) != `{"sealed":{}}` || len(asked) != 2 {
+		t.Fatalf("expected the second answer after two requests, got %q after %d", got, len(asked))
+	}
+}
+
+// TestACredentialRequestNobodyServesFailsAtOnce: with no controller
+// listening, asking again would not help; the caller hears so at once.
+func TestACredentialRequestNobodyServesFailsAtOnce(t *testing.T) {
+	h, _ := planeServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := h.Credentials(ctx, "node-a")
+	if !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("expected no responders, got %v", err)
+	}
+	if waited := time.Since(start); waited > credentialsFirstWait {
+		t.Fatalf("expected the refusal at once, waited %s", waited)
+	}
+}
