@@ -2,10 +2,13 @@ package steps_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/harness"
@@ -19,7 +22,7 @@ func TestBeds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("beds skipped in -short mode: they raise real containers")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := bedsContext(t)
 	defer cancel()
 	if err := harness.DockerAvailable(ctx); err != nil {
 		t.Skipf("beds skipped: no Docker engine answers (%v)", err)
@@ -59,8 +62,34 @@ func TestBeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !res.OK() {
+		if errors.Is(context.Cause(ctx), errOutOfTime) {
+			t.Fatalf("%v; report in %s", context.Cause(ctx), report)
+		}
 		t.Fatalf("beds failed; report in %s", report)
 	}
+}
+
+// stopBeforeDeadline is how long before go test's -timeout the beds are
+// stopped: time to end the scenarios running and tear their clusters
+// down, which the testing package's panic at the limit would not leave.
+const stopBeforeDeadline = 45 * time.Second
+
+// errOutOfTime is why the beds stopped when go test's limit came near.
+var errOutOfTime = errors.New("the beds were stopped before go test's -timeout, so that their clusters are torn down")
+
+// bedsContext is the beds' context: it ends stopBeforeDeadline before
+// the test binary's deadline, if it has one, saying so and how to give
+// the beds more time (a cold or slow machine: images to build, fewer
+// cycles).
+func bedsContext(t *testing.T) (context.Context, context.CancelFunc) {
+	deadline, ok := t.Deadline()
+	if !ok {
+		return context.WithCancel(context.Background())
+	}
+	stop := deadline.Add(-stopBeforeDeadline)
+	t.Logf("the beds stop by %s, %s before go test's -timeout", stop.Format(time.TimeOnly), stopBeforeDeadline)
+	return context.WithDeadlineCause(context.Background(), stop,
+		fmt.Errorf("%w (%s before it): give them longer on a cold or slow machine, go test -timeout 30m ./steps", errOutOfTime, stopBeforeDeadline))
 }
 
 // testWriter sends the runner's progress to the test log, line by line.

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -167,10 +168,22 @@ func Remove(ctx context.Context, docker *client.Client, label string) error {
 	if err != nil {
 		result = multierror.Append(result, fmt.Errorf("list containers labelled %s: %w", label, err))
 	}
-	for _, c := range cs.Items {
-		_, err := docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			result = multierror.Append(result, fmt.Errorf("remove container %s: %w", shortID(c.ID), err))
+	// At once: a removal is mostly the engine waiting (a kill, an
+	// unmount), and a cluster has a handful of containers.
+	errs := make([]error, len(cs.Items))
+	var wg sync.WaitGroup
+	for i, c := range cs.Items {
+		wg.Go(func() {
+			_, err := docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				errs[i] = fmt.Errorf("remove container %s: %w", shortID(c.ID), err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			result = multierror.Append(result, err)
 		}
 	}
 	ns, err := docker.NetworkList(ctx, client.NetworkListOptions{Filters: filter})
