@@ -62,12 +62,6 @@ type World struct {
 	evidence []evidence           // kept up for --fail-fast
 	reg      *conformance.Registry
 
-	// goingDown counts the tainted clusters being torn down behind the
-	// scenarios that released them; goneWrong holds what their teardowns
-	// returned, until the bed's end or Close reports it.
-	goingDown sync.WaitGroup
-	goneWrong []error
-
 	// installRecords are the installation's records the rows of @install
 	// noted, by bus, for the scenario that compares them; noted is
 	// signalled at each.
@@ -97,37 +91,10 @@ func (w *World) InitSuite(sc *godog.TestSuiteContext) {
 	sc.AfterSuite(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
 		defer cancel()
-		if err := errors.Join(w.closeIdle(ctx), w.wentDown()); err != nil {
+		if err := w.closeIdle(ctx); err != nil {
 			fmt.Fprintf(w.opts.Out, "tear down the bed's clusters: %v\n", err)
 		}
 	})
-}
-
-// goDown tears a tainted cluster down behind the scenario that released
-// it, so that its slot goes to the next scenario at once: a teardown is
-// seconds of the engine's (kills, unmounts, a network removed) that no
-// scenario needs to wait for. What it returns is kept for wentDown.
-func (w *World) goDown(r *raised) {
-	w.goingDown.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
-		defer cancel()
-		if err := r.close(ctx); err != nil {
-			w.mu.Lock()
-			w.goneWrong = append(w.goneWrong, fmt.Errorf("tear down cluster of run %s: %w", r.session.ID(), err))
-			w.mu.Unlock()
-		}
-	})
-}
-
-// wentDown waits for the teardowns goDown started and returns, once,
-// what went wrong in them.
-func (w *World) wentDown() error {
-	w.goingDown.Wait()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	err := errors.Join(w.goneWrong...)
-	w.goneWrong = nil
-	return err
 }
 
 // closeIdle tears down, all at once, the clusters no scenario holds; with
@@ -239,9 +206,8 @@ type evidence struct {
 // release ends a scenario's lease of a cluster. With FailFast, the cluster
 // of a scenario that failed (failed names it; "" when it did not) is kept
 // as it is, and marked kept at once so that no later run reaps it.
-// Otherwise a tainted cluster is not leased again: it is torn down in the
-// background (goDown), or with Keep kept aside; a clean one waits for the
-// next scenario.
+// Otherwise a tainted cluster is not leased again: it is torn down, or
+// with Keep kept aside; a clean one waits for the next scenario.
 func (w *World) release(ctx context.Context, r *raised, failed string) error {
 	keep := failed != "" && w.opts.FailFast
 	r.narration.to(nil)
@@ -266,8 +232,7 @@ func (w *World) release(ctx context.Context, r *raised, failed string) error {
 	case w.opts.Keep:
 		return nil
 	}
-	w.goDown(r)
-	return nil
+	return r.close(ctx)
 }
 
 // Close ends the run: every cluster still up is torn down, or with Keep
@@ -289,7 +254,6 @@ func (w *World) Close(ctx context.Context) error {
 	w.mu.Unlock()
 
 	var errs *multierror.Error
-	errs = multierror.Append(errs, w.wentDown())
 	if w.opts.Keep {
 		for _, r := range all {
 			errs = multierror.Append(errs, r.session.Keep())

@@ -94,9 +94,6 @@ func TestReleaseTearsDownOtherwise(t *testing.T) {
 			if err := w.release(context.Background(), r, tc.failed); err != nil {
 				t.Fatal(err)
 			}
-			if err := w.wentDown(); err != nil {
-				t.Fatal(err)
-			}
 			if s.closed != tc.closed || s.kept != 0 {
 				t.Fatalf("expected closed %d, not kept; got closed %d, kept %d", tc.closed, s.closed, s.kept)
 			}
@@ -137,50 +134,9 @@ func TestAClusterIsLeasedToOneScenarioAtATime(t *testing.T) {
 	if err := w.release(ctx, a, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.wentDown(); err != nil {
-		t.Fatal(err)
-	}
 	if len(w.idle[a.key]) != 0 || w.leased[a] || as.closed != 1 {
 		t.Fatalf("expected the tainted cluster torn down, not offered; closed %d", as.closed)
 	}
-}
-
-// TestATaintedClusterGoesDownBehindItsScenario: releasing a tainted cluster
-// does not wait for its teardown (the scenario's slot goes to the next at
-// once), and a teardown that fails is not lost: Close returns it.
-func TestATaintedClusterGoesDownBehindItsScenario(t *testing.T) {
-	w := New(Options{})
-	r, _ := fakeRaised("abc123", "m.yaml")
-	slow := &slowSession{fakeSession: fakeSession{id: "abc123"}, release: make(chan struct{})}
-	r.session, r.tainted = slow, true
-	w.leased[r] = true
-	released := make(chan error, 1)
-	go func() { released <- w.release(context.Background(), r, "") }()
-	select {
-	case err := <-released:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		close(slow.release)
-		t.Fatal("expected the release to return before the teardown ends, it waited for it")
-	}
-	close(slow.release)
-	err := w.Close(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "tear down cluster of run abc123: the engine refused") {
-		t.Fatalf("expected Close to return the teardown's failure, got %v", err)
-	}
-}
-
-// slowSession is a session whose Close waits for release, then fails.
-type slowSession struct {
-	fakeSession
-	release chan struct{}
-}
-
-func (s *slowSession) Close(context.Context) error {
-	<-s.release
-	return errors.New("the engine refused")
 }
 
 // TestFailureIsNotAnInterrupt: fail-fast keeps the evidence of a failure, never of a
