@@ -8,7 +8,9 @@ Feature: Living — the mesh living on its bus
   The mesh is raised from features/testdata/mesh.yaml: nodes node-a and node-b. Before the
   scenarios run, the harness has the controller issue each node a token (mesh-controller
   token issue) and starts the node's host with it; every check is made from outside: the
-  server's monitoring, the store itself (psql in its container), a client's connection.
+  server's monitoring, the store itself (psql in its container), a client's connection. The
+  build path (the repository "modules" and a builder) is raised only where a scenario says
+  "with its build path": the others never use it.
 
   A flow the mesh has on both buses is an outline with a row per bus: "on nats" raises the
   mesh on the NATS server, "on amqp" on RabbitMQ alone (the controller's genesis on the broker,
@@ -233,14 +235,17 @@ Feature: Living — the mesh living on its bus
   @catch-up
   Scenario Outline: A node cut off catches up on its reports rather than losing them
     The host reports every few seconds; a report it cannot send waits in its outbox on disk and
-    goes, in order, once the bus is in reach again. The controller is paused, so that CONTROL
-    still holds what arrived when the scenario looks.
+    goes, in order, once the bus is in reach again. A host reports once it has applied its
+    declaration, which takes the controller's answer to its credential request: so every node runs
+    what was declared to it before the controller is paused, so that CONTROL still holds what
+    arrived when the scenario looks.
     On AMQP the paused controller's prefetch takes the reports as they come, unsettled, where no
     reader but the broker's firehose sees them: watched from the pause on, it shows each report
     as it reached the broker, routed to the node's report queue, and the broker counts the
     queue holding at least as many.
 
     Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
+    And within 30 seconds every node runs every module declared to it, as status shows
     And the controller is paused
     When the node-b is cut off from the private network for 8 seconds
     Then within 30 seconds CONTROL holds at least 2 reports of "node-b" made while it was cut off
@@ -354,7 +359,7 @@ Feature: Living — the mesh living on its bus
     the one that counts. The steps read the builds queue's own counts, the broker's firehose for
     each handing, and the stream with the controller's credential.
 
-    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>, with its build path
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
     Then within 30 seconds status shows the build of "sensor" at "r2" built
     And the artifact ARTIFACTS holds for that build is the program of "sensor" with the provenance of revision "r2" and its content
@@ -385,7 +390,7 @@ Feature: Living — the mesh living on its bus
     the host's own queue; the host checks them as on NATS. bob calls the installed tool over the
     bus the mesh is on: his client on NATS, his broker credential through mesh.rpc on AMQP.
 
-    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>
+    Given a mesh raised from nothing from "testdata/mesh.yaml" on <bus>, with its build path
     When the repository "modules" commits revision "r2" of "sensor" with the content "calibrated against the r2 reference"
     Then within 30 seconds status shows the build of "sensor" at "r2" built
     When a push installs that build of "sensor" on "node-a"

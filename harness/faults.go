@@ -95,6 +95,9 @@ func (c *Cluster) member(name string) (*Handle, error) {
 	m, inTopology := c.topology.Named(name)
 	h, ok := c.roles[memberRole(m)]
 	c.mu.Unlock()
+	if inTopology && !ok && m.OnDemand {
+		return nil, fmt.Errorf("%w %q: it is raised when a step asks for it, and none did (this cluster has: %s)", ErrUnknownMember, name, strings.Join(c.Members(), ", "))
+	}
 	if !inTopology || !ok {
 		return nil, fmt.Errorf("%w %q (this cluster has: %s)", ErrUnknownMember, name, strings.Join(c.Members(), ", "))
 	}

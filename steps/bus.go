@@ -24,6 +24,16 @@ import (
 // from outside, in its own terms.
 
 func (s *scenario) aMeshRaisedFromNothingOn(ctx context.Context, file, bus string) error {
+	return s.raiseOn(ctx, file, bus, false)
+}
+
+// aMeshWithItsBuildPath raises the bed's cluster on bus with its build
+// path (the repository and the builder) raised with it.
+func (s *scenario) aMeshWithItsBuildPath(ctx context.Context, file, bus string) error {
+	return s.raiseOn(ctx, file, bus, true)
+}
+
+func (s *scenario) raiseOn(ctx context.Context, file, bus string, buildPath bool) error {
 	top := topology.Genesis()
 	if b, _, ok := beds.Current(ctx); ok {
 		var err error
@@ -32,6 +42,12 @@ func (s *scenario) aMeshRaisedFromNothingOn(ctx context.Context, file, bus strin
 		}
 	} else if bus != topology.BusNATS {
 		return fmt.Errorf("no bed says how to raise a mesh on %s", bus)
+	}
+	if buildPath {
+		if !top.Has(topology.KindSource) || !top.Has(topology.KindBuilder) {
+			return fmt.Errorf("the bed's cluster on %s has no build path (a source and a builder) to raise", bus)
+		}
+		top = top.WithBuildPath()
 	}
 	r, err := s.w.acquire(ctx, s.w.path(file), top, beds.ArtifactDir(ctx))
 	if err != nil {

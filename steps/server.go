@@ -31,6 +31,7 @@ const loginWatch = time.Minute
 func (s *scenario) bindServer(sc *godog.ScenarioContext) {
 	sc.Step(`^a mesh raised from nothing from "([^"]+)"$`, s.aMeshRaisedFromNothing)
 	sc.Step(`^a mesh raised from nothing from "([^"]+)" on (nats|amqp)$`, s.aMeshRaisedFromNothingOn)
+	sc.Step(`^a mesh raised from nothing from "([^"]+)" on (nats|amqp), with its build path$`, s.aMeshWithItsBuildPath)
 	sc.Step(`^a probe on the (private|outside) network asks "([^"]+)"$`, s.aProbeAsks)
 	sc.Step(`^a probe on the (private|outside) network connects to "([^"]+)"$`, s.aProbeConnects)
 	sc.Step(`^it is answered with status (\d+)$`, s.itIsAnsweredWithStatus)

@@ -203,9 +203,11 @@ func (t Topology) Check() error {
 	for i, m := range t.Members {
 		// The broker may stand beside a mesh on NATS; a NATS server may be
 		// raised beside a mesh on AMQP, for the adoption (design 25 §9
-		// step 2). Nothing else waits for a step.
-		if m.OnDemand && m.Kind != KindRabbitMQ && (m.Kind != KindNATS || bus != BusAMQP) {
-			bad("members[%d] %q: a member of kind %s is raised with the cluster, not on demand (only %s is, and %s beside a mesh on %s)", i, m.Name, m.Kind, KindRabbitMQ, KindNATS, BusAMQP)
+		// step 2); the build path is raised for the scenarios that ask
+		// for it (WithBuildPath). Nothing else waits for a step.
+		onDemand := m.Kind == KindRabbitMQ || m.Kind == KindNATS && bus == BusAMQP || m.Kind == KindSource || m.Kind == KindBuilder
+		if m.OnDemand && !onDemand {
+			bad("members[%d] %q: a member of kind %s is raised with the cluster, not on demand (only %s, %s and %s are, and %s beside a mesh on %s)", i, m.Name, m.Kind, KindRabbitMQ, KindSource, KindBuilder, KindNATS, BusAMQP)
 		}
 	}
 	return errors.Join(errs...)
@@ -266,7 +268,10 @@ func Genesis() Topology {
 
 // Living is the cluster of a mesh living on its bus (design 25 §10 step
 // 4): the store the controller keeps its state in, the bus, the
-// controller, and a host on each of the nodes node-a and node-b.
+// controller, and a host on each of the nodes node-a and node-b; and the
+// build path (the repository "modules" and a builder), raised for the
+// scenarios that ask for it (WithBuildPath): the others never use it, and
+// two containers and their credentials less is a quicker raise.
 func Living() Topology {
 	return Topology{Members: []Member{
 		{Name: "store", Kind: KindPostgres, Networks: []string{Private}},
@@ -274,15 +279,15 @@ func Living() Topology {
 		{Name: "controller", Kind: KindController, Networks: []string{Private}},
 		{Name: "node-a", Kind: KindHost, Networks: []string{Private}},
 		{Name: "node-b", Kind: KindHost, Networks: []string{Private}},
-		{Name: "modules", Kind: KindSource, Networks: []string{Private}},
-		{Name: "builder", Kind: KindBuilder, Networks: []string{Private}},
+		{Name: "modules", Kind: KindSource, Networks: []string{Private}, OnDemand: true},
+		{Name: "builder", Kind: KindBuilder, Networks: []string{Private}, OnDemand: true},
 	}}
 }
 
 // LivingOnAMQP is Living on the bus the mesh has today: the broker
 // instead of the NATS server, the controller's genesis on it, the build
 // path's members with their credentials for the broker
-// (docs/decisions/0011).
+// (docs/decisions/0011), raised for the scenarios that ask for them.
 func LivingOnAMQP() Topology {
 	return Topology{Bus: BusAMQP, Members: []Member{
 		{Name: "store", Kind: KindPostgres, Networks: []string{Private}},
@@ -290,9 +295,23 @@ func LivingOnAMQP() Topology {
 		{Name: "controller", Kind: KindController, Networks: []string{Private}},
 		{Name: "node-a", Kind: KindHost, Networks: []string{Private}},
 		{Name: "node-b", Kind: KindHost, Networks: []string{Private}},
-		{Name: "modules", Kind: KindSource, Networks: []string{Private}},
-		{Name: "builder", Kind: KindBuilder, Networks: []string{Private}},
+		{Name: "modules", Kind: KindSource, Networks: []string{Private}, OnDemand: true},
+		{Name: "builder", Kind: KindBuilder, Networks: []string{Private}, OnDemand: true},
 	}}
+}
+
+// WithBuildPath is t with its build path (its members of kinds source
+// and builder) raised with the cluster rather than left on demand: what
+// a scenario that builds or installs asks for.
+func (t Topology) WithBuildPath() Topology {
+	out := t
+	out.Members = slices.Clone(t.Members)
+	for i, m := range out.Members {
+		if m.Kind == KindSource || m.Kind == KindBuilder {
+			out.Members[i].OnDemand = false
+		}
+	}
+	return out
 }
 
 // Adoption is the cluster of design 25 §10 step 2: a mesh living on the

@@ -8,7 +8,7 @@ import (
 )
 
 func TestTheBedsTopologiesAreValid(t *testing.T) {
-	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP(), "living": Living(), "living on amqp": LivingOnAMQP(), "adoption": Adoption()} {
+	for name, top := range map[string]Topology{"genesis": Genesis(), "with amqp": Genesis().WithAMQP(), "living": Living(), "living on amqp": LivingOnAMQP(), "living with its build path": Living().WithBuildPath(), "living on amqp with its build path": LivingOnAMQP().WithBuildPath(), "adoption": Adoption()} {
 		if err := top.Check(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -16,8 +16,14 @@ func TestTheBedsTopologiesAreValid(t *testing.T) {
 	if got := Genesis().WithAMQP().String(); got != "bus (nats) on private, outside\ncontroller (controller) on private\namqp (rabbitmq) on private, raised when a step asks" {
 		t.Errorf("String:\n%s", got)
 	}
-	if got := Living().String(); got != "store (postgres) on private\nbus (nats) on private, outside\ncontroller (controller) on private\nnode-a (host) on private\nnode-b (host) on private\nmodules (source) on private\nbuilder (builder) on private" {
+	if got := Living().String(); got != "store (postgres) on private\nbus (nats) on private, outside\ncontroller (controller) on private\nnode-a (host) on private\nnode-b (host) on private\nmodules (source) on private, raised when a step asks\nbuilder (builder) on private, raised when a step asks" {
 		t.Errorf("String:\n%s", got)
+	}
+	if got := Living().WithBuildPath().String(); !strings.HasSuffix(got, "\nmodules (source) on private\nbuilder (builder) on private") {
+		t.Errorf("expected the build path raised with the cluster, got String:\n%s", got)
+	}
+	if !Living().Members[5].OnDemand {
+		t.Error("WithBuildPath changed the topology it was called on")
 	}
 	if !Living().Has(KindPostgres) || Genesis().Has(KindPostgres) || len(Living().OfKind(KindHost)) != 2 {
 		t.Error("Has/OfKind do not see the living topology's store and hosts")
