@@ -52,6 +52,11 @@ type SessionOptions struct {
 	LogDir string
 	// Out receives the narration (one line per phase). Nil: discarded.
 	Out io.Writer
+	// Images, when set, is the run's record of the images it has made
+	// sure of (images.Builder.Once), shared by its sessions: the first
+	// cluster of a run checks its images against the checkout (and builds
+	// what is missing or stale), the later ones take them as they are.
+	Images *images.Ensured
 }
 
 // Session is one run of the harness: its id, its labels, its directories,
@@ -118,7 +123,7 @@ func NewSession(ctx context.Context, opts SessionOptions) (*Session, error) {
 		docker.Close()
 		return nil, err
 	}
-	s.builder = &images.Builder{Root: s.root, Out: s.out, Tag: images.TagFromEnv(os.Getenv)}
+	s.builder = &images.Builder{Root: s.root, Out: s.out, Tag: images.TagFromEnv(os.Getenv), Once: opts.Images}
 	return s, nil
 }
 

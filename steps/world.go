@@ -19,6 +19,7 @@ import (
 	"github.com/meshbus/mesh/beds"
 	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/harness"
+	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/harness/topology"
 )
 
@@ -61,6 +62,9 @@ type World struct {
 	retired  []*raised            // kept up for --keep
 	evidence []evidence           // kept up for --fail-fast
 	reg      *conformance.Registry
+	// images are those the run has made sure of: its first cluster checks
+	// them against the checkout, the later ones take them as they are.
+	images images.Ensured
 
 	// installRecords are the installation's records the rows of @install
 	// noted, by bus, for the scenario that compares them; noted is
@@ -185,7 +189,7 @@ func (w *World) acquire(ctx context.Context, meshFile string, top topology.Topol
 		return r, nil
 	}
 	start := time.Now()
-	r, err := raise(ctx, w.opts, meshFile, top, logDir)
+	r, err := raise(ctx, w.opts, &w.images, meshFile, top, logDir)
 	beds.SpentRaising(ctx, time.Since(start))
 	if err != nil {
 		return nil, err

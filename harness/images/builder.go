@@ -51,6 +51,13 @@ type Builder struct {
 	GOARCH string
 	// GoCmd is the go command; default "go" from PATH.
 	GoCmd string
+	// Once, when set, is the run's record of the images it has made sure
+	// of, shared by its builders: an image ensured once is taken as it is
+	// after that, without reading the checkout again (go list and a
+	// digest of every input, a core-second a cluster). Every cluster of a
+	// run is then raised from the same images, and an input changed
+	// during the run is built by the next one.
+	Once *Ensured
 
 	mu        sync.Mutex
 	docker    engine
@@ -114,6 +121,9 @@ func (b *Builder) Ensure(ctx context.Context, s Spec) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ref := b.Ref(s)
+	if b.Once.has(b.Root, ref) {
+		return ref, nil
+	}
 	if err := s.check(); err != nil {
 		return "", fmt.Errorf("ensure %s: %w", ref, err)
 	}
@@ -154,6 +164,7 @@ func (b *Builder) ensureLabelled(ctx context.Context, docker engine, ref, digest
 		oldID = cur.ID
 		if cur.Config != nil && cur.Config.Labels[LabelInputs] == digest {
 			b.printf("image %s up to date\n", ref)
+			b.Once.add(b.Root, ref)
 			return ref, nil
 		}
 		reason = stale
@@ -167,6 +178,7 @@ func (b *Builder) ensureLabelled(ctx context.Context, docker engine, ref, digest
 		return "", fmt.Errorf("ensure %s: %w", ref, infra(err))
 	}
 	b.printf("built %s in %.1fs (%s)\n", ref, time.Since(start).Seconds(), shortID(id))
+	b.Once.add(b.Root, ref)
 	if oldID != "" && oldID != id {
 		b.removeIfDangling(ctx, docker, oldID)
 	}
@@ -334,4 +346,34 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// Ensured is a run's record of the images it has made sure of
+// (Builder.Once), by checkout and reference. The zero value is empty and
+// ready; it is safe for concurrent use, and a nil *Ensured records
+// nothing.
+type Ensured struct {
+	mu   sync.Mutex
+	refs map[string]bool
+}
+
+func (e *Ensured) has(root, ref string) bool {
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.refs[root+"\x00"+ref]
+}
+
+func (e *Ensured) add(root, ref string) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refs == nil {
+		e.refs = map[string]bool{}
+	}
+	e.refs[root+"\x00"+ref] = true
 }

@@ -43,6 +43,9 @@ func (b *Builder) EnsureDebian(ctx context.Context, s DebianSpec) (string, error
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ref := b.Ref(Spec{Name: s.Name})
+	if b.Once.has(b.Root, ref) {
+		return ref, nil
+	}
 	if err := s.check(); err != nil {
 		return "", fmt.Errorf("ensure %s: %w", ref, err)
 	}

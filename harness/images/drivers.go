@@ -96,6 +96,9 @@ func (b *Builder) EnsureDriver(ctx context.Context, impl conformance.Implementat
 	if impl.Node == "" {
 		return b.Ensure(ctx, Driver(impl.Name, impl.Driver))
 	}
+	if ref := b.Ref(Spec{Name: DriverName(impl.Name)}); b.Once.has(b.Root, ref) {
+		return ref, nil
+	}
 	if b.Root == "" {
 		return "", errors.New("ensure " + DriverName(impl.Name) + ": its scripts are read from the checkout, and the builder has no Root")
 	}
