@@ -89,7 +89,7 @@ func bedsContext(t *testing.T) (context.Context, context.CancelFunc) {
 	stop := deadline.Add(-stopBeforeDeadline)
 	t.Logf("the beds stop by %s, %s before go test's -timeout", stop.Format(time.TimeOnly), stopBeforeDeadline)
 	return context.WithDeadlineCause(context.Background(), stop,
-		fmt.Errorf("%w (%s before it): give them longer on a cold or slow machine, go test -timeout 30m ./steps", errOutOfTime, stopBeforeDeadline))
+		fmt.Errorf("%w (%s before it): give them longer on a cold or slow machine: go test -timeout 30m", errOutOfTime, stopBeforeDeadline))
 }
 
 // testWriter sends the runner's progress to the test log, line by line.
