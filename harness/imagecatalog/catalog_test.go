@@ -1,9 +1,12 @@
 package imagecatalog
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshbus/mesh/conformance"
 	"github.com/meshbus/mesh/harness/images"
@@ -44,5 +47,51 @@ func TestUnknownImageIsRefusedFirst(t *testing.T) {
 	}
 	if len(refs) != 0 {
 		t.Fatalf("expected nothing built, got %v", refs)
+	}
+}
+
+// TestTheTwoLanesBuildAtOnce: a Go image and a Debian one are built at
+// the same time (each waits here for the other to have started), the
+// references come back in the catalog's order whatever finished first,
+// a failure does not stop the others, and once the context ends a lane
+// starts nothing more.
+func TestTheTwoLanesBuildAtOnce(t *testing.T) {
+	goStarted, debStarted := make(chan struct{}), make(chan struct{})
+	waitFor := func(ch chan struct{}) error {
+		select {
+		case <-ch:
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("the other lane did not start: the lanes ran one after the other")
+		}
+	}
+	c := &Catalog{b: &images.Builder{}, entries: []entry{
+		{"go-a", laneGo, func(context.Context, *images.Builder) (string, error) {
+			close(goStarted)
+			return "go-a:local", waitFor(debStarted)
+		}},
+		{"deb-a", laneDebian, func(context.Context, *images.Builder) (string, error) {
+			close(debStarted)
+			return "deb-a:local", waitFor(goStarted)
+		}},
+		{"go-b", laneGo, func(context.Context, *images.Builder) (string, error) { return "", errors.New("broken") }},
+		{"deb-b", laneDebian, func(context.Context, *images.Builder) (string, error) { return "deb-b:local", nil }},
+	}}
+	refs, err := c.Ensure(context.Background())
+	if strings.Join(refs, ",") != "go-a:local,deb-a:local,deb-b:local" {
+		t.Fatalf("expected the ready images in the catalog's order, got %v (%v)", refs, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "build go-b: broken") || strings.Contains(err.Error(), "did not start") {
+		t.Fatalf("expected go-b's failure alone, got %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	started := 0
+	c.entries = []entry{
+		{"go-a", laneGo, func(context.Context, *images.Builder) (string, error) { started++; cancel(); return "go-a:local", nil }},
+		{"go-b", laneGo, func(context.Context, *images.Builder) (string, error) { started++; return "go-b:local", nil }},
+	}
+	if _, err := c.Ensure(ctx); !errors.Is(err, context.Canceled) || started != 1 {
+		t.Fatalf("expected nothing started after the cancel, and the cancel said; started %d, got %v", started, err)
 	}
 }

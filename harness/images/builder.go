@@ -83,6 +83,13 @@ func (b *Builder) Ref(s Spec) string {
 	return s.Name + ":" + tag
 }
 
+// Sibling is a builder with b's settings and a lock and a Docker client
+// of its own, to build beside b: a builder makes one build at a time.
+// Close it when done.
+func (b *Builder) Sibling() *Builder {
+	return &Builder{Root: b.Root, Out: b.Out, Tag: b.Tag, GOARCH: b.GOARCH, GoCmd: b.GoCmd, Once: b.Once}
+}
+
 // Close releases the Docker client, if one was made.
 func (b *Builder) Close() error {
 	b.mu.Lock()
@@ -303,8 +310,19 @@ func (b *Builder) goCmd() string {
 
 func (b *Builder) printf(format string, args ...any) {
 	if b.Out != nil {
-		fmt.Fprintf(b.Out, format, args...)
+		say(b.Out, format, args...)
 	}
+}
+
+// outMu keeps the lines of builders building side by side (Sibling)
+// whole: each line is written under it.
+var outMu sync.Mutex
+
+// say writes one or more whole lines to out.
+func say(out io.Writer, format string, args ...any) {
+	outMu.Lock()
+	defer outMu.Unlock()
+	fmt.Fprintf(out, format, args...)
 }
 
 // check refuses a spec that could not make a usable image.

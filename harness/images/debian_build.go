@@ -138,7 +138,7 @@ func (b *Builder) buildDebian(ctx context.Context, docker importer, s DebianSpec
 
 	start := time.Now()
 	tarball := filepath.Join(dir, "rootfs.tar")
-	out := &mmdebstrapLog{out: b.Out}
+	out := &mmdebstrapLog{out: b.Out, name: s.Name}
 	cmd := exec.CommandContext(ctx, mm, mmdebstrapArgs(s, dir, b.debianCache(s.Name), tarball)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// On cancel, SIGTERM first: mmdebstrap then unmounts what it mounted
@@ -152,14 +152,14 @@ func (b *Builder) buildDebian(ctx context.Context, docker importer, s DebianSpec
 		}
 		return "", fmt.Errorf("mmdebstrap %s: %w\n%s", s.Name, err, out.Tail())
 	}
-	b.printf("  mmdebstrap … %.1fs\n", time.Since(start).Seconds())
+	b.printf("  %s: mmdebstrap … %.1fs\n", s.Name, time.Since(start).Seconds())
 
 	start = time.Now()
 	id, err := importRootfs(ctx, docker, tarball, s, ref, map[string]string{LabelInputs: digest, LabelImage: s.Name})
 	if err != nil {
 		return "", err
 	}
-	b.printf("  docker import … %.1fs\n", time.Since(start).Seconds())
+	b.printf("  %s: docker import … %.1fs\n", s.Name, time.Since(start).Seconds())
 	return id, nil
 }
 
@@ -349,7 +349,10 @@ func readImportStream(r io.Reader) (string, error) {
 // and passes its phase lines ("I: extracting archives...") to out, so a
 // build of a minute or two is not silent.
 type mmdebstrapLog struct {
-	out     io.Writer
+	out io.Writer
+	// name is the image's, before each line: the Go images are built
+	// beside it, their lines between its own.
+	name    string
 	partial []byte
 	tail    []string
 }
@@ -368,7 +371,11 @@ func (l *mmdebstrapLog) Write(p []byte) (int, error) {
 			l.tail = l.tail[1:]
 		}
 		if l.out != nil && isPhase(line) {
-			fmt.Fprintf(l.out, "  %s\n", line)
+			if l.name != "" {
+				say(l.out, "  %s: %s\n", l.name, line)
+			} else {
+				say(l.out, "  %s\n", line)
+			}
 		}
 	}
 	return len(p), nil

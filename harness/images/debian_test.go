@@ -248,6 +248,14 @@ func TestMmdebstrapLog(t *testing.T) {
 	if tail := l.Tail(); !strings.HasSuffix(tail, "tempdir\nE: boom") {
 		t.Fatalf("expected the tail to end with the unfinished error line, got %q", tail)
 	}
+	out.Reset()
+	named := &mmdebstrapLog{out: &out, name: "mesh-rabbitmq"}
+	if _, err := named.Write([]byte("I: extracting archives...\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "  mesh-rabbitmq: I: extracting archives...\n" {
+		t.Fatalf("expected the phase line under the image's name, got %q", got)
+	}
 }
 
 // TestEnsureDebianBuildsOnceAndRebuildsOnChange builds a test-named image
