@@ -85,8 +85,10 @@ type Member struct {
 	Kind string
 	// Networks are those it is attached to; every member is on Private.
 	Networks []string
-	// OnDemand members are raised when a step first needs them, not with
-	// the cluster.
+	// OnDemand members are not raised with the cluster: a step raises
+	// them when it first needs them (the broker beside NATS, the NATS
+	// server beside the broker), or a scenario asks for them with its
+	// cluster (the build path: WithBuildPath).
 	OnDemand bool
 	// Args are added to the member's command line: a bed's settings of
 	// the controller's waits ("--events-ack-wait=5s"), shorter than
