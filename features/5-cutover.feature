@@ -52,8 +52,20 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
     And the predecessor noticed nothing since the witness's note
     And the predecessor noticed nothing since the broker was raised
 
-  # The longest scenario is third, not last: three run at once, and the fourth takes the
-  # cluster the quick refusal leaves, so none starts late behind a short one (docs/decisions/0014).
+  @partition
+  Scenario: A node cut off during prepare stops the cutover, named, and the mesh stays on AMQP
+    Given a mesh raised from nothing from "testdata/cutover.yaml"
+    And the NATS server beside the broker was adopted into its seat
+    And within 60 seconds every node reports on "amqp", as status shows
+    And the witness notes what the predecessor can notice
+    When the node-b is cut off from the private network
+    And the operator cuts the mesh over to NATS within 10 seconds
+    Then the cutover stopped, naming "node-b" not heard, and the mesh stays on AMQP
+    When the node-b is healed
+    Then within 60 seconds every node reports on "amqp", as status shows
+    And no principal of the mesh is connected to the adopted server
+    And the predecessor noticed nothing since the witness's note
+
   @resume
   Scenario: A node lost after the switch began is named and waited for; the controller killed in compose, in prepare and in switch resumes; the cutover ends as one never interrupted
     The adopted server paused holds compose: no principal's login is answered, and the cutover
@@ -94,18 +106,4 @@ Feature: Cutover — the mesh moves from AMQP to the NATS server it adopted, in 
     And every host and every module it runs is connected to the adopted server as its own user
     And the broker holds nothing of the mesh: its virtual hosts, users and connections are the predecessor's and the administrators' alone
     And every event the ticker emitted throughout the cutover was consumed by the tally, none lost
-    And the predecessor noticed nothing since the witness's note
-
-  @partition
-  Scenario: A node cut off during prepare stops the cutover, named, and the mesh stays on AMQP
-    Given a mesh raised from nothing from "testdata/cutover.yaml"
-    And the NATS server beside the broker was adopted into its seat
-    And within 60 seconds every node reports on "amqp", as status shows
-    And the witness notes what the predecessor can notice
-    When the node-b is cut off from the private network
-    And the operator cuts the mesh over to NATS within 10 seconds
-    Then the cutover stopped, naming "node-b" not heard, and the mesh stays on AMQP
-    When the node-b is healed
-    Then within 60 seconds every node reports on "amqp", as status shows
-    And no principal of the mesh is connected to the adopted server
     And the predecessor noticed nothing since the witness's note
