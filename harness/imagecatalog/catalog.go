@@ -57,6 +57,8 @@ func New(b *images.Builder, reg *conformance.Registry, getenv func(string) strin
 	for _, s := range images.All() {
 		add(s.Name, laneGo, func(ctx context.Context, b *images.Builder) (string, error) { return b.Ensure(ctx, s) })
 	}
+	// The drivers written in Go are in All(); the others are Debian's
+	// Node.js with the SDK's files.
 	for _, impl := range reg.Implementations {
 		if impl.Node == "" {
 			continue

@@ -232,7 +232,7 @@ func (b *Builder) build(ctx context.Context, docker engine, root string, s Spec,
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, bin.Name)), 0o755); err != nil {
 			return "", fmt.Errorf("make build context: %w", err)
 		}
-		if err := b.goBuild(ctx, root, bin, filepath.Join(dir, bin.Name)); err != nil {
+		if err := b.goBuild(ctx, root, s.Name, bin, filepath.Join(dir, bin.Name)); err != nil {
 			return "", err
 		}
 	}
@@ -241,13 +241,13 @@ func (b *Builder) build(ctx context.Context, docker engine, root string, s Spec,
 	if err != nil {
 		return "", err
 	}
-	b.printf("  docker build … %.1fs\n", time.Since(start).Seconds())
+	b.printf("  %s: docker build … %.1fs\n", s.Name, time.Since(start).Seconds())
 	return id, nil
 }
 
 // goBuild builds bin as a static binary at dst, the way its inputs are
 // hashed (buildEnv).
-func (b *Builder) goBuild(ctx context.Context, root string, bin Binary, dst string) error {
+func (b *Builder) goBuild(ctx context.Context, root, image string, bin Binary, dst string) error {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, b.goCmd(), "build", "-trimpath", "-ldflags=-s -w", "-o", dst, bin.Package)
 	cmd.Dir = root
@@ -255,7 +255,7 @@ func (b *Builder) goBuild(ctx context.Context, root string, bin Binary, dst stri
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", bin.Package, err, strings.TrimSpace(string(out)))
 	}
-	b.printf("  go build %s … %.1fs\n", bin.Name, time.Since(start).Seconds())
+	b.printf("  %s: go build %s … %.1fs\n", image, bin.Name, time.Since(start).Seconds())
 	return nil
 }
 

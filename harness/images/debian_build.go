@@ -131,7 +131,7 @@ func (b *Builder) buildDebian(ctx context.Context, docker importer, s DebianSpec
 		}
 	}
 	for i, bin := range s.Binaries {
-		if err := b.goBuild(ctx, root, bin, filepath.Join(dir, "bin"+strconv.Itoa(i))); err != nil {
+		if err := b.goBuild(ctx, root, s.Name, bin, filepath.Join(dir, "bin"+strconv.Itoa(i))); err != nil {
 			return "", err
 		}
 	}
