@@ -201,7 +201,12 @@ func (s *scenario) timePersonCalls(ctx context.Context, whose, name string, time
 	}
 	for i := range times {
 		start := time.Now()
-		out, err := call(ctx)
+		// Bounded here as the first call is: the bed's context has a
+		// deadline (the bed's timeout), so the client's own timeout does
+		// not apply, and an answer lost on the way would hold the bed.
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		out, err := call(cctx)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("%s call %d of %s: %w", whose, i+1, name, err)
 		}
