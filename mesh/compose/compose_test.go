@@ -123,9 +123,9 @@ func TestModuleGrantsComeFromTheManifest(t *testing.T) {
 				}
 			}
 			if tool == "*" {
-				pub = append(pub, "mesh.mod."+target+".tool.*")
+				pub = append(pub, "mesh.mod."+target+".tool.*", "mesh.mod."+target+".again.*")
 			} else {
-				pub = append(pub, "mesh.mod."+target+".tool."+tool)
+				pub = append(pub, "mesh.mod."+target+".tool."+tool, "mesh.mod."+target+".again."+tool)
 			}
 		}
 		if len(mod.Consumes) > 0 {
@@ -134,7 +134,7 @@ func TestModuleGrantsComeFromTheManifest(t *testing.T) {
 		}
 		sub = append(sub, "_INBOX."+mod.Name+"."+node+".>")
 		for _, tool := range mod.Tools {
-			sub = append(sub, "mesh.mod."+mod.Name+".tool."+tool)
+			sub = append(sub, "mesh.mod."+mod.Name+".tool."+tool, "mesh.mod."+mod.Name+".again."+tool)
 		}
 		// What it consumes comes through its consumer: no core
 		// subscription on another module's events (a forged PubAck).

@@ -145,10 +145,12 @@ func checkModule(t *testing.T, m *meshdesc.Mesh, p compose.Principal) {
 			// tools, and never a wildcard grant.
 			for _, t := range holder.Tools {
 				pub[wire.ToolSubject(holder.Name, t)] = true
+				pub[wire.ToolAgainSubject(holder.Name, t)] = true
 			}
 			continue
 		}
 		pub[wire.ToolSubject(holder.Name, tool)] = true
+		pub[wire.ToolAgainSubject(holder.Name, tool)] = true
 	}
 	if len(mod.Consumes) > 0 {
 		c := wire.ModuleConsumer(p.Node, mod.Name)
@@ -164,6 +166,7 @@ func checkModule(t *testing.T, m *meshdesc.Mesh, p compose.Principal) {
 	sub := map[string]bool{wire.Under(wire.ModuleInbox(p.Node, mod.Name)): true}
 	for _, tool := range mod.AllTools() {
 		sub[wire.ToolSubject(mod.Name, tool)] = true
+		sub[wire.ToolAgainSubject(mod.Name, tool)] = true
 	}
 	// Nothing it consumes: that comes through its pull consumer, and a
 	// core subscription would hear publishes with their reply subjects.
@@ -178,7 +181,7 @@ func checkModule(t *testing.T, m *meshdesc.Mesh, p compose.Principal) {
 }
 
 // checkPerson: a person publishes only the exact subjects of tools the
-// manifests declare ("*" is expanded, never granted as a wildcard), and
+// manifests declare (each with its subject for asking again) ("*" is expanded, never granted as a wildcard), and
 // hears only its inbox.
 func checkPerson(t *testing.T, m *meshdesc.Mesh, p compose.Principal) {
 	t.Helper()
@@ -186,6 +189,7 @@ func checkPerson(t *testing.T, m *meshdesc.Mesh, p compose.Principal) {
 	for _, mod := range m.Modules {
 		for _, tool := range mod.Tools {
 			declared[wire.ToolSubject(mod.Name, tool)] = true
+			declared[wire.ToolAgainSubject(mod.Name, tool)] = true
 		}
 	}
 	for _, s := range p.Permissions.Publish {

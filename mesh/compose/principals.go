@@ -115,7 +115,7 @@ func controllerMesh(m *meshdesc.Mesh) Principal {
 			continue
 		}
 		for _, t := range wire.ProvisionerTools {
-			pub = append(pub, wire.ToolSubject(mod.Name, t))
+			pub = append(pub, callGrant(mod.Name, t)...)
 		}
 	}
 	return Principal{
@@ -225,7 +225,7 @@ func module(m *meshdesc.Mesh, node string, mod meshdesc.Module) Principal {
 	}
 	sub = append(sub, wire.Under(wire.ModuleInbox(node, mod.Name)))
 	for _, tool := range mod.AllTools() {
-		sub = append(sub, wire.ToolSubject(mod.Name, tool))
+		sub = append(sub, wire.ToolSubject(mod.Name, tool), wire.ToolAgainSubject(mod.Name, tool))
 	}
 	return Principal{
 		User:        wire.ModuleUser(node, mod.Name),
@@ -296,13 +296,20 @@ func enrol(token string) Principal {
 func toolGrants(refs []meshdesc.ToolRef) []string {
 	var out []string
 	for _, r := range refs {
-		out = append(out, wire.ToolSubject(r.Module, r.Tool))
+		out = append(out, callGrant(r.Module, r.Tool)...)
 	}
 	return out
 }
 
 // perms sorts and deduplicates, so that the rendered configuration does
 // not depend on the order a manifest lists things in.
+// callGrant is what calling a tool takes: its subject, and the subject a
+// caller asks again on for an answer it has not heard (wire.ToolAgainSubject),
+// which reaches only the runtimes serving that tool.
+func callGrant(module, tool string) []string {
+	return []string{wire.ToolSubject(module, tool), wire.ToolAgainSubject(module, tool)}
+}
+
 func perms(pub, sub []string, responses bool) Permissions {
 	slices.Sort(pub)
 	slices.Sort(sub)

@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // The mesh's subject tree (design 25 §2 with design 19's module subjects,
 // see ARCHITECTURE.md "Wire decisions").
 const (
@@ -63,6 +65,22 @@ func SeatEventSubject(seat, verb string) string { return "mesh.seat." + seat + "
 
 // ToolSubject is the subject a module's tool is served on.
 func ToolSubject(module, tool string) string { return "mesh.mod." + module + ".tool." + tool }
+
+// ToolAgainSubject is where a caller asks again for the answer to a call
+// of ToolSubject(module, tool) it has not heard, naming the same reply
+// subject. Every runtime serving the tool hears it (no queue group); the
+// one that answered that reply answers it again from what it kept, and
+// the others stay silent, so a call asked again is never run twice. It
+// exists because nats-server's configuration reload forgets every reply a
+// responder was allowed to answer (allow_responses), and an answer
+// crossing a reload is refused (docs/decisions/0015-answers-across-reloads.md);
+// being asked again gives the responder a new grant for the same reply.
+func ToolAgainSubject(module, tool string) string { return "mesh.mod." + module + ".again." + tool }
+
+// AnswersKept is how long a runtime keeps a tool call's answer for a
+// caller asking again: nats-server's default allow_responses expiry,
+// after which the answer could not be sent anyway.
+const AnswersKept = 2 * time.Minute
 
 // ToolQueue is the queue group every runtime serving a tool joins, so that
 // several runtimes compete for a call rather than each answering it.

@@ -26,6 +26,8 @@ type Bus struct {
 	nc         *nats.Conn
 	js         jetstream.JetStream
 	denials    *violations
+	answers    *answers // kept for callers asking again
+	replies    *replies // the calls' replies
 	closed     chan struct{}
 	log        *slog.Logger
 
@@ -43,6 +45,7 @@ func Dial(ctx context.Context, cfg link.Config) (link.Transport, error) {
 		node:    cfg.Credential.Node,
 		name:    cfg.Credential.Module,
 		denials: newViolations(),
+		answers: newAnswers(),
 		closed:  make(chan struct{}),
 		log:     cfg.Logger,
 	}
@@ -72,6 +75,7 @@ func Dial(ctx context.Context, cfg link.Config) (link.Transport, error) {
 		return nil, fmt.Errorf("open jetstream: %w", err)
 	}
 	b.nc, b.js = nc, js
+	b.replies = newReplies(nc)
 	return b, nil
 }
 
