@@ -131,8 +131,14 @@ func (b *Bus) Request(ctx context.Context, module, tool string, body []byte) (li
 
 // call publishes body on subject with a reply of its own and waits for
 // the first answer there, asking again on again while none comes.
+//
+// The server's no-responders status is an answer only before the call is
+// asked again: nobody serves the tool. After, a status may be the asking's
+// own, heard by nobody: a runtime that serves the tool but not the asking
+// again (another implementation, an older SDK) may still answer, and the
+// call waits on until its end.
 func (b *Bus) call(ctx context.Context, subject, again string, body []byte) (*nats.Msg, error) {
-	reply, answer, done, err := b.replies.open()
+	reply, p, done, err := b.replies.open()
 	if err != nil {
 		return nil, err
 	}
@@ -140,24 +146,37 @@ func (b *Bus) call(ctx context.Context, subject, again string, body []byte) (*na
 	if err := b.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Data: body}); err != nil {
 		return nil, err
 	}
+	asked := false
 	wait := askAgainFirst
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
 		select {
-		case m := <-answer:
-			if noResponders(m) {
-				// Asked again, too: nobody serves the tool any more.
+		case m := <-p.answer:
+			return m, nil
+		case <-p.nobody:
+			if !asked {
 				return nil, nats.ErrNoResponders
 			}
-			return m, nil
+			continue
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timer.C:
 		}
+		// What came as the timer fired is read before asking.
+		select {
+		case m := <-p.answer:
+			return m, nil
+		case <-p.nobody:
+			if !asked {
+				return nil, nats.ErrNoResponders
+			}
+		default:
+		}
 		if err := b.nc.PublishMsg(&nats.Msg{Subject: again, Reply: reply}); err != nil {
 			return nil, err
 		}
+		asked = true
 		wait = min(2*wait, askAgainLongest)
 		timer.Reset(wait)
 	}
