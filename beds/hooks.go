@@ -185,7 +185,7 @@ func (t *tracker) afterStep(ctx context.Context, st *godog.Step, status godog.St
 	if l.canc || l.closed || l.rest || t.abandoned {
 		return ctx, nil
 	}
-	r := StepResult{Text: l.stepText(st), Status: stepStatus(status, err, t.opts.Infrastructure), Elapsed: now.Sub(l.stepStart)}
+	r := StepResult{Text: l.stepText(st), Status: stepStatus(status, err, t.opts.Infrastructure), Started: l.stepStart, Elapsed: now.Sub(l.stepStart)}
 	if (r.Status == Failed || r.Status == Errored) && t.interrupted() {
 		// Cut short by the interrupt: its error says nothing of the product.
 		r.Status = Interrupted
@@ -369,7 +369,7 @@ func (t *tracker) hung(err error) {
 			continue
 		}
 		if l.inStep && len(r.Steps) < len(r.Scenario.Steps) {
-			sr := StepResult{Text: r.Scenario.Steps[len(r.Steps)], Status: Failed, Elapsed: time.Since(l.stepStart), Err: err}
+			sr := StepResult{Text: r.Scenario.Steps[len(r.Steps)], Status: Failed, Started: l.stepStart, Elapsed: time.Since(l.stepStart), Err: err}
 			r.Steps = append(r.Steps, sr)
 			l.p.step(sr)
 		}

@@ -20,6 +20,9 @@ const (
 	MeasurementsFile = "measurements.json"
 	// MatrixFile holds the matrix (Bed.Matrix) of every bed of the run that has one.
 	MatrixFile = "matrix.json"
+	// SpecPageFile is the run as the living specification: one self-contained HTML page
+	// for people, organised by design 25's five steps (package specpage).
+	SpecPageFile = "index.html"
 )
 
 // MarshalJSON spells the value both for people ("865ms", three significant digits) and for
@@ -46,6 +49,9 @@ func writeReports(dir string, r Result, featuresDir string) error {
 	if b, err := json.MarshalIndent(timingsOf(r, featuresDir), "", "  "); err != nil {
 		errs = append(errs, fmt.Errorf("encode measurements: %w", err))
 	} else if err := writeFile(filepath.Join(dir, MeasurementsFile), append(b, '\n')); err != nil {
+		errs = append(errs, err)
+	}
+	if err := writeSpecPage(dir, r, featuresDir); err != nil {
 		errs = append(errs, err)
 	}
 	if b, err := encodeMatrices(r); err != nil {

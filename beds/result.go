@@ -103,8 +103,10 @@ func stepStatus(s godog.StepResultStatus, err error, infra []error) Status {
 // StepResult is one step as it ran.
 type StepResult struct {
 	// Text is the step with its keyword, as written.
-	Text    string
-	Status  Status
+	Text   string
+	Status Status
+	// Started is when the step began (wall clock), to line up with logs.
+	Started time.Time
 	Elapsed time.Duration
 	// Err is why the step did not pass; nil when it passed or was skipped.
 	Err error
@@ -186,6 +188,7 @@ func (b BedResult) Interrupted() bool {
 // Result is a whole run.
 type Result struct {
 	Beds    []BedResult
+	Started time.Time
 	Elapsed time.Duration
 }
 

@@ -130,7 +130,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			stop = fmt.Errorf("%w: %s (step %d)", errNotGreen, b.Name, b.Step)
 		}
 	}
-	res.Elapsed = time.Since(start)
+	res.Started, res.Elapsed = start, time.Since(start)
 	if len(o.Beds) > 1 {
 		p.runEnd(res)
 	}

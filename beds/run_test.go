@@ -62,6 +62,16 @@ func (f *fakeSteps) scenario(sc *godog.ScenarioContext) {
 	sc.Step(`^the docker engine is gone$`, func() error {
 		return fmt.Errorf("start nats: %w: no docker", ErrInfrastructure)
 	})
+	sc.Step(`^it keeps "([^"]*)" as evidence$`, func(ctx context.Context, text string) error {
+		dir := ArtifactDir(ctx)
+		if dir == "" {
+			return nil
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "nats.log"), []byte(text), 0o644)
+	})
 	sc.Step(`^it is pending$`, func() error { return godog.ErrPending })
 	sc.Step(`^it (?:is|matches) twice$`, func() error { return nil })
 	sc.Step(`^it is twice$`, func() error { return nil })

@@ -1,0 +1,293 @@
+package beds
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/meshbus/mesh/beds/specpage"
+)
+
+// evidenceTail bounds each piece of evidence the page shows: its end, where a container's
+// log says what it did last.
+const evidenceTail = 64 << 10
+
+// writeSpecPage renders r into dir/index.html. Every registered bed is on the page, in step
+// order; one the run did not select is shown with its scenarios, not run.
+func writeSpecPage(dir string, r Result, featuresDir string) error {
+	var buf bytes.Buffer
+	if err := specpage.Render(&buf, specRun(r, featuresDir, dir)); err != nil {
+		return fmt.Errorf("render %s: %w", SpecPageFile, err)
+	}
+	return writeFile(filepath.Join(dir, SpecPageFile), buf.Bytes())
+}
+
+// specRun is what the page shows of r.
+func specRun(r Result, featuresDir, reportDir string) specpage.Run {
+	run := specpage.Run{Title: "The mesh's beds: the living specification", Started: r.Started, Elapsed: r.Elapsed,
+		Status: runStatus(r), Counts: specCounts(r.Counts())}
+	ran := map[string]BedResult{}
+	for _, b := range r.Beds {
+		ran[b.Bed.Name] = b
+	}
+	tags := map[string]Counts{}
+	for _, bed := range specBeds(r) {
+		br, ok := ran[bed.Name]
+		sb := specpage.Bed{Step: bed.Step, Name: bed.Name, Summary: bed.Summary, Ran: ok}
+		var scenarios []*ScenarioResult
+		if ok {
+			sb.Status, sb.Counts, sb.Started, sb.Elapsed, sb.Parallel = bedStatus(br), specCounts(br.Counts()), br.Started, br.Elapsed, br.Parallel
+			scenarios = br.Scenarios
+			for _, s := range br.unselected {
+				scenarios = append(scenarios, &ScenarioResult{Scenario: s, Bed: bed.Name, Status: NotRun, Err: errNotSelected})
+			}
+			if m := bed.Matrix; m != nil {
+				sb.Matrix = specMatrix(m.tally(br))
+			}
+		} else {
+			sb.Status, sb.Note = NotRun.String(), "Not in this run: "+bed.Summary
+			plan, err := Scenarios(os.DirFS(featuresDir), bed, "")
+			if err != nil {
+				sb.Note = fmt.Sprintf("Not in this run, and its scenarios could not be read: %v", err)
+			}
+			for _, s := range plan {
+				scenarios = append(scenarios, &ScenarioResult{Scenario: s, Bed: bed.Name, Status: NotRun, Err: errNotSelected})
+			}
+		}
+		if ok && br.Err != nil {
+			sb.Note = br.Err.Error()
+		}
+		sb.Features = specFeatures(bed, scenarios, featuresDir, reportDir)
+		for _, s := range scenarios {
+			if s.Err == errNotSelected {
+				continue
+			}
+			for _, t := range s.Tags {
+				if tags[t] == nil {
+					tags[t] = Counts{}
+				}
+				tags[t][s.Status]++
+			}
+		}
+		run.Beds = append(run.Beds, sb)
+	}
+	names := make([]string, 0, len(tags))
+	for t := range tags {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	for _, t := range names {
+		run.Tags = append(run.Tags, specpage.TagSummary{Tag: t, Total: tags[t].Total(), Counts: specCounts(tags[t])})
+	}
+	return run
+}
+
+// specBeds are the beds the page shows: every registered bed, in step order, when the run's
+// beds are registered ones (bedrun's), else the run's own.
+func specBeds(r Result) []Bed {
+	all := All()
+	var own []Bed
+	for _, b := range r.Beds {
+		own = append(own, b.Bed)
+		if !slices.ContainsFunc(all, func(a Bed) bool { return a.Name == b.Bed.Name }) {
+			return own
+		}
+	}
+	return all
+}
+
+// errNotSelected is the Err of a scenario the run's selection left out.
+var errNotSelected = fmt.Errorf("not selected in this run")
+
+// specFeatures groups a bed's scenarios by feature file, in the bed's order, each in file
+// order.
+func specFeatures(bed Bed, scenarios []*ScenarioResult, featuresDir, reportDir string) []specpage.Feature {
+	var out []specpage.Feature
+	for _, path := range bed.Features {
+		f := specpage.Feature{Path: displayPath(featuresDir, path)}
+		var in []*ScenarioResult
+		for _, s := range scenarios {
+			if s.Feature == path {
+				in = append(in, s)
+			}
+		}
+		slices.SortStableFunc(in, func(a, b *ScenarioResult) int { return a.Line - b.Line })
+		for _, s := range in {
+			if s.src != nil && s.src.feature != nil && f.Name == "" {
+				f.Name, f.Description = s.src.feature.Name, strings.TrimSpace(dedent(s.src.feature.Description))
+			}
+			f.Scenarios = append(f.Scenarios, specScenario(bed, s, featuresDir, reportDir))
+		}
+		if f.Name == "" {
+			f.Name = path
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func specScenario(bed Bed, s *ScenarioResult, featuresDir, reportDir string) specpage.Scenario {
+	where := displayPath(featuresDir, s.Where())
+	out := specpage.Scenario{ID: specpage.ScenarioID(bed.Name, s.Where()), Name: s.Title(), Where: where,
+		Href: featureHref(reportDir, featuresDir, s.Feature, s.Line), Tags: s.Tags, Status: s.Status.String(),
+		Started: s.Started, Elapsed: s.Elapsed}
+	if s.src != nil {
+		out.Description = strings.TrimSpace(dedent(s.src.description))
+	}
+	for i, text := range s.Scenario.Steps {
+		st := specpage.Step{Text: text, Status: NotRun.String()}
+		if s.src != nil && i < len(s.src.steps) {
+			src := s.src.steps[i]
+			st.Keyword, st.Text = strings.TrimSpace(src.keyword), src.text
+			if a := src.arg; a != nil {
+				if a.DocString != nil {
+					st.DocString = a.DocString.Content
+				}
+				if a.DataTable != nil {
+					for _, row := range a.DataTable.Rows {
+						var cells []string
+						for _, c := range row.Cells {
+							cells = append(cells, c.Value)
+						}
+						st.Table = append(st.Table, cells)
+					}
+				}
+			}
+		}
+		if i < len(s.Steps) {
+			r := s.Steps[i]
+			st.Status, st.Started, st.Elapsed = r.Status.String(), r.Started, r.Elapsed
+			if r.Err != nil {
+				st.Error = r.Err.Error()
+			}
+		}
+		out.Steps = append(out.Steps, st)
+	}
+	for _, m := range s.Measurements {
+		out.Measurements = append(out.Measurements, specpage.Measurement{Name: m.Name, Value: precise(m.Value)})
+	}
+	if s.Status != Passed && s.Status != NotRun && s.Err != nil {
+		out.Error = s.Err.Error()
+		out.Rerun = fmt.Sprintf("bedrun %s --run '%s'", bed.Name, strings.ReplaceAll("^"+regexp.QuoteMeta(s.Title())+"$", "'", `'\''`))
+		out.Evidence = evidence(reportDir, bed.Name, s.Scenario)
+	}
+	if s.Status == NotRun && s.Err != nil {
+		out.Error = ""
+	}
+	return out
+}
+
+// evidence reads the files kept of a scenario (ArtifactDir's), each shortened to its end.
+func evidence(reportDir, bed string, s Scenario) []specpage.File {
+	dir := filepath.Join(reportDir, bed, fmt.Sprintf("%d-%s", s.Line, slug(s.Name)))
+	var out []specpage.File
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(reportDir, path)
+		f := specpage.File{Name: filepath.ToSlash(rel)}
+		if len(b) > evidenceTail {
+			b, f.Truncated = b[len(b)-evidenceTail:], true
+		}
+		f.Text = strings.ToValidUTF8(string(b), "�")
+		out = append(out, f)
+		return nil
+	})
+	return out
+}
+
+// featureHref links a feature file at a line, relative to the report directory.
+func featureHref(reportDir, featuresDir, feature string, line int) string {
+	target := filepath.Join(featuresDir, feature)
+	if absDir, err := filepath.Abs(reportDir); err == nil {
+		if absTarget, err := filepath.Abs(target); err == nil {
+			if rel, err := filepath.Rel(absDir, absTarget); err == nil {
+				target = rel
+			}
+		}
+	}
+	return fmt.Sprintf("%s#L%d", filepath.ToSlash(target), line)
+}
+
+// dedent removes the indentation Gherkin descriptions carry on every line.
+func dedent(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func specMatrix(m MatrixResult) *specpage.Matrix {
+	out := &specpage.Matrix{Param: m.Param, Tags: m.Tags}
+	for _, r := range m.Rows {
+		row := specpage.MatrixRow{Value: r.Value}
+		for _, c := range r.Cells {
+			row.Cells = append(row.Cells, specpage.MatrixCell{Verdict: c.Verdict, Passed: c.Passed, Scenarios: c.Scenarios})
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	return out
+}
+
+// specCounts lists c's statuses from best to worst, leaving out those with none.
+func specCounts(c Counts) []specpage.Count {
+	var out []specpage.Count
+	for s := NotRun; s <= Ambiguous; s++ {
+		if c[s] > 0 {
+			out = append(out, specpage.Count{Status: s.String(), N: c[s]})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b specpage.Count) int { return statusRank(a.Status) - statusRank(b.Status) })
+	return out
+}
+
+// statusRank puts passed first and not run last.
+func statusRank(s string) int {
+	if s == Passed.String() {
+		return 0
+	}
+	if s == NotRun.String() {
+		return 2
+	}
+	return 1
+}
+
+// bedStatus is a bed's verdict: passed, or its worst scenario's status.
+func bedStatus(b BedResult) string {
+	if b.OK() {
+		return Passed.String()
+	}
+	return worst(b.Counts()).String()
+}
+
+func runStatus(r Result) string {
+	if r.OK() {
+		return Passed.String()
+	}
+	return worst(r.Counts()).String()
+}
+
+// worst is the worst status counted, by the order of Status; not run only when nothing ran.
+func worst(c Counts) Status {
+	w := NotRun
+	for s := Passed; s <= Ambiguous; s++ {
+		if c[s] > 0 && s != Passed {
+			w = s
+		}
+	}
+	if w == NotRun && c[Passed] > 0 && c[NotRun] == 0 {
+		return Passed
+	}
+	return w
+}
