@@ -56,7 +56,7 @@ var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 // another meaning.
 func reserved(n string) bool {
 	switch n {
-	case "all", "list", "help", "images":
+	case "all", "list", "help", "images", "report":
 		return true
 	}
 	return false

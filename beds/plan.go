@@ -37,6 +37,8 @@ type Scenario struct {
 // source locates a scenario and its steps in the Gherkin document.
 type source struct {
 	feature     *messages.Feature
+	doc         *document
+	pickle      *messages.Pickle
 	line        int // of the scenario (the outline's, for an example row): godog's path:line
 	keyword     string
 	description string
@@ -99,36 +101,54 @@ func Scenarios(features fs.FS, b Bed, tags string) ([]Scenario, error) {
 	}
 	var out []Scenario
 	for _, f := range feats {
+		doc := &document{gherkin: f.GherkinDocument, pickles: f.Pickles, content: f.Content}
 		ast := index(f.GherkinDocument)
 		for _, p := range f.Pickles {
-			s := Scenario{Feature: featureOf(p.Uri), Name: p.Name, src: &source{feature: f.Feature}}
-			if p.Location != nil {
-				s.Line = int(p.Location.Line)
-			}
-			if sc := ast.scenarios[p.AstNodeIds[0]]; sc != nil {
-				s.src.keyword, s.src.description = sc.Keyword, sc.Description
-				s.src.line = int(sc.Location.Line)
-			}
-			if len(p.AstNodeIds) > 1 {
-				s.Example = ast.rows[p.AstNodeIds[1]]
-				s.ExampleHeader = ast.headers[p.AstNodeIds[1]]
-			}
-			for _, t := range p.Tags {
-				s.Tags = append(s.Tags, t.Name)
-				s.src.tags = append(s.src.tags, srcTag{t.Name, ast.lines[t.AstNodeId]})
-			}
-			for _, st := range p.Steps {
-				kw, ok := ast.keywords[st.AstNodeIds[0]]
-				if !ok {
-					kw = typeKeyword(st.Type)
-				}
-				s.Steps = append(s.Steps, kw+st.Text)
-				s.src.steps = append(s.src.steps, srcStep{kw, st.Text, ast.lines[st.AstNodeIds[0]], st.Argument})
-			}
-			out = append(out, s)
+			out = append(out, scenarioOf(doc, ast, p))
 		}
 	}
 	return out, nil
+}
+
+// scenarioOf is the scenario pickle p of doc, whose index is ast.
+func scenarioOf(doc *document, ast ast, p *messages.Pickle) Scenario {
+	var feature *messages.Feature
+	if doc.gherkin != nil {
+		feature = doc.gherkin.Feature
+	}
+	s := Scenario{Feature: featureOf(p.Uri), Name: p.Name, src: &source{feature: feature, doc: doc, pickle: p}}
+	if p.Location != nil {
+		s.Line = int(p.Location.Line)
+	}
+	if sc := ast.scenarios[p.AstNodeIds[0]]; sc != nil {
+		s.src.keyword, s.src.description = sc.Keyword, sc.Description
+		s.src.line = int(sc.Location.Line)
+	}
+	if len(p.AstNodeIds) > 1 {
+		s.Example = ast.rows[p.AstNodeIds[1]]
+		s.ExampleHeader = ast.headers[p.AstNodeIds[1]]
+	}
+	for _, t := range p.Tags {
+		s.Tags = append(s.Tags, t.Name)
+		s.src.tags = append(s.src.tags, srcTag{t.Name, ast.lines[t.AstNodeId]})
+	}
+	for _, st := range p.Steps {
+		kw, ok := ast.keywords[st.AstNodeIds[0]]
+		if !ok {
+			kw = typeKeyword(st.Type)
+		}
+		s.Steps = append(s.Steps, kw+st.Text)
+		s.src.steps = append(s.src.steps, srcStep{kw, st.Text, ast.lines[st.AstNodeIds[0]], st.Argument})
+	}
+	return s
+}
+
+// document is a feature file as parsed: what a run's messages carry of it
+// (MessagesFile).
+type document struct {
+	gherkin *messages.GherkinDocument
+	pickles []*messages.Pickle
+	content []byte
 }
 
 // ast indexes a Gherkin document by node id: the keyword a step is written with ("And "),

@@ -23,6 +23,8 @@ const (
 	// SpecPageFile is the run as the living specification: one self-contained HTML page
 	// for people, organised by design 25's five steps (package specpage).
 	SpecPageFile = "index.html"
+	// MessagesFile holds the run as Cucumber Messages (NDJSON), the page's source.
+	MessagesFile = "messages.ndjson"
 )
 
 // MarshalJSON spells the value both for people ("865ms", three significant digits) and for
@@ -51,7 +53,10 @@ func writeReports(dir string, r Result, featuresDir string) error {
 	} else if err := writeFile(filepath.Join(dir, MeasurementsFile), append(b, '\n')); err != nil {
 		errs = append(errs, err)
 	}
-	if err := writeSpecPage(dir, r, featuresDir); err != nil {
+	if err := writeMessages(filepath.Join(dir, MessagesFile), r, featuresDir); err != nil {
+		errs = append(errs, err)
+	} else if err := RenderReport(dir); err != nil {
+		// The page is rendered from the messages, as `bedrun report` renders it again.
 		errs = append(errs, err)
 	}
 	if b, err := encodeMatrices(r); err != nil {

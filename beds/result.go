@@ -190,6 +190,10 @@ type Result struct {
 	Beds    []BedResult
 	Started time.Time
 	Elapsed time.Duration
+
+	// others are, for a result read back from a report (ReadReport), the scenarios of the
+	// beds on its page that were not in the run.
+	others map[string][]Scenario
 }
 
 // Counts tallies every scenario of the run by status.

@@ -17,52 +17,53 @@ import (
 // log says what it did last.
 const evidenceTail = 64 << 10
 
-// writeSpecPage renders r into dir/index.html. Every registered bed is on the page, in step
-// order; one the run did not select is shown with its scenarios, not run.
-func writeSpecPage(dir string, r Result, featuresDir string) error {
+// RenderReport renders a report directory's page (SpecPageFile) from the run its messages
+// hold (MessagesFile), raising nothing: what a run with a report does last, and what
+// `bedrun report DIR` does again.
+func RenderReport(dir string) error {
+	r, featuresDir, featuresAbs, err := ReadReport(dir)
+	if err != nil {
+		return err
+	}
 	var buf bytes.Buffer
-	if err := specpage.Render(&buf, specRun(r, featuresDir, dir)); err != nil {
+	if err := specpage.Render(&buf, specRun(r, featuresDir, featuresAbs, dir)); err != nil {
 		return fmt.Errorf("render %s: %w", SpecPageFile, err)
 	}
 	return writeFile(filepath.Join(dir, SpecPageFile), buf.Bytes())
 }
 
-// specRun is what the page shows of r.
-func specRun(r Result, featuresDir, reportDir string) specpage.Run {
+// specRun is what the page shows of r; featuresDir is the features directory as the run
+// named it, featuresAbs the same absolute, which the page links relative to reportDir.
+func specRun(r Result, featuresDir, featuresAbs, reportDir string) specpage.Run {
 	run := specpage.Run{Title: "The mesh's beds: the living specification", Started: r.Started, Elapsed: r.Elapsed,
 		Status: runStatus(r), Counts: specCounts(r.Counts())}
-	ran := map[string]BedResult{}
-	for _, b := range r.Beds {
-		ran[b.Bed.Name] = b
-	}
 	tags := map[string]Counts{}
-	for _, bed := range specBeds(r) {
-		br, ok := ran[bed.Name]
-		sb := specpage.Bed{Step: bed.Step, Name: bed.Name, Summary: bed.Summary, Ran: ok}
+	for _, pb := range pageBeds(r, featuresAbs) {
+		bed, br := pb.bed, pb.result
+		sb := specpage.Bed{Step: bed.Step, Name: bed.Name, Summary: bed.Summary, Ran: br != nil}
 		var scenarios []*ScenarioResult
-		if ok {
-			sb.Status, sb.Counts, sb.Started, sb.Elapsed, sb.Parallel = bedStatus(br), specCounts(br.Counts()), br.Started, br.Elapsed, br.Parallel
-			scenarios = br.Scenarios
+		if br != nil {
+			sb.Status, sb.Counts, sb.Started, sb.Elapsed, sb.Parallel = bedStatus(*br), specCounts(br.Counts()), br.Started, br.Elapsed, br.Parallel
+			scenarios = slices.Clone(br.Scenarios)
 			for _, s := range br.unselected {
 				scenarios = append(scenarios, &ScenarioResult{Scenario: s, Bed: bed.Name, Status: NotRun, Err: errNotSelected})
 			}
 			if m := bed.Matrix; m != nil {
-				sb.Matrix = specMatrix(m.tally(br))
+				sb.Matrix = specMatrix(m.tally(*br))
+			}
+			if br.Err != nil {
+				sb.Note = br.Err.Error()
 			}
 		} else {
-			sb.Status, sb.Note = NotRun.String(), "Not in this run: "+bed.Summary
-			plan, err := Scenarios(os.DirFS(featuresDir), bed, "")
-			if err != nil {
-				sb.Note = fmt.Sprintf("Not in this run, and its scenarios could not be read: %v", err)
+			sb.Status, sb.Note = NotRun.String(), "Not in this run."
+			if pb.note != "" {
+				sb.Note += " " + pb.note
 			}
-			for _, s := range plan {
+			for _, s := range pb.scenarios {
 				scenarios = append(scenarios, &ScenarioResult{Scenario: s, Bed: bed.Name, Status: NotRun, Err: errNotSelected})
 			}
 		}
-		if ok && br.Err != nil {
-			sb.Note = br.Err.Error()
-		}
-		sb.Features = specFeatures(bed, scenarios, featuresDir, reportDir)
+		sb.Features = specFeatures(bed, scenarios, featuresDir, featuresAbs, reportDir)
 		for _, s := range scenarios {
 			if s.Err == errNotSelected {
 				continue
@@ -92,13 +93,15 @@ func specRun(r Result, featuresDir, reportDir string) specpage.Run {
 func specBeds(r Result) []Bed {
 	all := All()
 	var own []Bed
+	registered := true
 	for _, b := range r.Beds {
 		own = append(own, b.Bed)
-		if !slices.ContainsFunc(all, func(a Bed) bool { return a.Name == b.Bed.Name }) {
-			return own
-		}
+		registered = registered && slices.ContainsFunc(all, func(a Bed) bool { return a.Name == b.Bed.Name })
 	}
-	return all
+	if registered {
+		return all
+	}
+	return own
 }
 
 // errNotSelected is the Err of a scenario the run's selection left out.
@@ -106,7 +109,7 @@ var errNotSelected = fmt.Errorf("not selected in this run")
 
 // specFeatures groups a bed's scenarios by feature file, in the bed's order, each in file
 // order.
-func specFeatures(bed Bed, scenarios []*ScenarioResult, featuresDir, reportDir string) []specpage.Feature {
+func specFeatures(bed Bed, scenarios []*ScenarioResult, featuresDir, featuresAbs, reportDir string) []specpage.Feature {
 	var out []specpage.Feature
 	for _, path := range bed.Features {
 		f := specpage.Feature{Path: displayPath(featuresDir, path)}
@@ -121,7 +124,7 @@ func specFeatures(bed Bed, scenarios []*ScenarioResult, featuresDir, reportDir s
 			if s.src != nil && s.src.feature != nil && f.Name == "" {
 				f.Name, f.Description = s.src.feature.Name, strings.TrimSpace(dedent(s.src.feature.Description))
 			}
-			f.Scenarios = append(f.Scenarios, specScenario(bed, s, featuresDir, reportDir))
+			f.Scenarios = append(f.Scenarios, specScenario(bed, s, featuresDir, featuresAbs, reportDir))
 		}
 		if f.Name == "" {
 			f.Name = path
@@ -131,10 +134,10 @@ func specFeatures(bed Bed, scenarios []*ScenarioResult, featuresDir, reportDir s
 	return out
 }
 
-func specScenario(bed Bed, s *ScenarioResult, featuresDir, reportDir string) specpage.Scenario {
+func specScenario(bed Bed, s *ScenarioResult, featuresDir, featuresAbs, reportDir string) specpage.Scenario {
 	where := displayPath(featuresDir, s.Where())
 	out := specpage.Scenario{ID: specpage.ScenarioID(bed.Name, s.Where()), Name: s.Title(), Where: where,
-		Href: featureHref(reportDir, featuresDir, s.Feature, s.Line), Tags: s.Tags, Status: s.Status.String(),
+		Href: featureHref(reportDir, featuresAbs, s.Feature, s.Line), Tags: s.Tags, Status: s.Status.String(),
 		Started: s.Started, Elapsed: s.Elapsed}
 	if s.src != nil {
 		out.Description = strings.TrimSpace(dedent(s.src.description))
@@ -175,9 +178,6 @@ func specScenario(bed Bed, s *ScenarioResult, featuresDir, reportDir string) spe
 		out.Error = s.Err.Error()
 		out.Rerun = fmt.Sprintf("bedrun %s --run '%s'", bed.Name, strings.ReplaceAll("^"+regexp.QuoteMeta(s.Title())+"$", "'", `'\''`))
 		out.Evidence = evidence(reportDir, bed.Name, s.Scenario)
-	}
-	if s.Status == NotRun && s.Err != nil {
-		out.Error = ""
 	}
 	return out
 }

@@ -1,10 +1,15 @@
 package beds
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	messages "github.com/cucumber/messages/go/v34"
 )
 
 const specToy = `Feature: The toy's specification
@@ -66,5 +71,74 @@ func TestTheSpecPageShowsTheRunAsTheSpecification(t *testing.T) {
 		if strings.Contains(page, never) {
 			t.Errorf("the page names something outside itself: %q", never)
 		}
+	}
+}
+
+// The run's messages are Cucumber Messages a standard reader takes, and `bedrun report`
+// renders from them the page the run wrote, byte for byte, raising nothing; a bed the run
+// stopped before is on the page, its scenarios not run.
+func TestTheReportIsRenderedAgainFromTheRunsMessages(t *testing.T) {
+	report := t.TempDir()
+	_, _, err := run(t, map[string]string{"toy.feature": specToy, "second.feature": "Feature: Second\n  Scenario: later\n    Given a mesh\n"},
+		Options{Beds: []Bed{toyBed("toy", 1), toyBed("second", 2)}, ReportDir: report})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(report, SpecPageFile)
+	written, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(page); err != nil {
+		t.Fatal(err)
+	}
+	if err := RenderReport(report); err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(written, again) {
+		t.Fatalf("the page rendered again differs from the run's (%d bytes, then %d)", len(written), len(again))
+	}
+	for _, want := range []string{"Step 2 · second", `data-status="not-run"`, "later"} {
+		if !strings.Contains(string(again), want) {
+			t.Errorf("expected the page to contain %q", want)
+		}
+	}
+
+	f, err := os.Open(filepath.Join(report, MessagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	kinds := map[string]int{}
+	failed := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var e messages.Envelope
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("a line that is no envelope: %v: %s", err, sc.Bytes())
+		}
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(sc.Bytes(), &m)
+		for k := range m {
+			kinds[k]++
+		}
+		if e.TestStepFinished != nil && e.TestStepFinished.TestStepResult.Status == messages.TestStepResultStatus_FAILED {
+			failed++
+		}
+	}
+	want := map[string]int{"meta": 1, "source": 2, "gherkinDocument": 2, "pickle": 4, "testRunStarted": 1,
+		"testCase": 4, "testCaseStarted": 3, "testCaseFinished": 3, "testRunFinished": 1}
+	for k, n := range want {
+		if kinds[k] != n {
+			t.Errorf("messages: expected %d %s, got %d (%v)", n, k, kinds[k], kinds)
+		}
+	}
+	if failed != 1 {
+		t.Errorf("messages: expected one step FAILED, got %d", failed)
 	}
 }

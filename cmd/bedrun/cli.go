@@ -16,8 +16,10 @@ import (
 
 // config is a parsed command line.
 type config struct {
-	// command is "run", "list", "images" or "help".
+	// command is "run", "list", "images", "report" or "help".
 	command string
+	// dir is report's directory.
+	dir string
 	// target selects the beds to run or list: a name, a step, several, or "all".
 	target   string
 	report   string
@@ -81,6 +83,14 @@ func parse(args []string) (config, error) {
 		if len(pos) > 0 {
 			return c, fmt.Errorf("%s takes no argument, got %q", c.command, strings.Join(pos, " "))
 		}
+	case "report":
+		if len(pos) != 1 {
+			return c, fmt.Errorf("report takes the directory of a run's report, got %q", strings.Join(pos, " "))
+		}
+		if c.report != "" || c.tags != "" || c.match != nil || c.parallel != 0 || c.keep || c.failFast || c.steps {
+			return c, errors.New("report takes no flags but --features: it renders again what a run wrote")
+		}
+		c.dir = pos[0]
 	case "list":
 		c.target = "all"
 		if c.parallel != 0 {
@@ -144,10 +154,15 @@ Usage:
                                (genesis,2), or all; in step order
   bedrun list [BED] [flags]    the beds, their features and scenarios; raises nothing
   bedrun images                build the images the beds use, where missing or stale
+  bedrun report DIR            render DIR/index.html again from the run DIR holds (its
+                               messages.ndjson); raises nothing
   bedrun help                  this text
 
 Flags (before or after BED):
-  --report DIR     write DIR/junit.xml, DIR/cucumber.json, DIR/measurements.json and
+  --report DIR     write DIR/index.html (the run as the living specification, for people:
+                   one self-contained page, organised by the five steps, with filters and
+                   search), DIR/messages.ndjson (the run as Cucumber Messages, the page's
+                   source), DIR/junit.xml, DIR/cucumber.json, DIR/measurements.json and
                    DIR/matrix.json (the conformance bed's implementations by capability); a
                    failed scenario's evidence (container logs) goes to DIR/<bed>/<scenario>/
   --tags EXPR      only scenarios matching godog's tag expression: "@a,@b" (or),

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -77,6 +78,8 @@ func run(ctx context.Context, args []string, e env) int {
 		return list(cfg, stdout, stderr)
 	case "images":
 		return buildImages(ctx, stderr)
+	case "report":
+		return renderReport(cfg.dir, stdout, stderr)
 	}
 	return runBeds(ctx, cfg, e)
 }
@@ -177,4 +180,18 @@ func rerun(w io.Writer, res beds.Result) {
 		re := "^(" + strings.Join(alts, "|") + ")$"
 		fmt.Fprintf(w, "rerun: bedrun %s --run '%s'\n", b.Bed.Name, strings.ReplaceAll(re, "'", `'\''`))
 	}
+}
+
+// renderReport renders a report directory's page again from the run it holds.
+func renderReport(dir string, stdout, stderr io.Writer) int {
+	if _, err := os.Stat(filepath.Join(dir, beds.MessagesFile)); err != nil {
+		fmt.Fprintf(stderr, "bedrun: report %s: no %s there: give the directory a run's --report wrote (%v)\n", dir, beds.MessagesFile, err)
+		return exitUsage
+	}
+	if err := beds.RenderReport(dir); err != nil {
+		fmt.Fprintf(stderr, "bedrun: report %s: %v\n", dir, err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, beds.SpecPageFile))
+	return exitPass
 }

@@ -131,10 +131,21 @@ func TestRunExitStatus(t *testing.T) {
 	if code != exitFail || !strings.Contains(out, "expected 5 users, got 4") {
 		t.Fatalf("expected 1 with the failure shown when a scenario failed, got %d", code)
 	}
-	for _, name := range []string{"junit.xml", "cucumber.json", "measurements.json", "matrix.json"} {
+	for _, name := range []string{"index.html", "messages.ndjson", "junit.xml", "cucumber.json", "measurements.json", "matrix.json"} {
 		if _, err := os.Stat(filepath.Join(report, name)); err != nil {
 			t.Errorf("expected %s in the report: %v", name, err)
 		}
+	}
+	// The page is rendered again from the run's messages, raising nothing.
+	page := filepath.Join(report, "index.html")
+	if err := os.Remove(page); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := bedrun(t, nil, "report", report); code != exitPass || !strings.Contains(out, "report: "+page) {
+		t.Fatalf("bedrun report: expected 0 and the page named, got %d: %s%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "expected 5 users, got 4") {
+		t.Fatalf("expected the page rendered again with the failure inline: %v", err)
 	}
 
 	// The rerun hint runs exactly the failed scenario again.
@@ -175,6 +186,9 @@ func TestUsageErrors(t *testing.T) {
 			[]string{`bad tag expression "not @reload": term "not @reload"; godog knows "@a,@b" (or), "@a && @b" (and), "~@a" (not)`}},
 		{[]string{"list", "--features", dir, "--tags", "@a ||"}, []string{"bad tag expression"}},
 		{[]string{"images", "x"}, []string{"images takes no argument"}},
+		{[]string{"report"}, []string{"report takes the directory of a run's report"}},
+		{[]string{"report", dir, "--tags", "@reload"}, []string{"report takes no flags but --features"}},
+		{[]string{"report", dir}, []string{"no messages.ndjson there: give the directory a run's --report wrote"}},
 		{[]string{"genesis", "--features", dir, "--run", "("},
 			[]string{`invalid value "(" for flag -run: not a regular expression (Go's RE2 syntax`, "missing closing )"}},
 		{[]string{"genesis", "--features", dir, "--run", "no such scenario"},
