@@ -40,8 +40,13 @@ func (m Measurement) MarshalJSON() ([]byte, error) {
 
 // writeReports writes the run's reports into dir; it writes all it can and reports every
 // file it could not.
-func writeReports(dir string, r Result, featuresDir string) error {
+func writeReports(dir string, r Result, featuresDir string, history *History) error {
 	var errs []error
+	if history != nil {
+		if err := writeHistory(filepath.Join(dir, HistoryFile), *history); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := writeJUnit(filepath.Join(dir, JUnitFile), r, featuresDir); err != nil {
 		errs = append(errs, err)
 	}

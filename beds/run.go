@@ -43,6 +43,10 @@ type Options struct {
 	// matrix.json, and a directory per bed for the steps' artifacts (ArtifactDir) and a hung
 	// bed's goroutines.
 	ReportDir string
+	// History, when set, is a file each run appends its verdicts and times to (History),
+	// keeping the newest HistoryKept runs; the page (SpecPageFile) draws each bed's and
+	// scenario's trend from it.
+	History string
 	// Out receives the live progress; default io.Discard. Make it a Console to share it
 	// with the steps.
 	Out io.Writer
@@ -134,11 +138,20 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if len(o.Beds) > 1 {
 		p.runEnd(res)
 	}
+	var history *History
+	if o.History != "" {
+		if h, err := appendHistory(o.History, res); err != nil {
+			runErr = errors.Join(runErr, err)
+		} else {
+			history = &h
+		}
+	}
 	if o.ReportDir != "" {
-		if err := writeReports(o.ReportDir, res, o.FeaturesDir); err != nil {
+		if err := writeReports(o.ReportDir, res, o.FeaturesDir, history); err != nil {
 			runErr = errors.Join(runErr, err)
 		} else {
 			p.println(p.paint(ansiDim, "reports: "+strings.Join([]string{
+				filepath.Join(o.ReportDir, SpecPageFile),
 				filepath.Join(o.ReportDir, JUnitFile),
 				filepath.Join(o.ReportDir, CucumberFile),
 				filepath.Join(o.ReportDir, MeasurementsFile),
@@ -189,6 +202,12 @@ type runPlan struct {
 // a cluster.
 func prepare(o Options) (runPlan, error) {
 	var pl runPlan
+	if o.History != "" {
+		// A history the run could not append to would lose what it holds.
+		if _, err := readHistory(o.History); err != nil {
+			return pl, fmt.Errorf("run beds: %w", err)
+		}
+	}
 	if len(o.Beds) == 0 {
 		return pl, fmt.Errorf("run beds: %w: no bed given", ErrNoScenarios)
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshbus/mesh/beds/specpage"
 )
@@ -25,8 +26,14 @@ func RenderReport(dir string) error {
 	if err != nil {
 		return err
 	}
+	page := specRun(r, featuresDir, featuresAbs, dir)
+	if h, err := readHistory(filepath.Join(dir, HistoryFile)); err != nil {
+		return err
+	} else if len(h.Runs) > 0 {
+		withTrends(&page, h)
+	}
 	var buf bytes.Buffer
-	if err := specpage.Render(&buf, specRun(r, featuresDir, featuresAbs, dir)); err != nil {
+	if err := specpage.Render(&buf, page); err != nil {
 		return fmt.Errorf("render %s: %w", SpecPageFile, err)
 	}
 	return writeFile(filepath.Join(dir, SpecPageFile), buf.Bytes())
@@ -278,16 +285,58 @@ func runStatus(r Result) string {
 	return worst(r.Counts()).String()
 }
 
-// worst is the worst status counted, by the order of Status; not run only when nothing ran.
+// verdictOrder ranks the statuses for a verdict, first the one that names it: a product
+// that did not do what was asserted over a bed that could not check it, over a
+// specification not yet written, over a run cut short.
+var verdictOrder = []Status{Failed, Errored, Ambiguous, Undefined, Pending, Interrupted, Skipped, NotRun}
+
+// worst is the status that names a verdict over c: passed only when everything counted passed.
 func worst(c Counts) Status {
-	w := NotRun
-	for s := Passed; s <= Ambiguous; s++ {
-		if c[s] > 0 && s != Passed {
-			w = s
+	for _, s := range verdictOrder {
+		if c[s] > 0 {
+			return s
 		}
 	}
-	if w == NotRun && c[Passed] > 0 && c[NotRun] == 0 {
+	if c[Passed] > 0 {
 		return Passed
 	}
-	return w
+	return NotRun
 }
+
+// withTrends puts the history's trend beside each bed and scenario of page.
+func withTrends(page *specpage.Run, h History) {
+	page.HistoryRuns = len(h.Runs)
+	for i := range page.Beds {
+		b := &page.Beds[i]
+		b.Trend = trendOf(h.trend(b.Name, ""))
+		for j := range b.Features {
+			for k := range b.Features[j].Scenarios {
+				s := &b.Features[j].Scenarios[k]
+				s.Trend = trendOf(h.trend(b.Name, s.Name))
+			}
+		}
+	}
+}
+
+// trendOf is a trend for the page, each point's height scaled to the longest run in it.
+func trendOf(entries []HistoryEntry, when []time.Time) []specpage.Point {
+	longest := 0.0
+	for _, e := range entries {
+		longest = max(longest, e.Seconds)
+	}
+	var out []specpage.Point
+	for i, e := range entries {
+		p := specpage.Point{Status: e.Status, Seconds: e.Seconds, When: when[i], Height: trendLow}
+		if longest > 0 {
+			p.Height = trendLow + int(float64(trendHigh-trendLow)*e.Seconds/longest)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// A trend's points are trendLow to trendHigh pixels high, by their time.
+const (
+	trendLow  = 4
+	trendHigh = 18
+)

@@ -142,3 +142,59 @@ func TestTheReportIsRenderedAgainFromTheRunsMessages(t *testing.T) {
 		t.Errorf("messages: expected one step FAILED, got %d", failed)
 	}
 }
+
+// A history file gathers the runs; the page draws each bed's and scenario's trend from it;
+// it keeps the newest HistoryKept runs, and a file that is not a history is refused, not
+// overwritten.
+func TestTheHistoryGivesEachScenarioItsTrend(t *testing.T) {
+	history := filepath.Join(t.TempDir(), "ci", "history.json")
+	var page string
+	for range 2 {
+		report := t.TempDir()
+		if _, _, err := run(t, map[string]string{"toy.feature": specToy}, Options{Beds: []Bed{toyBed("toy", 1)}, ReportDir: report, History: history}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(report, SpecPageFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		page = string(b)
+		if _, err := os.Stat(filepath.Join(report, HistoryFile)); err != nil {
+			t.Fatalf("expected the history beside the page: %v", err)
+		}
+	}
+	h, err := readHistory(history)
+	if err != nil || len(h.Runs) != 2 || len(h.Runs[1].Scenarios) != 3 || h.Runs[1].Beds[0].Status != "failed" {
+		t.Fatalf("expected two runs of three scenarios, the bed failed, got %+v, %v", h, err)
+	}
+	// The passing scenario's strip is the only one with passed points: the bed failed.
+	if n := strings.Count(page, `<i class="passed"`); n != 2 {
+		t.Errorf("expected the passing scenario's trend of two runs, found %d passed points", n)
+	}
+	if n := strings.Count(page, `<i class="failed"`); n != 2*3 {
+		t.Errorf("expected the failing scenario's and the bed's (in the summary and its heading) trends of two runs, found %d failed points", n)
+	}
+	if !strings.Contains(page, "last 2 runs") {
+		t.Errorf("expected the summary to span the last 2 runs")
+	}
+
+	for range HistoryKept {
+		h.Runs = append(h.Runs, h.Runs[0])
+	}
+	if err := writeHistory(history, h); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = appendHistory(history, Result{}); err != nil || len(h.Runs) != HistoryKept {
+		t.Fatalf("expected the newest %d runs kept, got %d, %v", HistoryKept, len(h.Runs), err)
+	}
+
+	if err := os.WriteFile(history, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appendHistory(history, Result{}); err == nil || !strings.Contains(err.Error(), "not a history of the beds") {
+		t.Fatalf("expected a file that is no history refused, got %v", err)
+	}
+	if b, _ := os.ReadFile(history); string(b) != "not json" {
+		t.Fatal("a file that is no history was overwritten")
+	}
+}

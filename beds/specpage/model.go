@@ -20,6 +20,17 @@ type Run struct {
 	Beds []Bed
 	// Tags tally the scenarios run by tag, the tags sorted.
 	Tags []TagSummary
+	// HistoryRuns is how many runs the trends span; 0 without a history.
+	HistoryRuns int
+}
+
+// Point is a bed's or a scenario's verdict and time in one run of a trend; Height is its
+// bar's, in pixels, by its time.
+type Point struct {
+	Status  string
+	Seconds float64
+	When    time.Time
+	Height  int
 }
 
 // Count is how many scenarios had a status.
@@ -44,6 +55,8 @@ type Bed struct {
 	Parallel int
 	Features []Feature
 	Matrix   *Matrix
+	// Trend is the bed in the runs of the history, oldest first, this one last.
+	Trend []Point
 }
 
 // Feature is a feature file of a bed with its prose and its scenarios.
@@ -77,6 +90,8 @@ type Scenario struct {
 	Rerun string
 	// Evidence are the files the run kept of it (container logs), each shortened to its end.
 	Evidence []File
+	// Trend is the scenario in the runs of the history, oldest first, this one last.
+	Trend []Point
 }
 
 // Step is one step as written and as it ran.

@@ -25,6 +25,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"join":   strings.Join,
 	"lower":  strings.ToLower,
 	"search": searchText,
+	"secs":   func(s float64) string { return duration(time.Duration(s * float64(time.Second))) },
+	"day":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") },
 }).Parse(pageTemplate))
 
 // Render writes the page of r to w.

@@ -23,6 +23,7 @@ type config struct {
 	// target selects the beds to run or list: a name, a step, several, or "all".
 	target   string
 	report   string
+	history  string
 	tags     string
 	match    *regexp.Regexp
 	features string
@@ -44,6 +45,7 @@ func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("bedrun", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // parse reports errors itself, once
 	fs.StringVar(&c.report, "report", "", "")
+	fs.StringVar(&c.history, "history", "", "")
 	fs.StringVar(&c.tags, "tags", "", "")
 	fs.StringVar(&c.features, "features", "", "")
 	fs.Func("run", "", func(v string) error {
@@ -87,7 +89,7 @@ func parse(args []string) (config, error) {
 		if len(pos) != 1 {
 			return c, fmt.Errorf("report takes the directory of a run's report, got %q", strings.Join(pos, " "))
 		}
-		if c.report != "" || c.tags != "" || c.match != nil || c.parallel != 0 || c.keep || c.failFast || c.steps {
+		if c.report != "" || c.history != "" || c.tags != "" || c.match != nil || c.parallel != 0 || c.keep || c.failFast || c.steps {
 			return c, errors.New("report takes no flags but --features: it renders again what a run wrote")
 		}
 		c.dir = pos[0]
@@ -165,6 +167,10 @@ Flags (before or after BED):
                    source), DIR/junit.xml, DIR/cucumber.json, DIR/measurements.json and
                    DIR/matrix.json (the conformance bed's implementations by capability); a
                    failed scenario's evidence (container logs) goes to DIR/<bed>/<scenario>/
+  --history FILE   append this run's verdicts and times to FILE (JSON, the newest 30 runs
+                   kept; made if missing, refused before anything is raised if it is not a
+                   history) and draw each bed's and scenario's trend on the page from it;
+                   keep FILE between runs (CI: a cache) to see a scenario turn flaky or slow
   --tags EXPR      only scenarios matching godog's tag expression: "@a,@b" (or),
                    "@a && @b" (and), "~@a" (not); also filters list
   --run REGEXP     only scenarios whose name (with an outline's example values) matches,

@@ -109,6 +109,7 @@ func runBeds(ctx context.Context, cfg config, e env) int {
 		Match:          cfg.match,
 		FailFast:       cfg.failFast,
 		ReportDir:      cfg.report,
+		History:        cfg.history,
 		Infrastructure: []error{images.ErrInfrastructure},
 	}
 	// Bad input is refused before the steps are bound, so nothing is raised for it.

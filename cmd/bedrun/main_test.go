@@ -170,6 +170,10 @@ func TestRunExitStatus(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	dir := featuresDir(t, genesis)
+	notHistory := filepath.Join(t.TempDir(), "history.json")
+	if err := os.WriteFile(notHistory, []byte("<html>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -187,6 +191,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"list", "--features", dir, "--tags", "@a ||"}, []string{"bad tag expression"}},
 		{[]string{"images", "x"}, []string{"images takes no argument"}},
 		{[]string{"report"}, []string{"report takes the directory of a run's report"}},
+		{[]string{"genesis", "--features", dir, "--history", notHistory}, []string{"not a history of the beds"}},
 		{[]string{"report", dir, "--tags", "@reload"}, []string{"report takes no flags but --features"}},
 		{[]string{"report", dir}, []string{"no messages.ndjson there: give the directory a run's --report wrote"}},
 		{[]string{"genesis", "--features", dir, "--run", "("},
