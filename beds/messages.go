@@ -203,9 +203,10 @@ func writeMessages(path string, r Result, featuresDir string) error {
 				id := tc.TestSteps[j].Id
 				at := st.Started
 				if at.IsZero() {
+					// A step never started (skipped after a failure) has no start;
+					// its end is the scenario's start, as cucumber has one.
 					at = s.Started
-				}
-				if st.Status != NotRun {
+				} else {
 					emit(&messages.Envelope{TestStepStarted: &messages.TestStepStarted{TestCaseStartedId: started, TestStepId: id, Timestamp: stamp(at)}})
 				}
 				for _, m := range byStep[j] {

@@ -183,6 +183,11 @@ func specScenario(bed Bed, s *ScenarioResult, featuresDir, featuresAbs, reportDi
 	}
 	if s.Status != Passed && s.Status != NotRun && s.Err != nil {
 		out.Error = s.Err.Error()
+		for _, st := range out.Steps {
+			if st.Error == out.Error {
+				out.ErrorShown = true // beside its step already
+			}
+		}
 		out.Rerun = fmt.Sprintf("bedrun %s --run '%s'", bed.Name, strings.ReplaceAll("^"+regexp.QuoteMeta(s.Title())+"$", "'", `'\''`))
 		out.Evidence = evidence(reportDir, bed.Name, s.Scenario)
 	}

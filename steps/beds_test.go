@@ -18,6 +18,9 @@ import (
 // TestBeds runs every registered bed against real containers, as `bedrun
 // all` does. Where no Docker engine answers it is skipped, saying so; CI
 // has one. The progress goes to the test log (go test -v shows it live).
+// The report, the living specification's page among it, goes to
+// BED_REPORT_DIR (default: a temporary directory); BED_HISTORY names a
+// history file the run appends to (bedrun's --history).
 func TestBeds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("beds skipped in -short mode: they raise real containers")
@@ -54,6 +57,7 @@ func TestBeds(t *testing.T) {
 		Parallel:    parallel,
 		FeaturesDir: features,
 		ReportDir:   report,
+		History:     os.Getenv("BED_HISTORY"),
 		Out:         out,
 		Suite:       w.InitSuite,
 		Scenario:    w.InitScenario,

@@ -84,8 +84,10 @@ type Scenario struct {
 	Steps   []Step
 	// Measurements are what its steps measured.
 	Measurements []Measurement
-	// Error is why it did not pass: the "expected X, got Y".
-	Error string
+	// Error is why it did not pass: the "expected X, got Y". ErrorShown is set when a
+	// step shows it already, so the page does not say it twice.
+	Error      string
+	ErrorShown bool
 	// Rerun runs it again alone.
 	Rerun string
 	// Evidence are the files the run kept of it (container logs), each shortened to its end.
