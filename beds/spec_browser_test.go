@@ -46,46 +46,7 @@ func TestTheSpecPageInABrowser(t *testing.T) {
 	}
 	page := "file://" + filepath.Join(report, SpecPageFile)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Headless, chromedp.WindowSize(1280, 1600))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
-	defer cancelTimeout()
-	// The browser starts with the first action; the listener needs a tab.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium (%s): %v", exe, err)
-	}
-
-	var mu sync.Mutex
-	var problems, requests []string
-	if err := chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
-				var args []string
-				for _, a := range ev.Args {
-					args = append(args, string(a.Value))
-				}
-				problems = append(problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
-			}
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+ev.ExceptionDetails.Text)
-		case *cdplog.EventEntryAdded:
-			if ev.Entry.Level == cdplog.EntryLevelError || ev.Entry.Level == cdplog.EntryLevelWarning {
-				problems = append(problems, fmt.Sprintf("%s %s: %s", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text))
-			}
-		case *network.EventRequestWillBeSent:
-			requests = append(requests, ev.Request.URL)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-
+	ctx, heard := browse(t, exe)
 	visible := `document.querySelectorAll('details.scenario:not(.hidden)').length`
 	choose := func(tag string) chromedp.Action[chromedp.Void] {
 		return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const t = document.getElementById('tag'); t.value = %q; t.dispatchEvent(new Event('change')); })()`, tag))
@@ -149,16 +110,106 @@ func TestTheSpecPageInABrowser(t *testing.T) {
 	if !evidenceOpen || !strings.Contains(evidence, "server said <no>") {
 		t.Errorf("the failed scenario's evidence: expected it open with the log, got open=%v %q", evidenceOpen, evidence)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
+	quiet(t, heard, page)
+}
+
+// heard is what a page said and asked for while it was driven.
+type heard struct {
+	mu                 sync.Mutex
+	problems, requests []string
+}
+
+// browse starts headless Chromium at exe for the test and listens to its tab.
+func browse(t *testing.T, exe string) (context.Context, *heard) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Headless, chromedp.WindowSize(1280, 1600))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
+	t.Cleanup(cancelTimeout)
+	// The browser starts with the first action; the listener needs a tab.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium (%s): %v", exe, err)
+	}
+	h := &heard{}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value))
+				}
+				h.problems = append(h.problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			h.problems = append(h.problems, "exception: "+ev.ExceptionDetails.Text)
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.EntryLevelError || ev.Entry.Level == cdplog.EntryLevelWarning {
+				h.problems = append(h.problems, fmt.Sprintf("%s %s: %s", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text))
+			}
+		case *network.EventRequestWillBeSent:
+			h.requests = append(h.requests, ev.Request.URL)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, h
+}
+
+// quiet fails the test for anything the page logged and any request but page's own.
+func quiet(t *testing.T, h *heard, page string) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.problems {
 		t.Errorf("the page logged: %s", p)
 	}
-	for _, u := range requests {
+	for _, u := range h.requests {
 		if u != page {
 			t.Errorf("the page asked for %s: it must fetch nothing", u)
 		}
 	}
+}
+
+// SpecPageEnv names a page of a whole run (bedrun all --report DIR: DIR/index.html) for
+// TestAFullRunsPageInABrowser to load and time; .ci/run gives it the beds' own.
+const SpecPageEnv = "BED_SPEC_PAGE"
+
+// A whole run's page loads in Chromium with nothing logged or fetched; how large it is and
+// how long it takes to load is logged. Skipped unless SpecPageEnv names a page.
+func TestAFullRunsPageInABrowser(t *testing.T) {
+	path := os.Getenv(SpecPageEnv)
+	if path == "" {
+		t.Skipf("no page of a whole run given: %s=DIR/index.html (of bedrun all --report DIR) loads and times it", SpecPageEnv)
+	}
+	exe := chromium(t)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := "file://" + abs
+	ctx, heard := browse(t, exe)
+	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#search`))); err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	loaded := value(t, ctx, chromedp.Evaluate[float64](`(() => { const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime; })()`))
+	scenarios := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('details.scenario').length`))
+	shown := value(t, ctx, chromedp.Text(chromedp.CSS(`#shown`)))
+	t.Logf("page %s: %d bytes, %d scenarios (%s), loaded in %.0f ms", path, fi.Size(), scenarios, shown, loaded)
+	if scenarios == 0 {
+		t.Errorf("the page shows no scenario")
+	}
+	quiet(t, heard, page)
 }
 
 // value runs a and returns its value, failing the test on its error.
