@@ -3,7 +3,6 @@ package beds
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -60,6 +59,8 @@ func specRun(r Result, featuresDir, featuresAbs, reportDir string) specpage.Run 
 			}
 			if br.Err != nil {
 				sb.Note = br.Err.Error()
+			} else if c := br.Counts(); c[NotRun] == c.Total() && c.Total() > 0 && br.Scenarios[0].Err != nil {
+				sb.Note = "Not run: " + br.Scenarios[0].Err.Error()
 			}
 		} else {
 			sb.Status, sb.Note = NotRun.String(), "Not in this run."
@@ -194,27 +195,21 @@ func specScenario(bed Bed, s *ScenarioResult, featuresDir, featuresAbs, reportDi
 	return out
 }
 
-// evidence reads the files kept of a scenario (ArtifactDir's), each shortened to its end.
+// evidence reads the files kept of a scenario (evidenceFiles), each shortened to its end.
 func evidence(reportDir, bed string, s Scenario) []specpage.File {
-	dir := filepath.Join(reportDir, bed, fmt.Sprintf("%d-%s", s.Line, slug(s.Name)))
 	var out []specpage.File
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(path)
+	for _, rel := range evidenceFiles(reportDir, bed, s) {
+		b, err := os.ReadFile(filepath.Join(reportDir, filepath.FromSlash(rel)))
 		if err != nil {
-			return nil
+			continue
 		}
-		rel, _ := filepath.Rel(reportDir, path)
-		f := specpage.File{Name: filepath.ToSlash(rel)}
+		f := specpage.File{Name: rel}
 		if len(b) > evidenceTail {
 			b, f.Truncated = b[len(b)-evidenceTail:], true
 		}
-		f.Text = strings.ToValidUTF8(string(b), "�")
+		f.Text = strings.ToValidUTF8(string(b), "\uFFFD")
 		out = append(out, f)
-		return nil
-	})
+	}
 	return out
 }
 

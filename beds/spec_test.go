@@ -102,7 +102,7 @@ func TestTheReportIsRenderedAgainFromTheRunsMessages(t *testing.T) {
 	if !bytes.Equal(written, again) {
 		t.Fatalf("the page rendered again differs from the run's (%d bytes, then %d)", len(written), len(again))
 	}
-	for _, want := range []string{"Step 2 · second", `data-status="not-run"`, "later"} {
+	for _, want := range []string{"Step 2 · second", `data-status="not-run"`, "later", "Not run: an earlier bed is not green: toy (step 1)"} {
 		if !strings.Contains(string(again), want) {
 			t.Errorf("expected the page to contain %q", want)
 		}
