@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cucumber/godog"
 	messages "github.com/cucumber/messages/go/v34"
 )
 
@@ -134,19 +135,25 @@ func writeMessages(path string, r Result, featuresDir string) error {
 	beds := pageBeds(r, featuresDir)
 	abs, _ := filepath.Abs(featuresDir)
 	rec := bedsRecord{FeaturesDir: featuresDir, FeaturesAbs: abs}
-	seen := map[*document]bool{}
-	documents := func(ss []Scenario) {
-		for _, s := range ss {
-			d := s.srcDoc()
-			if d == nil || seen[d] {
-				continue
-			}
-			seen[d] = true
-			uri := d.gherkin.Uri
-			emit(&messages.Envelope{Source: &messages.Source{Uri: uri, Data: string(d.content), MediaType: messages.SourceMediaType_TEXT_X_CUCUMBER_GHERKIN_PLAIN}})
-			emit(&messages.Envelope{GherkinDocument: d.gherkin})
-			for _, p := range d.pickles {
-				emit(&messages.Envelope{Pickle: p})
+	// The features of every bed of the page are parsed once here, so that every id in the
+	// messages is unique (godog numbers each parse from zero, and the run parsed bed by
+	// bed); a scenario of the run is found in it by its place.
+	var paths []string
+	for _, pb := range beds {
+		paths = append(paths, pb.bed.Features...)
+	}
+	byWhere := map[string]*messages.Pickle{}
+	feats, err := (&godog.TestSuite{Options: &godog.Options{FS: os.DirFS(featuresDir), Paths: paths}}).RetrieveFeatures()
+	if err != nil {
+		return fmt.Errorf("write %s: parse the features: %w", MessagesFile, err)
+	}
+	for _, f := range feats {
+		emit(&messages.Envelope{Source: &messages.Source{Uri: f.GherkinDocument.Uri, Data: string(f.Content), MediaType: messages.SourceMediaType_TEXT_X_CUCUMBER_GHERKIN_PLAIN}})
+		emit(&messages.Envelope{GherkinDocument: f.GherkinDocument})
+		for _, p := range f.Pickles {
+			emit(&messages.Envelope{Pickle: p})
+			if p.Location != nil {
+				byWhere[fmt.Sprintf("%s:%d", featureOf(p.Uri), p.Location.Line)] = p
 			}
 		}
 	}
@@ -161,11 +168,8 @@ func writeMessages(path string, r Result, featuresDir string) error {
 				if s.Status == NotRun && s.Err != nil && br.NotRun == "" {
 					br.NotRun = s.Err.Error()
 				}
-				documents([]Scenario{s.Scenario})
 			}
-			documents(b.unselected)
 		}
-		documents(pb.scenarios)
 		rec.Beds = append(rec.Beds, br)
 	}
 
@@ -177,8 +181,9 @@ func writeMessages(path string, r Result, featuresDir string) error {
 			continue
 		}
 		for _, s := range pb.result.Scenarios {
-			p := s.srcPickle()
+			p := byWhere[s.Where()]
 			if p == nil {
+				errs = append(errs, fmt.Errorf("scenario %s (%s) is not in the features any more", s.Title(), s.Where()))
 				continue
 			}
 			n++
@@ -240,20 +245,6 @@ func writeMessages(path string, r Result, featuresDir string) error {
 		return fmt.Errorf("encode %s: %w", MessagesFile, err)
 	}
 	return writeFile(path, buf.Bytes())
-}
-
-func (s Scenario) srcDoc() *document {
-	if s.src == nil || s.src.doc == nil || s.src.doc.gherkin == nil {
-		return nil
-	}
-	return s.src.doc
-}
-
-func (s Scenario) srcPickle() *messages.Pickle {
-	if s.src == nil {
-		return nil
-	}
-	return s.src.pickle
 }
 
 // evidenceFiles are the files kept of a scenario (ArtifactDir's), relative to the report

@@ -198,3 +198,50 @@ func TestTheHistoryGivesEachScenarioItsTrend(t *testing.T) {
 		t.Fatal("a file that is no history was overwritten")
 	}
 }
+
+// Every id in the messages is unique though the run parses bed by bed, and a scenario the
+// selection left out is on the page once, not run.
+func TestTheMessagesOfASelectionNameEachScenarioOnce(t *testing.T) {
+	report := t.TempDir()
+	second := "Feature: Second\n  Scenario: later\n    Given a mesh\n  Scenario: last\n    Given a mesh\n"
+	if _, _, err := run(t, map[string]string{"toy.feature": specToy, "second.feature": second},
+		Options{Beds: []Bed{toyBed("toy", 1), toyBed("second", 2)}, ReportDir: report, Tags: "~@undefined"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(report, MessagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e messages.Envelope
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if p := e.Pickle; p != nil {
+			if ids[p.Id] {
+				t.Errorf("pickle id %s twice", p.Id)
+			}
+			ids[p.Id] = true
+		}
+	}
+	if len(ids) != 5 {
+		t.Errorf("expected the 5 scenarios as pickles, got %d", len(ids))
+	}
+	r, _, _, err := ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(report, SpecPageFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"it passes", "it is undefined", "later", "last"} {
+		if n := strings.Count(string(page), `<span class="name">`+name+`</span>`); n != 1 {
+			t.Errorf("expected %q once on the page, found it %d times", name, n)
+		}
+	}
+	if got := statuses(r); got["it is undefined"] != NotRun || got["it fails"] != Failed || len(got) != 4 {
+		t.Errorf("read back: expected 4 scenarios planned (it is undefined left out), got %v", got)
+	}
+}
