@@ -43,7 +43,7 @@ func RenderReport(dir string) error {
 func specRun(r Result, featuresDir, featuresAbs, reportDir string) specpage.Run {
 	run := specpage.Run{Title: "The mesh's beds: the living specification", Started: r.Started, Elapsed: r.Elapsed,
 		Status: runStatus(r), Counts: specCounts(r.Counts())}
-	tags := map[string]Counts{}
+	tags, all := map[string]Counts{}, Counts{}
 	for _, pb := range pageBeds(r, featuresAbs) {
 		bed, br := pb.bed, pb.result
 		sb := specpage.Bed{Step: bed.Step, Name: bed.Name, Summary: bed.Summary, Ran: br != nil}
@@ -73,6 +73,7 @@ func specRun(r Result, featuresDir, featuresAbs, reportDir string) specpage.Run 
 		}
 		sb.Features = specFeatures(bed, scenarios, featuresDir, featuresAbs, reportDir)
 		for _, s := range scenarios {
+			all[s.Status]++
 			if s.Err == errNotSelected {
 				continue
 			}
@@ -85,6 +86,7 @@ func specRun(r Result, featuresDir, featuresAbs, reportDir string) specpage.Run 
 		}
 		run.Beds = append(run.Beds, sb)
 	}
+	run.Statuses = specCounts(all)
 	names := make([]string, 0, len(tags))
 	for t := range tags {
 		names = append(names, t)

@@ -206,8 +206,16 @@ func TestAFullRunsPageInABrowser(t *testing.T) {
 	scenarios := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('details.scenario').length`))
 	shown := value(t, ctx, chromedp.Text(chromedp.CSS(`#shown`)))
 	t.Logf("page %s: %d bytes, %d scenarios (%s), loaded in %.0f ms", path, fi.Size(), scenarios, shown, loaded)
-	if scenarios == 0 {
-		t.Errorf("the page shows no scenario")
+	if scenarios == 0 || !strings.HasPrefix(shown, fmt.Sprintf("%d of %d", scenarios, scenarios)) {
+		t.Errorf("expected every scenario on the page shown at first, run or not; got %d, %q", scenarios, shown)
+	}
+	if dir := os.Getenv(ScreenshotEnv); dir != "" {
+		shot := value(t, ctx, chromedp.CaptureScreenshot())
+		path := filepath.Join(filepath.Dir(dir), "bedrun-spec-page-run.png")
+		if err := os.WriteFile(path, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot of the run's page: %s", path)
 	}
 	quiet(t, heard, page)
 }

@@ -16,6 +16,9 @@ type Run struct {
 	// Status is the run's verdict: "passed", or why not ("failed", "not run" …).
 	Status string
 	Counts []Count
+	// Statuses are those of every scenario on the page, the beds not in the run included:
+	// what the page's status filter offers.
+	Statuses []Count
 	// Beds are every bed of the specification in step order, run or not.
 	Beds []Bed
 	// Tags tally the scenarios run by tag, the tags sorted.
