@@ -99,6 +99,9 @@ func pageBeds(r Result, featuresDir string) []pageBed {
 		if pb.result == nil {
 			if plan, ok := r.others[bed.Name]; ok {
 				pb.scenarios = plan
+				if len(plan) == 0 {
+					pb.note = "Its feature files were not where the run read the features."
+				}
 			} else if plan, err := Scenarios(os.DirFS(featuresDir), bed, ""); err != nil {
 				pb.note = fmt.Sprintf("its scenarios could not be read: %v", err)
 			} else {
@@ -140,7 +143,13 @@ func writeMessages(path string, r Result, featuresDir string) error {
 	// bed); a scenario of the run is found in it by its place.
 	var paths []string
 	for _, pb := range beds {
-		paths = append(paths, pb.bed.Features...)
+		for _, f := range pb.bed.Features {
+			// A bed not in the run whose features are not there is on the page without
+			// its scenarios (pageBeds says why); one in the run has them.
+			if _, err := os.Stat(filepath.Join(featuresDir, f)); err == nil || pb.result != nil {
+				paths = append(paths, f)
+			}
+		}
 	}
 	byWhere := map[string]*messages.Pickle{}
 	feats, err := (&godog.TestSuite{Options: &godog.Options{FS: os.DirFS(featuresDir), Paths: paths}}).RetrieveFeatures()
