@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -202,10 +204,17 @@ func TestTheHistoryGivesEachScenarioItsTrend(t *testing.T) {
 // Every id in the messages is unique though the run parses bed by bed, and a scenario the
 // selection left out is on the page once, not run.
 func TestTheMessagesOfASelectionNameEachScenarioOnce(t *testing.T) {
+	for _, o := range []Options{{Tags: "~@undefined"}, {Match: regexp.MustCompile(`^(it passes|it fails|later|last \(one\))$`)}} {
+		t.Run(fmt.Sprintf("tags %q run %v", o.Tags, o.Match), func(t *testing.T) { selectionOnce(t, o) })
+	}
+}
+
+func selectionOnce(t *testing.T, o Options) {
 	report := t.TempDir()
-	second := "Feature: Second\n  Scenario: later\n    Given a mesh\n  Scenario: last\n    Given a mesh\n"
-	if _, _, err := run(t, map[string]string{"toy.feature": specToy, "second.feature": second},
-		Options{Beds: []Bed{toyBed("toy", 1), toyBed("second", 2)}, ReportDir: report, Tags: "~@undefined"}); err != nil {
+	second := "Feature: Second\n  Scenario: later\n    Given a mesh\n  Scenario Outline: last\n    Given a mesh\n" +
+		"    Examples:\n      | n |\n      | one |\n      | two |\n"
+	o.Beds, o.ReportDir = []Bed{toyBed("toy", 1), toyBed("second", 2)}, report
+	if _, _, err := run(t, map[string]string{"toy.feature": specToy, "second.feature": second}, o); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(report, MessagesFile))
@@ -225,8 +234,8 @@ func TestTheMessagesOfASelectionNameEachScenarioOnce(t *testing.T) {
 			ids[p.Id] = true
 		}
 	}
-	if len(ids) != 5 {
-		t.Errorf("expected the 5 scenarios as pickles, got %d", len(ids))
+	if len(ids) != 6 {
+		t.Errorf("expected the 6 scenarios as pickles, got %d", len(ids))
 	}
 	r, _, _, err := ReadReport(report)
 	if err != nil {
@@ -236,12 +245,12 @@ func TestTheMessagesOfASelectionNameEachScenarioOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"it passes", "it is undefined", "later", "last"} {
+	for _, name := range []string{"it passes", "it is undefined", "later", "last (one)", "last (two)"} {
 		if n := strings.Count(string(page), `<span class="name">`+name+`</span>`); n != 1 {
 			t.Errorf("expected %q once on the page, found it %d times", name, n)
 		}
 	}
-	if got := statuses(r); got["it is undefined"] != NotRun || got["it fails"] != Failed || len(got) != 4 {
-		t.Errorf("read back: expected 4 scenarios planned (it is undefined left out), got %v", got)
+	if got := statuses(r); got["it is undefined"] != NotRun || got["it fails"] != Failed || got["later"] != NotRun {
+		t.Errorf("read back: expected it fails failed, the rest not run, got %v", got)
 	}
 }
