@@ -135,7 +135,14 @@ func writeMessages(path string, r Result, featuresDir string) error {
 	}
 	emit(&messages.Envelope{Meta: meta()})
 
-	beds := pageBeds(r, featuresDir)
+	ran := map[string]*BedResult{}
+	for i := range r.Beds {
+		ran[r.Beds[i].Bed.Name] = &r.Beds[i]
+	}
+	var beds []pageBed
+	for _, bed := range specBeds(r) {
+		beds = append(beds, pageBed{bed: bed, result: ran[bed.Name]})
+	}
 	abs, _ := filepath.Abs(featuresDir)
 	rec := bedsRecord{FeaturesDir: featuresDir, FeaturesAbs: abs}
 	// The features of every bed of the page are parsed once here, so that every id in the
@@ -291,60 +298,48 @@ func stamp(t time.Time) *messages.Timestamp {
 	return &ts
 }
 
+// cucumberStatus is each status as cucumber's messages spell it, and statusException the
+// exception type that tells apart the two statuses cucumber has no word for.
+var (
+	cucumberStatus = map[Status]messages.TestStepResultStatus{
+		Passed: messages.TestStepResultStatus_PASSED, Skipped: messages.TestStepResultStatus_SKIPPED,
+		Failed: messages.TestStepResultStatus_FAILED, Errored: messages.TestStepResultStatus_FAILED,
+		Undefined: messages.TestStepResultStatus_UNDEFINED, Pending: messages.TestStepResultStatus_PENDING,
+		Ambiguous: messages.TestStepResultStatus_AMBIGUOUS, Interrupted: messages.TestStepResultStatus_UNKNOWN,
+		NotRun: messages.TestStepResultStatus_UNKNOWN,
+	}
+	statusException = map[Status]string{Errored: exceptionInfrastructure, Interrupted: exceptionInterrupted}
+)
+
 func stepResultOf(st StepResult) *messages.TestStepResult {
 	d := messages.GoDurationToDuration(st.Elapsed)
-	out := &messages.TestStepResult{Duration: &d}
+	out := &messages.TestStepResult{Duration: &d, Status: cucumberStatus[st.Status]}
 	if st.Err != nil {
 		out.Message = st.Err.Error()
 	}
-	switch st.Status {
-	case Passed:
-		out.Status = messages.TestStepResultStatus_PASSED
-	case Skipped:
-		out.Status = messages.TestStepResultStatus_SKIPPED
-	case Failed:
-		out.Status = messages.TestStepResultStatus_FAILED
-	case Errored:
-		out.Status = messages.TestStepResultStatus_FAILED
-		out.Exception = &messages.Exception{Type: exceptionInfrastructure, Message: out.Message}
-	case Undefined:
-		out.Status = messages.TestStepResultStatus_UNDEFINED
-	case Pending:
-		out.Status = messages.TestStepResultStatus_PENDING
-	case Ambiguous:
-		out.Status = messages.TestStepResultStatus_AMBIGUOUS
-	case Interrupted:
-		out.Status = messages.TestStepResultStatus_UNKNOWN
-		out.Exception = &messages.Exception{Type: exceptionInterrupted, Message: out.Message}
-	default:
-		out.Status = messages.TestStepResultStatus_UNKNOWN
+	if typ, ok := statusException[st.Status]; ok {
+		out.Exception = &messages.Exception{Type: typ, Message: out.Message}
 	}
 	return out
 }
 
+// stepStatusOf reads a step's status back: the one with the result's exception, else the
+// one cucumber's word stands for alone.
 func stepStatusOf(r *messages.TestStepResult) Status {
 	if r == nil {
 		return NotRun
 	}
-	switch r.Status {
-	case messages.TestStepResultStatus_PASSED:
-		return Passed
-	case messages.TestStepResultStatus_SKIPPED:
-		return Skipped
-	case messages.TestStepResultStatus_FAILED:
-		if r.Exception != nil && r.Exception.Type == exceptionInfrastructure {
-			return Errored
+	if r.Exception != nil {
+		for s, typ := range statusException {
+			if typ == r.Exception.Type && cucumberStatus[s] == r.Status {
+				return s
+			}
 		}
-		return Failed
-	case messages.TestStepResultStatus_UNDEFINED:
-		return Undefined
-	case messages.TestStepResultStatus_PENDING:
-		return Pending
-	case messages.TestStepResultStatus_AMBIGUOUS:
-		return Ambiguous
 	}
-	if r.Exception != nil && r.Exception.Type == exceptionInterrupted {
-		return Interrupted
+	for s := Passed; s <= Ambiguous; s++ {
+		if _, special := statusException[s]; !special && cucumberStatus[s] == r.Status {
+			return s
+		}
 	}
 	return NotRun
 }

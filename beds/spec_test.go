@@ -254,3 +254,13 @@ func selectionOnce(t *testing.T, o Options) {
 		t.Errorf("read back: expected it fails failed, the rest not run, got %v", got)
 	}
 }
+
+// Every status a step can have survives cucumber's messages, those cucumber has no word for
+// (error, interrupted) by their exception.
+func TestAStepsStatusSurvivesTheMessages(t *testing.T) {
+	for s := NotRun; s <= Ambiguous; s++ {
+		if got := stepStatusOf(stepResultOf(StepResult{Status: s})); got != s {
+			t.Errorf("%s: read back as %s", s, got)
+		}
+	}
+}
