@@ -23,6 +23,8 @@ func TestADialCutInItsHandshakeIsMadeAgainARefusalIsNot(t *testing.T) {
 		{fmt.Errorf("dial bus as controller.mesh: %w", fmt.Errorf("%w: %w", nats.ErrTLS, io.EOF)), true},
 		{&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
 		{fmt.Errorf("dial: %w", io.ErrUnexpectedEOF), true},
+		{fmt.Errorf("dial bus at 127.0.0.1:34485 as controller.mesh: %w", errors.New("nats: expected 'PONG', got 'PING'")), true},
+		{fmt.Errorf("dial: %w", errors.New("nats: expected 'PONG', got '-ERR 'Authorization Violation''")), false},
 		{fmt.Errorf("dial bus as carol: %w", nats.ErrAuthorization), false},
 		{errors.New("nats: no servers available for connection"), false},
 	} {

@@ -190,9 +190,16 @@ func timedOut(err error) bool {
 
 // cutInHandshake says whether a dial's connection ended before the
 // server answered its login: the transport failed, nothing was refused.
+// Over a link losing packets the handshake can also outlast the server's
+// first ping, which nats.go then reads where it expects the login's PONG
+// (an error it spells only as text): nothing was refused there either.
 func cutInHandshake(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		(err != nil && strings.Contains(err.Error(), pingInHandshake))
 }
+
+// pingInHandshake is nats.go's error for a PING read where the login's PONG was due.
+const pingInHandshake = "expected 'PONG', got 'PING'"
 
 // dialWithin bounds the attempts of one dial of a step.
 const dialWithin = 45 * time.Second
