@@ -395,11 +395,20 @@ func (t *tracker) measure(l *live, name string, v time.Duration) {
 	l.p.measured(m)
 }
 
-// raising adds d to the time the scenario spent raising clusters.
+// raising adds d to the time the scenario spent raising clusters, and one cluster to those
+// it raised.
 func (t *tracker) raising(l *live, d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l.r.Raising += d
+	l.r.Raised++
+}
+
+// reset notes that the scenario's cluster was reset and handed on.
+func (t *tracker) reset(l *live) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l.r.Reset = true
 }
 
 func (t *tracker) logf(l *live, line string) {

@@ -68,6 +68,8 @@ type scenarioRecord struct {
 	Setup    time.Duration `json:"setup_ns"`
 	Raising  time.Duration `json:"raising_ns"`
 	Teardown time.Duration `json:"teardown_ns"`
+	Raised   int           `json:"clusters_raised,omitempty"`
+	Reset    bool          `json:"cluster_reset,omitempty"`
 	Error    string        `json:"error,omitempty"`
 }
 
@@ -248,7 +250,7 @@ func writeMessages(path string, r Result, featuresDir string) error {
 			for _, f := range evidenceFiles(filepath.Dir(path), pb.bed.Name, s.Scenario) {
 				emit(&messages.Envelope{ExternalAttachment: &messages.ExternalAttachment{Url: f, MediaType: "text/plain", TestCaseStartedId: started}})
 			}
-			sr := scenarioRecord{Status: s.Status.String(), Elapsed: s.Elapsed, Setup: s.Setup, Raising: s.Raising, Teardown: s.Teardown}
+			sr := scenarioRecord{Status: s.Status.String(), Elapsed: s.Elapsed, Setup: s.Setup, Raising: s.Raising, Teardown: s.Teardown, Raised: s.Raised, Reset: s.Reset}
 			if s.Err != nil {
 				sr.Error = s.Err.Error()
 			}
@@ -492,6 +494,7 @@ func ReadReport(dir string) (r Result, featuresDir, featuresAbs string, err erro
 			}
 			if s, ok := scenarios[start.Id]; ok {
 				sr.Status, sr.Elapsed, sr.Setup, sr.Raising, sr.Teardown = statusNamed(s.Status), s.Elapsed, s.Setup, s.Raising, s.Teardown
+				sr.Raised, sr.Reset = s.Raised, s.Reset
 				if s.Error != "" {
 					sr.Err = errors.New(s.Error)
 				}

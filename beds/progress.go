@@ -277,8 +277,8 @@ func (p *printer) timeSpent(r BedResult, featuresDir string) {
 	if t.Scenarios == 0 {
 		return
 	}
-	line := fmt.Sprintf("  time in scenarios %s: raising %s, steps %s, teardown %s, setup %s",
-		short(t.Scenarios), short(t.Raising), short(t.Steps), short(t.Teardown), short(t.Setup))
+	line := fmt.Sprintf("  time in scenarios %s: raising %s%s, steps %s, teardown %s%s, setup %s",
+		short(t.Scenarios), short(t.Raising), clusters(t.Raised, "raised"), short(t.Steps), short(t.Teardown), clusters(t.Reset, "reset and handed on"), short(t.Setup))
 	if t.Wall > 0 && t.Scenarios > t.Wall*11/10 {
 		line += fmt.Sprintf("; %.1f at once on average", t.Scenarios.Seconds()/t.Wall.Seconds())
 	}
@@ -364,4 +364,15 @@ func displayPath(featuresDir, where string) string {
 		return where
 	}
 	return strings.TrimSuffix(featuresDir, "/") + "/" + where
+}
+
+// clusters says how many clusters were raised or reset, as a parenthesis; nothing for none.
+func clusters(n int, what string) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return " (1 cluster " + what + ")"
+	}
+	return fmt.Sprintf(" (%d clusters %s)", n, what)
 }

@@ -69,6 +69,15 @@ func SpentRaising(ctx context.Context, d time.Duration) {
 	}
 }
 
+// ClusterReset notes that the scenario in progress reset its cluster at its end and handed it
+// on to the next scenario, rather than tearing it down: the summary and measurements.json count
+// them beside the clusters raised.
+func ClusterReset(ctx context.Context) {
+	if s := scopeOf(ctx); s != nil {
+		s.t.reset(s.l)
+	}
+}
+
 // Narration is a writer whose whole lines are narrated as Logf would, under the scenario of
 // ctx: hand it to what narrates on its own (the harness) while it works for that scenario. It
 // is nil outside a scenario.

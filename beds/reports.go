@@ -93,6 +93,10 @@ type BedTiming struct {
 	Raising         float64 `json:"raising_seconds"`
 	Steps           float64 `json:"steps_seconds"`
 	Teardown        float64 `json:"teardown_seconds"`
+	// ClustersRaised is how many clusters its scenarios raised; ClustersReset how many times
+	// a scenario reset its cluster and handed it on instead of tearing it down.
+	ClustersRaised int `json:"clusters_raised"`
+	ClustersReset  int `json:"clusters_reset"`
 	// Slowest are the places of the five slowest scenarios, slowest first.
 	Slowest   []string         `json:"slowest"`
 	Scenarios []ScenarioTiming `json:"scenarios"`
@@ -108,6 +112,8 @@ type ScenarioTiming struct {
 	Setup    float64   `json:"setup_seconds"`
 	Raising  float64   `json:"raising_seconds"`
 	Teardown float64   `json:"teardown_seconds"`
+	Raised   int       `json:"clusters_raised,omitempty"`
+	Reset    bool      `json:"cluster_reset,omitempty"`
 }
 
 func timingsOf(r Result, featuresDir string) Timings {
@@ -120,6 +126,7 @@ func timingsOf(r Result, featuresDir string) Timings {
 		bt := BedTiming{Bed: b.Bed.Name, Step: b.Bed.Step, Parallel: max(1, b.Parallel),
 			Seconds: t.Wall.Seconds(), ScenarioSeconds: t.Scenarios.Seconds(), Setup: t.Setup.Seconds(),
 			Raising: t.Raising.Seconds(), Steps: t.Steps.Seconds(), Teardown: t.Teardown.Seconds(),
+			ClustersRaised: t.Raised, ClustersReset: t.Reset,
 			Slowest: []string{}, Scenarios: []ScenarioTiming{}}
 		for _, s := range b.Slowest(5) {
 			bt.Slowest = append(bt.Slowest, displayPath(featuresDir, s.Where()))
@@ -127,7 +134,7 @@ func timingsOf(r Result, featuresDir string) Timings {
 		for _, s := range b.Scenarios {
 			bt.Scenarios = append(bt.Scenarios, ScenarioTiming{Scenario: s.Title(), Where: displayPath(featuresDir, s.Where()),
 				Status: s.Status.String(), Started: s.Started, Seconds: s.Elapsed.Seconds(), Setup: s.Setup.Seconds(),
-				Raising: s.Raising.Seconds(), Teardown: s.Teardown.Seconds()})
+				Raising: s.Raising.Seconds(), Teardown: s.Teardown.Seconds(), Raised: s.Raised, Reset: s.Reset})
 		}
 		out.Beds = append(out.Beds, bt)
 	}

@@ -126,6 +126,10 @@ type ScenarioResult struct {
 	// released or torn down). Raising is the part of its steps' time spent raising clusters,
 	// as the steps said (SpentRaising).
 	Setup, Teardown, Raising time.Duration
+	// Raised is how many clusters the scenario raised (SpentRaising); Reset says its cluster
+	// was reset at its end and handed on to the next scenario (ClusterReset).
+	Raised int
+	Reset  bool
 	// Err is the first reason the scenario did not pass, teardown errors joined to it.
 	Err          error
 	Steps        []StepResult
@@ -269,6 +273,9 @@ type Time struct {
 	// Setup, Raising and Teardown are the scenarios' sums (ScenarioResult); Steps is the
 	// time in steps other than raising.
 	Setup, Raising, Steps, Teardown time.Duration
+	// Raised is how many clusters the scenarios raised, Reset how many of them a scenario
+	// reset and handed on.
+	Raised, Reset int
 }
 
 // Time sums the time of b's scenarios by phase.
@@ -279,6 +286,10 @@ func (b BedResult) Time() Time {
 		t.Setup += s.Setup
 		t.Raising += s.Raising
 		t.Teardown += s.Teardown
+		t.Raised += s.Raised
+		if s.Reset {
+			t.Reset++
+		}
 	}
 	t.Steps = max(0, t.Scenarios-t.Setup-t.Raising-t.Teardown)
 	return t

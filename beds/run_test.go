@@ -907,6 +907,10 @@ func TestTheTimingsSayWhereEachBedsTimeWent(t *testing.T) {
 			SpentRaising(ctx, 3*time.Second)
 			return nil
 		})
+		sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+			ClusterReset(ctx) // as the steps' teardown does
+			return ctx, err
+		})
 	}
 	o.FeaturesDir = features(t, map[string]string{"toy.feature": `Feature: Toy
   Scenario: it raises
@@ -934,8 +938,20 @@ func TestTheTimingsSayWhereEachBedsTimeWent(t *testing.T) {
 		!strings.HasSuffix(b.Scenarios[0].Where, "toy.feature:2") || len(b.Slowest) != 1 || b.Parallel != 1 {
 		t.Errorf("expected the toy bed's 3 s of raising in its one scenario at toy.feature:2, got %+v", b)
 	}
-	if !strings.Contains(out.String(), "raising 3.0s") {
-		t.Errorf("expected the summary to give the time raising, got:\n%s", out.String())
+	if b.ClustersRaised != 1 || b.ClustersReset != 1 || b.Scenarios[0].Raised != 1 || !b.Scenarios[0].Reset {
+		t.Errorf("expected one cluster raised and reset, by its one scenario, got %+v", b)
+	}
+	for _, want := range []string{"raising 3.0s (1 cluster raised)", "(1 cluster reset and handed on)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("expected the summary to say %q, got:\n%s", want, out.String())
+		}
+	}
+	back, _, _, err := ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := back.Beds[0].Scenarios[0]; s.Raised != 1 || !s.Reset || s.Raising != 3*time.Second {
+		t.Errorf("expected the run's messages to keep the scenario's raise and reset, got raised %d, reset %v, raising %s", s.Raised, s.Reset, s.Raising)
 	}
 }
 

@@ -30,3 +30,10 @@ func checkTags(expr string) error {
 	}
 	return nil
 }
+
+// TagSharesCluster, on a feature, an outline or a scenario, declares that
+// its scenarios share clusters: what a scenario's steps change that a
+// reset can put back (messages stored with ids of their own, a consumer's
+// deliveries) does not cost the next scenario a raise; the runner resets
+// the cluster and checks it reads as raised, or throws it away.
+const TagSharesCluster = "@shares-cluster"

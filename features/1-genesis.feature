@@ -11,6 +11,10 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
   sensor.alarm.>, uses mesh-catalog.catalog_tools) on node-b; persons alice and bob;
   one enrolment token; the builder, and the source repository "modules" it builds from.
 
+  The scenarios tagged @shares-cluster store only events with ids of their own in EVENTS and
+  take only from their own consumer: at their end EVENTS is purged and the cluster is handed on if
+  it then reads as raised (docs/decisions/0014-fast-beds.md), or thrown away.
+
   Background:
     Given a mesh raised from nothing from "testdata/mesh.yaml"
 
@@ -59,6 +63,7 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
     And a composed user presenting another's password is refused by the server
     And for every user, the server refuses exactly what its composed grants do not allow, over every subject of the mesh
 
+  @shares-cluster
   Scenario Outline: A module cannot publish outside its emits
     Given the module "<module>" on "<node>" is connected with its own credential
     When it publishes on "<subject>"
@@ -93,6 +98,7 @@ Feature: Genesis — a mesh raised from nothing, the server standing on it
       | sensor | node-a | mesh.mod.sensor.event.reading        | refuses |
       | sensor | node-a | mesh.>                               | refuses |
 
+  @shares-cluster
   Scenario: A module cannot acknowledge another module's delivery
     Given the module "sensor" on "node-a" has emitted the event "reading"
     And the module "logger" on "node-b" has fetched it from its consumer without acknowledging it

@@ -1,4 +1,4 @@
-@conformance
+@conformance @shares-cluster
 Feature: Conformance — design 19, per capability, per implementation
   Design 25 §10, step 3. An SDK is an implementation of a specified wire (ADR 0074), and two
   implementations that disagree about an envelope do not fail to compile: they ignore each other
@@ -10,6 +10,14 @@ Feature: Conformance — design 19, per capability, per implementation
   The mesh is features/testdata/conformance.yaml: emitter (node-a) emits reading and
   alarm.raised; consumer (node-b) consumes them; server (node-a) serves echo; caller (node-b)
   uses it; provider (node-a) provides a database.
+
+  Its scenarios share clusters (@shares-cluster): a delivery published with an id of its own and
+  the consumer a driver drove are put back once the scenario ends (EVENTS and DEAD purged), and the
+  cluster is leased to the next scenario only if it then reads as raised, in both accounts: the
+  same streams and durable consumers, configured the same, nothing pending, unacknowledged,
+  redelivered or waited for, no other consumer having delivered. A scenario that emits a fixture
+  (its id stays in the stream's two-minute duplicate window, which a purge keeps), breaks the
+  cluster on purpose or fails gets a cluster of its own; its cluster is thrown away.
 
   Background:
     Given a mesh raised from nothing from "testdata/conformance.yaml"

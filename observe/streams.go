@@ -17,12 +17,23 @@ type Stream struct {
 	Config    jetstream.StreamConfig
 	Created   time.Time
 	Consumers map[string]Consumer
+	// Msgs is how many messages it holds; LastSeq the sequence of the
+	// last one it stored (a purge keeps it).
+	Msgs, LastSeq uint64
 }
 
 // Consumer is what the server says of one consumer.
 type Consumer struct {
 	Config  jetstream.ConsumerConfig
 	Created time.Time
+	// Delivered counts the deliveries it has made (its own sequence, which
+	// a purge of its stream keeps).
+	Delivered uint64
+	// Pending are the messages it has yet to deliver; AckPending those
+	// delivered and not acknowledged, Redelivered those of them delivered
+	// more than once; Waiting the pull requests waiting on it.
+	Pending                          uint64
+	AckPending, Redelivered, Waiting int
 }
 
 // Streams reads every stream and consumer the server has.
@@ -35,10 +46,14 @@ func Streams(ctx context.Context, js jetstream.JetStream) (map[string]Stream, er
 			return nil, fmt.Errorf("read stream %s: %w", name, err)
 		}
 		info := s.CachedInfo()
-		st := Stream{Config: info.Config, Created: info.Created, Consumers: map[string]Consumer{}}
+		st := Stream{Config: info.Config, Created: info.Created, Consumers: map[string]Consumer{}, Msgs: info.State.Msgs, LastSeq: info.State.LastSeq}
 		cons := s.ListConsumers(ctx)
 		for ci := range cons.Info() {
-			st.Consumers[ci.Name] = Consumer{Config: ci.Config, Created: ci.Created}
+			st.Consumers[ci.Name] = Consumer{
+				Config: ci.Config, Created: ci.Created,
+				Delivered: ci.Delivered.Consumer,
+				Pending:   ci.NumPending, AckPending: ci.NumAckPending, Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting,
+			}
 		}
 		if err := cons.Err(); err != nil {
 			return nil, fmt.Errorf("list consumers of %s: %w", name, err)
@@ -88,6 +103,56 @@ func Diff(before, after map[string]Stream) []string {
 			}
 		}
 	}
+	return out
+}
+
+// Reset says what a reset of a cluster put back, and so how a reading
+// taken after it may differ from one taken when the cluster was raised:
+// the Purged streams were emptied, whatever they held, and the Driven
+// consumers delivered (they count more deliveries).
+type Reset struct {
+	Purged, Driven []string
+}
+
+// AsRaised lists every way now differs from raised beyond what reset
+// allows: each of Diff's differences; a stream holding other messages
+// than it did (a purged one: any message, or a purge that lost what it
+// held when raised); a consumer with messages pending, unacknowledged,
+// redelivered or pull requests waiting that it did not have; a consumer
+// not driven that delivered since. Empty: no later reader can tell the
+// cluster from the one raised, by its streams.
+func AsRaised(raised, now map[string]Stream, reset Reset) []string {
+	out := Diff(raised, now)
+	for name, was := range raised {
+		is, ok := now[name]
+		if !ok {
+			continue // Diff named it
+		}
+		switch {
+		case !slices.Contains(reset.Purged, name):
+			if is.Msgs != was.Msgs || is.LastSeq != was.LastSeq {
+				out = append(out, fmt.Sprintf("stream %s holds %d messages up to sequence %d; it held %d up to %d", name, is.Msgs, is.LastSeq, was.Msgs, was.LastSeq))
+			}
+		case was.Msgs != 0:
+			out = append(out, fmt.Sprintf("stream %s held %d messages when raised; a purge lost them", name, was.Msgs))
+		case is.Msgs != 0:
+			out = append(out, fmt.Sprintf("stream %s holds %d messages after its purge", name, is.Msgs))
+		}
+		for c, wasC := range was.Consumers {
+			isC, ok := is.Consumers[c]
+			if !ok {
+				continue
+			}
+			if isC.Pending != wasC.Pending || isC.AckPending != wasC.AckPending || isC.Redelivered != wasC.Redelivered || isC.Waiting != wasC.Waiting {
+				out = append(out, fmt.Sprintf("consumer %s/%s has %d pending, %d unacknowledged, %d redelivered, %d pull requests waiting; it had %d, %d, %d, %d",
+					name, c, isC.Pending, isC.AckPending, isC.Redelivered, isC.Waiting, wasC.Pending, wasC.AckPending, wasC.Redelivered, wasC.Waiting))
+			}
+			if isC.Delivered != wasC.Delivered && !slices.Contains(reset.Driven, c) {
+				out = append(out, fmt.Sprintf("consumer %s/%s has made %d deliveries, %d when raised, and nothing drove it", name, c, isC.Delivered, wasC.Delivered))
+			}
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

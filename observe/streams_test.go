@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -41,4 +42,119 @@ func TestStreamsDiffSeesEveryChange(t *testing.T) {
 			t.Errorf("expected %q in the diff, got:\n%s", want, d)
 		}
 	}
+}
+
+// TestAsRaisedSeesWhatAResetLeft: a stream purged and a consumer driven
+// read as raised; every other trace of a scenario does not: messages left
+// in a stream not purged, a message pending, a delivery unacknowledged, a
+// pull request waiting, a consumer nothing drove that delivered.
+func TestAsRaisedSeesWhatAResetLeft(t *testing.T) {
+	s := startMesh(t, "mesh.yaml")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, js := dialAs(ctx, t, s, wire.ControllerUser)
+	const stream = wire.StreamNodes
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{wire.SubjectNodesAll}, MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	driven, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "driven", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "idle", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised, err := Streams(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reset := Reset{Purged: []string{stream}, Driven: []string{"driven"}}
+	read := func() map[string]Stream {
+		t.Helper()
+		now, err := Streams(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	expect := func(what string, got []string, want ...string) {
+		t.Helper()
+		joined := strings.Join(got, "\n")
+		if len(want) == 0 && len(got) != 0 {
+			t.Fatalf("%s: expected no difference, got:\n%s", what, joined)
+		}
+		for _, w := range want {
+			if !strings.Contains(joined, w) {
+				t.Fatalf("%s: expected %q among the differences, got:\n%s", what, w, joined)
+			}
+		}
+	}
+	publish := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := js.Publish(ctx, wire.NodeDeclare(fmt.Sprintf("node-%d", i)), []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	take := func(cons jetstream.Consumer, ack bool) {
+		t.Helper()
+		b, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			if ack {
+				if err := m.Ack(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+
+	publish(3)
+	take(driven, true)
+	take(driven, false)
+	expect("before the purge", AsRaised(raised, read(), Reset{Driven: reset.Driven}),
+		"stream NODES holds 3 messages up to sequence 3; it held 0 up to 0",
+		"consumer NODES/driven has 1 pending, 1 unacknowledged",
+		"consumer NODES/idle has 3 pending")
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect("purged, the driven consumer's deliveries allowed", AsRaised(raised, read(), reset))
+	expect("purged, nothing said to be driven", AsRaised(raised, read(), Reset{Purged: reset.Purged}),
+		"consumer NODES/driven has made 2 deliveries, 0 when raised, and nothing drove it")
+
+	publish(1)
+	expect("a message after the purge", AsRaised(raised, read(), reset),
+		"stream NODES holds 1 messages after its purge", "consumer NODES/idle has 1 pending")
+	take(idle, true)
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect("a consumer nothing drove delivered", AsRaised(raised, read(), reset),
+		"consumer NODES/idle has made 1 deliveries, 0 when raised, and nothing drove it")
+
+	// A pull request that waits, with its requester still listening.
+	inbox := c.Conn.NewRespInbox()
+	sub, err := c.Conn.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := c.Conn.PublishRequest(wire.ConsumerNext(stream, "driven"), inbox, []byte(`{"batch":1,"expires":10000000000}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	expect("a pull request waiting", AsRaised(raised, read(), reset), "pull requests waiting")
+
+	if err := js.DeleteConsumer(ctx, stream, "idle"); err != nil {
+		t.Fatal(err)
+	}
+	expect("a consumer gone", AsRaised(raised, read(), reset), "consumer NODES/idle vanished")
 }

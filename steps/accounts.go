@@ -218,8 +218,14 @@ func (s *scenario) itPublishesOn(ctx context.Context, subject string) error {
 	if s.counted, err = s.storedEverywhere(ctx, subject); err != nil {
 		return err
 	}
-	if len(s.counted) > 0 {
-		s.r.tainted = true
+	// A publish a stream keeps has no id (nothing stays in a duplicate
+	// window): in the mesh's account a reset puts it back.
+	for _, c := range s.counted {
+		if c.account == wire.AccountMesh {
+			s.touched.stored(c.stream)
+		} else {
+			s.r.tainted = true
+		}
 	}
 	s.lastOp, s.lastSubject = observe.Publish, subject
 	s.lastErr = s.it.Try(ctx, observe.Publish, subject)
@@ -296,7 +302,8 @@ func (s *scenario) theModuleHasEmitted(ctx context.Context, module, node, key st
 	if err != nil {
 		return err
 	}
-	s.r.tainted = true
+	// The event's id is fresh, so a reset puts the stream back.
+	s.touched.stored(wire.StreamEvents)
 	js, err := jetstream.New(c.Conn)
 	if err != nil {
 		return err
@@ -321,6 +328,7 @@ func (s *scenario) theModuleHasFetched(ctx context.Context, module, node string)
 	if err != nil {
 		return err
 	}
+	s.touched.drove(wire.ModuleConsumer(node, module))
 	got, err := observe.Fetch(ctx, js, wire.StreamEvents, wire.ModuleConsumer(node, module), 1, 10*time.Second)
 	if err != nil {
 		return err

@@ -73,6 +73,9 @@ func (e *events) theDriverEmits(ctx context.Context, impl, name, module, node, e
 		}
 		o.env = env
 	}
+	// The fixture's message id stays in the stream's duplicate window,
+	// which a purge keeps: a later emit of the same fixture would be
+	// dropped as its duplicate, so no reset puts this back.
 	e.s.r.tainted = true
 	if err := e.s.runDriver(ctx, impl, module, node, o, proto.Emit{Fixture: inDriver(name)}); err != nil {
 		return err
@@ -121,6 +124,7 @@ func (e *events) theDriverConsumes(ctx context.Context, impl, pattern, module, n
 	case failing != "":
 		cmd.Fail = true
 	}
+	e.s.touched.drove(wire.ModuleConsumer(node, module))
 	d, err := e.s.startDriver(ctx, impl, module, node, driverRunOptions{}, cmd)
 	if err != nil {
 		return err
@@ -160,7 +164,9 @@ func (e *events) theDeliveryIsPublished(ctx context.Context, name, repeated stri
 	if err != nil {
 		return err
 	}
-	e.s.r.tainted = true
+	// Each copy has an id of its own, so a purge puts the streams back;
+	// a delivery refused or failed for good leaves a dead letter.
+	e.s.touched.stored(wire.StreamEvents, wire.StreamDead)
 	times := 1
 	if repeated != "" {
 		times = f.Deliveries

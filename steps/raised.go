@@ -30,8 +30,13 @@ type raised struct {
 	// bus, once asked for (raiseAMQP).
 	amqp harness.AMQPBroker
 	// tainted is set by a step that changes the cluster in a way a later
-	// scenario could notice (a message stored, a user revoked).
+	// scenario could notice (a message stored, a user revoked) and no reset
+	// puts back.
 	tainted bool
+	// asRaised is the cluster read when a scenario of a feature sharing
+	// clusters first leased it, for a reset to be checked against
+	// (reset.go); nil until then.
+	asRaised *asRaised
 	// narration carries the harness's narration of the cluster to the
 	// scenario holding it.
 	narration *relay

@@ -28,6 +28,8 @@ const teardownTimeout = 2 * time.Minute
 type scenario struct {
 	w *World
 	r *raised
+	// touched is what the scenario changed in r that a reset puts back.
+	touched touches
 	// bus is the bus the scenario's mesh is on ("" or topology.BusNATS:
 	// NATS), as its raise step said.
 	bus string
@@ -116,6 +118,14 @@ func (s *scenario) after(ctx context.Context, sc *godog.Scenario, err error) (co
 		}
 		// A failed scenario may have left the cluster in any state.
 		s.r.tainted = true
+	}
+	if !s.r.tainted && s.touched.any() {
+		if resetErr := s.reset(ctx); resetErr != nil {
+			if !errors.Is(resetErr, errNotShared) {
+				beds.Logf(ctx, "teardown: the cluster is thrown away: %v", resetErr)
+			}
+			s.r.tainted = true
+		}
 	}
 	if relErr := s.w.release(ctx, s.r, failure(scenarioCtx, sc, err)); relErr != nil {
 		return ctx, fmt.Errorf("tear down cluster: %w", relErr)

@@ -55,7 +55,7 @@ func (s *scenario) aMeshRaisedFromNothing(ctx context.Context, file string) erro
 		return err
 	}
 	s.r = r
-	return nil
+	return s.noteAsRaised(ctx)
 }
 
 func (s *scenario) aProbeAsks(ctx context.Context, network, url string) error {

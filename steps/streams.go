@@ -36,17 +36,24 @@ func (s *scenario) readStreams(ctx context.Context) (map[string]observe.Stream, 
 		if err != nil {
 			return nil, fmt.Errorf("account %s: %w", acct, err)
 		}
-		for name, st := range got {
+		for name, st := range durableOnly(got) {
 			st.Account = acct
-			for cname, c := range st.Consumers {
-				if c.Config.Durable == "" {
-					delete(st.Consumers, cname)
-				}
-			}
 			out[name] = st
 		}
 	}
 	return out, nil
+}
+
+// durableOnly drops the ephemeral consumers from streams.
+func durableOnly(streams map[string]observe.Stream) map[string]observe.Stream {
+	for _, st := range streams {
+		for cname, c := range st.Consumers {
+			if c.Config.Durable == "" {
+				delete(st.Consumers, cname)
+			}
+		}
+	}
+	return streams
 }
 
 // table reads a data table into rows of column → cell.
