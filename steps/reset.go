@@ -23,16 +23,16 @@ const resetWithin = 5 * time.Second
 // touches is what a scenario changed in its cluster that a reset puts
 // back, unlike a taint: the streams of the mesh's account it stored
 // messages in (emptied) and the consumers it drove (their count of
-// deliveries moves on; nothing else of them may). Only a scenario whose
-// feature declares beds.TagSharesCluster has its cluster reset; for any
-// other a touch is a taint.
+// deliveries moves on; nothing else of them may). Only a scenario tagged
+// beds.TagSharesCluster (itself, its outline or its feature) has its
+// cluster reset; for any other a touch is a taint.
 type touches struct {
 	purge, driven []string
 }
 
 // stored notes that the scenario stored messages in streams, each with an
-// id of its own: a stream's duplicate window outlives a purge, so a step
-// storing an id another scenario could store again taints instead.
+// id of its own or none: a stream's duplicate window outlives a purge, so
+// a step storing an id another scenario could store again taints instead.
 func (t *touches) stored(streams ...string) {
 	for _, s := range streams {
 		if !slices.Contains(t.purge, s) {
@@ -66,13 +66,24 @@ type accountAsRaised struct {
 // the mesh's account and in the control plane's.
 var readers = []string{wire.ControllerMeshUser, wire.ControllerUser}
 
-// noteAsRaised reads the cluster the scenario just leased, once, if its
-// feature shares clusters: a clean cluster reads as it was raised.
+// noteAsRaised reads the cluster the scenario just leased, once, if the
+// scenario shares clusters: a clean cluster reads as it was raised.
 func (s *scenario) noteAsRaised(ctx context.Context) error {
-	if _, sc, ok := beds.Current(ctx); !ok || !sc.HasTag(beds.TagSharesCluster) || s.r.asRaised != nil {
+	if !s.shares(ctx) || s.r.asRaised != nil {
 		return nil
 	}
 	return s.readAsRaised(ctx)
+}
+
+// shares says whether the scenario declares that it shares clusters; a
+// test may say so itself (sharing).
+func (s *scenario) shares(ctx context.Context) bool { return s.sharing || sharesClusters(ctx) }
+
+// sharesClusters says whether the scenario of ctx is tagged
+// beds.TagSharesCluster.
+func sharesClusters(ctx context.Context) bool {
+	_, sc, ok := beds.Current(ctx)
+	return ok && sc.HasTag(beds.TagSharesCluster)
 }
 
 // readAsRaised reads the cluster the scenario leased, taken to be as
@@ -111,9 +122,9 @@ func (s *scenario) readStreamsAs(ctx context.Context, cred wire.Credential) (map
 	return durableOnly(streams), err
 }
 
-// errNotShared: the scenario's feature does not declare that its scenarios
-// share clusters, so what it touched taints.
-var errNotShared = errors.New("its feature does not declare " + beds.TagSharesCluster)
+// errNotShared: the scenario does not declare that it shares clusters, so
+// what it touched taints.
+var errNotShared = errors.New("the scenario is not tagged " + beds.TagSharesCluster)
 
 // reset puts back what the scenario touched and checks, within
 // resetWithin, that the cluster reads as it was raised in every account:
@@ -123,7 +134,7 @@ var errNotShared = errors.New("its feature does not declare " + beds.TagSharesCl
 // having delivered. An error leaves the cluster to be thrown away.
 func (s *scenario) reset(ctx context.Context) error {
 	noted := s.r.asRaised
-	if noted == nil {
+	if noted == nil || !s.shares(ctx) {
 		return errNotShared
 	}
 	start := time.Now()

@@ -30,6 +30,9 @@ type scenario struct {
 	r *raised
 	// touched is what the scenario changed in r that a reset puts back.
 	touched touches
+	// sharing: the scenario shares clusters though ctx does not say so (a
+	// test's scenario, outside a bed).
+	sharing bool
 	// bus is the bus the scenario's mesh is on ("" or topology.BusNATS:
 	// NATS), as its raise step said.
 	bus string
