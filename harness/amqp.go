@@ -110,8 +110,12 @@ func (a *AMQPBus) Queues(ctx context.Context, vhost string) ([]string, error) {
 	var list []struct {
 		Name string `json:"name"`
 	}
-	if err := a.ctlJSON(ctx, &list, "list_queues", "-q", "-p", vhost, "--formatter", "json", "name"); err != nil {
-		return nil, err
+	doc, err := a.ctr.ListQueues(ctx, vhost, "name")
+	if err != nil {
+		return nil, fmt.Errorf("ask the AMQP broker for its queues in %s: %w", vhost, err)
+	}
+	if err := json.Unmarshal(doc, &list); err != nil {
+		return nil, fmt.Errorf("the AMQP broker's queues in %s: %w\n%s", vhost, err, doc)
 	}
 	out := make([]string, 0, len(list))
 	for _, q := range list {
@@ -133,13 +137,13 @@ func (a *AMQPBus) Connections(ctx context.Context, columns ...string) ([]byte, e
 
 // ListQueues are the queues of virtual host vhost with columns, as
 // rabbitmqctl lists them in JSON (observe.AMQPQueues reads them): the
-// broker's own counts.
+// broker's own counts (rabbitmq.RabbitMQContainer.ListQueues).
 func (a *AMQPBus) ListQueues(ctx context.Context, vhost string, columns ...string) ([]byte, error) {
-	out, err := a.ctr.Ctl(ctx, append([]string{"list_queues", "-q", "-p", vhost, "--formatter", "json"}, columns...)...)
+	out, err := a.ctr.ListQueues(ctx, vhost, columns...)
 	if err != nil {
 		return nil, fmt.Errorf("ask the AMQP broker for its queues in %s: %w", vhost, err)
 	}
-	return []byte(out), nil
+	return out, nil
 }
 
 // Observe watches the control plane's firehose from outside, until the
@@ -159,14 +163,14 @@ func (a *AMQPBus) Observe(ctx context.Context) (*observe.AMQPTrace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if out, err := a.ctr.Ctl(ctx, observe.AMQPTraceOn...); err != nil {
-		return nil, fmt.Errorf("turn the control plane's firehose on: %w\n%s", err, out)
+	if err := a.ctr.SetTracing(ctx, wire.AMQPControlVhost, true); err != nil {
+		return nil, fmt.Errorf("turn the control plane's firehose on: %w", err)
 	}
 	traceOff := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if out, err := a.ctr.Ctl(ctx, observe.AMQPTraceOff...); err != nil {
-			return fmt.Errorf("turn the control plane's firehose off: %w\n%s", err, out)
+		if err := a.ctr.SetTracing(ctx, wire.AMQPControlVhost, false); err != nil {
+			return fmt.Errorf("turn the control plane's firehose off: %w", err)
 		}
 		return nil
 	}
@@ -187,10 +191,12 @@ func (a *AMQPBus) observer(ctx context.Context) (string, error) {
 		return a.observerPassword, nil
 	}
 	password := rand.Text()
-	for _, cmd := range observe.AMQPObserverGrants(password) {
-		if out, err := a.ctr.Ctl(ctx, cmd...); err != nil {
-			return "", fmt.Errorf("add the firehose's observer to the AMQP broker (%s): %w\n%s", cmd[0], err, out)
-		}
+	if err := a.ctr.AddUser(ctx, wire.AMQPObserverUser, password); err != nil {
+		return "", fmt.Errorf("add the firehose's observer to the AMQP broker: %w", err)
+	}
+	configure, write, read := observe.AMQPObserverPermissions()
+	if err := a.ctr.SetPermissions(ctx, wire.AMQPControlVhost, wire.AMQPObserverUser, configure, write, read); err != nil {
+		return "", fmt.Errorf("permit the firehose's observer on the AMQP broker: %w", err)
 	}
 	a.observerPassword = password
 	return password, nil
@@ -203,8 +209,12 @@ func (a *AMQPBus) BindingKeys(ctx context.Context, vhost, exchange string) ([]st
 		Source string `json:"source_name"`
 		Key    string `json:"routing_key"`
 	}
-	if err := a.ctlJSON(ctx, &list, "list_bindings", "-q", "-p", vhost, "--formatter", "json", "source_name", "routing_key"); err != nil {
-		return nil, err
+	doc, err := a.ctr.ListBindings(ctx, vhost, "source_name", "routing_key")
+	if err != nil {
+		return nil, fmt.Errorf("ask the AMQP broker for its bindings in %s: %w", vhost, err)
+	}
+	if err := json.Unmarshal(doc, &list); err != nil {
+		return nil, fmt.Errorf("the AMQP broker's bindings in %s: %w\n%s", vhost, err, doc)
 	}
 	var out []string
 	for _, b := range list {
@@ -214,17 +224,6 @@ func (a *AMQPBus) BindingKeys(ctx context.Context, vhost, exchange string) ([]st
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-func (a *AMQPBus) ctlJSON(ctx context.Context, v any, args ...string) error {
-	out, err := a.ctr.Ctl(ctx, args...)
-	if err != nil {
-		return fmt.Errorf("ask the AMQP broker: %w", err)
-	}
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		return fmt.Errorf("rabbitmqctl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
 }
 
 // Credential is user's credential on the AMQP bus, its URL naming the

@@ -170,26 +170,17 @@ func DialAMQP(ctx context.Context, cred wire.Credential, address string) (*AMQPC
 	return &AMQPClient{Connection: conn}, nil
 }
 
-// AMQPObserverGrants are the rabbitmqctl commands (each its arguments)
-// that add the observer (wire.AMQPObserverUser) with password and let it
-// watch the control plane's firehose: it may declare, bind and read
-// queues of its own (wire.AMQPObserverQueuePrefix) and read the firehose's
-// exchange, and nothing else; no topic grant, no queue of the mesh's.
-func AMQPObserverGrants(password string) [][]string {
+// AMQPObserverPermissions are the permissions the observer
+// (wire.AMQPObserverUser) is given in the control plane's virtual host
+// (wire.AMQPControlVhost) to watch its firehose: it may declare, bind and
+// read queues of its own (wire.AMQPObserverQueuePrefix) and read the
+// firehose's exchange, and nothing else; no topic grant, no queue of the
+// mesh's. The broker's administrator adds the user and turns the
+// firehose on and off.
+func AMQPObserverPermissions() (configure, write, read string) {
 	own := regexp.QuoteMeta(wire.AMQPObserverQueuePrefix) + ".*"
-	return [][]string{
-		{"add_user", wire.AMQPObserverUser, password},
-		{"set_permissions", "-p", wire.AMQPControlVhost, wire.AMQPObserverUser,
-			"^" + own + "$", "^" + own + "$", "^(" + own + "|" + regexp.QuoteMeta(wire.ExchangeTrace) + ")$"},
-	}
+	return "^" + own + "$", "^" + own + "$", "^(" + own + "|" + regexp.QuoteMeta(wire.ExchangeTrace) + ")$"
 }
-
-// AMQPTraceOn and AMQPTraceOff are the rabbitmqctl commands that turn the
-// control plane's firehose on and off.
-var (
-	AMQPTraceOn  = []string{"trace_on", "-p", wire.AMQPControlVhost}
-	AMQPTraceOff = []string{"trace_off", "-p", wire.AMQPControlVhost}
-)
 
 // AMQPObserverCredential is the observer's credential: its password, the
 // broker at hostport as its certificate names it, the certificate's

@@ -95,10 +95,12 @@ func startControlBroker(t *testing.T) (context.Context, *controlBroker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	const password = "observer-password"
-	for _, cmd := range AMQPObserverGrants(password) {
-		if out, err := br.Container.Ctl(ctx, cmd...); err != nil {
-			t.Fatalf("%v: %v\n%s", cmd, err, out)
-		}
+	if err := br.Container.AddUser(ctx, wire.AMQPObserverUser, password); err != nil {
+		t.Fatal(err)
+	}
+	configure, write, read := AMQPObserverPermissions()
+	if err := br.Container.SetPermissions(ctx, wire.AMQPControlVhost, wire.AMQPObserverUser, configure, write, read); err != nil {
+		t.Fatal(err)
 	}
 	return ctx, &controlBroker{br: br, observer: AMQPObserverCredential(password, "rabbitmq:5671", br.Fingerprint)}
 }
@@ -159,8 +161,8 @@ func TestTheFirehoseSeesWhatAPausedControllerHolds(t *testing.T) {
 	}
 
 	// Turned on after the controller's channel was opened, as in a bed.
-	if out, err := b.br.Container.Ctl(ctx, AMQPTraceOn...); err != nil {
-		t.Fatalf("trace on: %v\n%s", err, out)
+	if err := b.br.Container.SetTracing(ctx, wire.AMQPControlVhost, true); err != nil {
+		t.Fatal(err)
 	}
 	tr, err := WatchAMQPTrace(ctx, b.observer, b.br.Addr())
 	if err != nil {
@@ -272,8 +274,8 @@ func TestTheFirehoseSeesWhatAPausedControllerHolds(t *testing.T) {
 	}
 
 	// Off: nothing more is copied.
-	if out, err := b.br.Container.Ctl(ctx, AMQPTraceOff...); err != nil {
-		t.Fatalf("trace off: %v\n%s", err, out)
+	if err := b.br.Container.SetTracing(ctx, wire.AMQPControlVhost, false); err != nil {
+		t.Fatal(err)
 	}
 	off := tr.Mark()
 	if o, err := amqproutes.Publish(ctx, ctl, wire.ExchangeControl, wire.SubjectPush, true, amqp.Publishing{MessageId: "push-2", Body: []byte("b")}); err != nil || o != amqproutes.Taken {

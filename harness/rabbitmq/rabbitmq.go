@@ -64,6 +64,9 @@ type RabbitMQContainer struct {
 	AdminPassword string
 
 	passwords map[string]string
+	// ctlOnly asks rabbitmqctl even where erl_call is to be had: what an
+	// image without erl_call does (a test of the fallback sets it).
+	ctlOnly bool
 }
 
 // Run starts RabbitMQ from image and waits until it serves AMQP. The AMQP

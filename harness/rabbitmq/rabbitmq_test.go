@@ -149,6 +149,9 @@ func TestRabbitMQ(t *testing.T) {
 	if !slices.Equal(names, []string{"admin", "mesh-a"}) {
 		t.Errorf("expected users admin and mesh-a only, rabbitmqctl lists %q", names)
 	}
+
+	t.Run("the broker's own calls through erl_call", func(t *testing.T) { brokersOwnCalls(t, ctx, c, false) })
+	t.Run("the same through rabbitmqctl alone", func(t *testing.T) { brokersOwnCalls(t, ctx, c, true) })
 }
 
 // routeOne declares a topic exchange, binds a private queue to a

@@ -373,7 +373,13 @@ func (b *Broker) QueuesIn(ctx context.Context, t testing.TB, vhost string) []str
 	var list []struct {
 		Name string `json:"name"`
 	}
-	b.ctlJSON(ctx, t, &list, "list_queues", "-q", "-p", vhost, "--formatter", "json", "name")
+	doc, err := b.Container.ListQueues(ctx, vhost, "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(doc, &list); err != nil {
+		t.Fatalf("list_queues: %v\n%s", err, doc)
+	}
 	var out []string
 	for _, q := range list {
 		out = append(out, q.Name)
