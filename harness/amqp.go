@@ -105,7 +105,7 @@ func (a *AMQPBus) Address(ctx context.Context) (string, error) {
 }
 
 // Queues are the names of the queues the broker has in virtual host
-// vhost, as rabbitmqctl lists them.
+// vhost, by its own account.
 func (a *AMQPBus) Queues(ctx context.Context, vhost string) ([]string, error) {
 	var list []struct {
 		Name string `json:"name"`
@@ -151,8 +151,8 @@ func (a *AMQPBus) ListQueues(ctx context.Context, vhost string, columns ...strin
 // every delivery in wire.AMQPControlVhost from now on
 // (observe.AMQPTrace). It adds the observer (wire.AMQPObserverUser, the
 // harness's, no principal of the mesh: it reads its own queues and the
-// firehose alone) the first time, through rabbitmqctl, and turns tracing
-// on; closing the trace turns it off. Nothing is asked of the
+// firehose alone) the first time, as the broker's administrator, and
+// turns tracing on; closing the trace turns it off. Nothing is asked of the
 // controller's store, which a scenario may have stopped.
 func (a *AMQPBus) Observe(ctx context.Context) (*observe.AMQPTrace, error) {
 	password, err := a.observer(ctx)
@@ -203,7 +203,7 @@ func (a *AMQPBus) observer(ctx context.Context) (string, error) {
 }
 
 // BindingKeys are the routing keys of the bindings from exchange in
-// virtual host vhost, as rabbitmqctl lists them.
+// virtual host vhost, by the broker's own account.
 func (a *AMQPBus) BindingKeys(ctx context.Context, vhost, exchange string) ([]string, error) {
 	var list []struct {
 		Source string `json:"source_name"`

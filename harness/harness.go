@@ -168,7 +168,7 @@ type NATSBesideRaiser interface {
 
 // AMQPBroker is a raised RabbitMQ broker as the steps observe it: where
 // its TLS listener is reached from here, what it holds by its own account
-// (rabbitmqctl), and the principals' AMQP credentials.
+// (asked of the node, as rabbitmqctl asks it), and the principals' AMQP credentials.
 type AMQPBroker interface {
 	// Address is host:port of the broker's TLS listener from this host;
 	// a credential names the broker as the private network knows it:

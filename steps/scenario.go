@@ -275,7 +275,8 @@ func eventually(ctx context.Context, within time.Duration, check func(context.Co
 
 // pause is how long a poll waits before it checks again: its interval,
 // or as long as the last check took when that was longer. A costly check
-// (rabbitmqctl boots an Erlang VM: a core-second each) then takes at most
+// (a one-shot container, or rabbitmqctl, which boots an Erlang VM: a
+// core-second each) then takes at most
 // half of the time, not all of it back to back, and leaves the cores to
 // the cluster it waits on, which is what makes the check pass.
 func pause(interval, took time.Duration) time.Duration { return max(interval, took) }
