@@ -13,6 +13,7 @@ import (
 
 // reap removes the containers and networks of runs whose process is gone,
 // and the temporary work directories they made, except runs kept aside.
+// What it could not remove is in the error.
 func (s *Session) reap(ctx context.Context) error {
 	removed, err := owner.Reap(ctx, s.docker, kept)
 	var result *multierror.Error
