@@ -191,12 +191,8 @@ func (a *AMQPBus) observer(ctx context.Context) (string, error) {
 		return a.observerPassword, nil
 	}
 	password := rand.Text()
-	if err := a.ctr.AddUser(ctx, wire.AMQPObserverUser, password); err != nil {
-		return "", fmt.Errorf("add the firehose's observer to the AMQP broker: %w", err)
-	}
-	configure, write, read := observe.AMQPObserverPermissions()
-	if err := a.ctr.SetPermissions(ctx, wire.AMQPControlVhost, wire.AMQPObserverUser, configure, write, read); err != nil {
-		return "", fmt.Errorf("permit the firehose's observer on the AMQP broker: %w", err)
+	if err := observe.AddAMQPObserver(ctx, a.ctr, password); err != nil {
+		return "", fmt.Errorf("the AMQP broker: %w", err)
 	}
 	a.observerPassword = password
 	return password, nil

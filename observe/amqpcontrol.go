@@ -170,16 +170,30 @@ func DialAMQP(ctx context.Context, cred wire.Credential, address string) (*AMQPC
 	return &AMQPClient{Connection: conn}, nil
 }
 
-// AMQPObserverPermissions are the permissions the observer
-// (wire.AMQPObserverUser) is given in the control plane's virtual host
-// (wire.AMQPControlVhost) to watch its firehose: it may declare, bind and
-// read queues of its own (wire.AMQPObserverQueuePrefix) and read the
-// firehose's exchange, and nothing else; no topic grant, no queue of the
-// mesh's. The broker's administrator adds the user and turns the
-// firehose on and off.
-func AMQPObserverPermissions() (configure, write, read string) {
+// AMQPAdmin is the broker's administrator, as far as adding the observer
+// goes (harness/rabbitmq's container).
+type AMQPAdmin interface {
+	AddUser(ctx context.Context, user, password string) error
+	SetPermissions(ctx context.Context, vhost, user, configure, write, read string) error
+}
+
+// AddAMQPObserver adds the observer (wire.AMQPObserverUser) with password
+// and lets it watch the control plane's firehose: in its virtual host
+// (wire.AMQPControlVhost) it may declare, bind and read queues of its own
+// (wire.AMQPObserverQueuePrefix) and read the firehose's exchange, and
+// nothing else; no topic grant, no queue of the mesh's. The
+// administrator turns the firehose on and off.
+func AddAMQPObserver(ctx context.Context, admin AMQPAdmin, password string) error {
+	if err := admin.AddUser(ctx, wire.AMQPObserverUser, password); err != nil {
+		return fmt.Errorf("add the firehose's observer: %w", err)
+	}
 	own := regexp.QuoteMeta(wire.AMQPObserverQueuePrefix) + ".*"
-	return "^" + own + "$", "^" + own + "$", "^(" + own + "|" + regexp.QuoteMeta(wire.ExchangeTrace) + ")$"
+	err := admin.SetPermissions(ctx, wire.AMQPControlVhost, wire.AMQPObserverUser,
+		"^"+own+"$", "^"+own+"$", "^("+own+"|"+regexp.QuoteMeta(wire.ExchangeTrace)+")$")
+	if err != nil {
+		return fmt.Errorf("permit the firehose's observer: %w", err)
+	}
+	return nil
 }
 
 // AMQPObserverCredential is the observer's credential: its password, the

@@ -95,11 +95,7 @@ func startControlBroker(t *testing.T) (context.Context, *controlBroker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	const password = "observer-password"
-	if err := br.Container.AddUser(ctx, wire.AMQPObserverUser, password); err != nil {
-		t.Fatal(err)
-	}
-	configure, write, read := AMQPObserverPermissions()
-	if err := br.Container.SetPermissions(ctx, wire.AMQPControlVhost, wire.AMQPObserverUser, configure, write, read); err != nil {
+	if err := AddAMQPObserver(ctx, br.Container, password); err != nil {
 		t.Fatal(err)
 	}
 	return ctx, &controlBroker{br: br, observer: AMQPObserverCredential(password, "rabbitmq:5671", br.Fingerprint)}

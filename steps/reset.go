@@ -75,15 +75,11 @@ func (s *scenario) noteAsRaised(ctx context.Context) error {
 	return s.readAsRaised(ctx)
 }
 
-// shares says whether the scenario declares that it shares clusters; a
+// shares says whether the scenario is tagged beds.TagSharesCluster; a
 // test may say so itself (sharing).
-func (s *scenario) shares(ctx context.Context) bool { return s.sharing || sharesClusters(ctx) }
-
-// sharesClusters says whether the scenario of ctx is tagged
-// beds.TagSharesCluster.
-func sharesClusters(ctx context.Context) bool {
+func (s *scenario) shares(ctx context.Context) bool {
 	_, sc, ok := beds.Current(ctx)
-	return ok && sc.HasTag(beds.TagSharesCluster)
+	return s.sharing || ok && sc.HasTag(beds.TagSharesCluster)
 }
 
 // readAsRaised reads the cluster the scenario leased, taken to be as

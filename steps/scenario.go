@@ -276,9 +276,9 @@ func eventually(ctx context.Context, within time.Duration, check func(context.Co
 // pause is how long a poll waits before it checks again: its interval,
 // or as long as the last check took when that was longer. A costly check
 // (a one-shot container, or rabbitmqctl, which boots an Erlang VM: a
-// core-second each) then takes at most
-// half of the time, not all of it back to back, and leaves the cores to
-// the cluster it waits on, which is what makes the check pass.
+// core-second each) then takes at most half of the time, not all of it
+// back to back, and leaves the cores to the cluster it waits on, which is
+// what makes the check pass.
 func pause(interval, took time.Duration) time.Duration { return max(interval, took) }
 
 // throughout runs check repeatedly until a run of it that started after
