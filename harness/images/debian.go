@@ -115,6 +115,11 @@ type DebianSpec struct {
 	// Prune keeps in a directory only the entries the image uses, before
 	// Remove.
 	Prune []Prune `json:",omitempty"`
+	// Prepare are commands run in the image's root (chroot) after its
+	// files and binaries are in place and before Remove: work that every
+	// container's first start would otherwise repeat, done once at build
+	// time (mesh-postgres's cluster, which initdb made in each container).
+	Prepare []Command `json:",omitempty"`
 	// Remove are absolute paths removed last: documentation the image
 	// does not need, secrets a package's postinst made at build time.
 	Remove []string
@@ -135,6 +140,14 @@ type DebianSpec struct {
 	// image has there, owner included; it lives as long as its
 	// container, through stops and starts.
 	Volumes []string `json:",omitempty"`
+}
+
+// Command is a program run as User (empty: root) in the image's root,
+// with only Env as its environment (and a PATH, unless Env has one).
+type Command struct {
+	User string `json:",omitempty"`
+	Env  []string
+	Args []string
 }
 
 // Prune keeps, in each directory Dir names, only the entries Keep names,
@@ -184,6 +197,16 @@ func (s DebianSpec) check() error {
 		for _, k := range p.Keep {
 			if !plainName(k) {
 				return bad("entry to keep", k)
+			}
+		}
+	}
+	for _, c := range s.Prepare {
+		if len(c.Args) == 0 || (c.User != "" && !plainName(c.User)) {
+			return bad("command to prepare with", strings.Join(c.Args, " "))
+		}
+		for _, e := range c.Env {
+			if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+				return bad("command's environment entry", e)
 			}
 		}
 	}

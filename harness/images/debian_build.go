@@ -221,6 +221,9 @@ func mmdebstrapArgs(s DebianSpec, dir, cache, target string) []string {
 	for _, p := range s.Prune {
 		args = append(args, "--customize-hook="+pruneHook(p))
 	}
+	for _, c := range s.Prepare {
+		args = append(args, "--customize-hook="+prepareHook(c))
+	}
 	if len(s.Remove) > 0 {
 		rm := "rm -rf"
 		for _, r := range s.Remove {
@@ -230,6 +233,25 @@ func mmdebstrapArgs(s DebianSpec, dir, cache, target string) []string {
 	}
 	args = append(args, s.Debian.withDefaults().Suite, target)
 	return append(args, s.Debian.Sources()...)
+}
+
+// prepareHook is the shell of a customize hook running c chrooted in the
+// root filesystem "$1", as c.User through runuser (util-linux, in every
+// Debian root), with nothing of the builder's environment but what c
+// gives.
+func prepareHook(c Command) string {
+	cmd := `chroot "$1"`
+	if c.User != "" {
+		cmd += " runuser -u " + shellQuote(c.User) + " --"
+	}
+	cmd += " env -i"
+	if !slices.ContainsFunc(c.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
+		cmd += " PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	for _, w := range slices.Concat(c.Env, c.Args) {
+		cmd += " " + shellQuote(w)
+	}
+	return cmd
 }
 
 // pruneHook is the shell of a customize hook applying p in the root

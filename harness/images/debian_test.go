@@ -142,6 +142,9 @@ func TestDebianSpecCheck(t *testing.T) {
 		"relative volume":  func(s *DebianSpec) { s.Volumes = []string{"data"} },
 		"prune nothing":    func(s *DebianSpec) { s.Prune[0].Keep = nil },
 		"keep a pattern":   func(s *DebianSpec) { s.Prune[0].Keep = []string{"a*"} },
+		"prepare nothing":  func(s *DebianSpec) { s.Prepare = []Command{{User: "x"}} },
+		"prepare as -u":    func(s *DebianSpec) { s.Prepare = []Command{{User: "-u", Args: []string{"true"}}} },
+		"prepare with env": func(s *DebianSpec) { s.Prepare = []Command{{Env: []string{"=x"}, Args: []string{"true"}}} },
 	} {
 		s := RabbitMQ(Debian{})
 		change(&s)
@@ -158,8 +161,12 @@ func TestMmdebstrapArgs(t *testing.T) {
 		Packages: []string{"rabbitmq-server", "procps"},
 		Files:    []RootFile{{Path: "/etc/a/one.conf"}, {Path: "/etc/a/two.conf"}},
 		Binaries: []Binary{{Package: module + "/cmd/mesh-delay", Name: "mesh-delay"}},
-		Remove:   []string{"/usr/share/doc", "/var/lib/it's"},
-		Cmd:      []string{"/bin/true"},
+		Prepare: []Command{
+			{User: "postgres", Env: []string{"PGDATA=/d"}, Args: []string{"/bin/sh", "/e.sh", "--template"}},
+			{Env: []string{"PATH=/bin"}, Args: []string{"touch", "/it's"}},
+		},
+		Remove: []string{"/usr/share/doc", "/var/lib/it's"},
+		Cmd:    []string{"/bin/true"},
 	}
 	got := mmdebstrapArgs(s, "/tmp/d", "/cache/x", "/tmp/d/rootfs.tar")
 	want := []string{
@@ -181,6 +188,8 @@ func TestMmdebstrapArgs(t *testing.T) {
 		`--customize-hook=chmod 0644 "$1"'/etc/a/two.conf'`,
 		"--customize-hook=upload /tmp/d/bin0 /usr/local/bin/mesh-delay",
 		`--customize-hook=chmod 0755 "$1"'/usr/local/bin/mesh-delay'`,
+		`--customize-hook=chroot "$1" runuser -u 'postgres' -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin 'PGDATA=/d' '/bin/sh' '/e.sh' '--template'`,
+		`--customize-hook=chroot "$1" env -i 'PATH=/bin' 'touch' '/it'"'"'s'`,
 		`--customize-hook=rm -rf "$1"'/usr/share/doc' "$1"'/var/lib/it'"'"'s'`,
 		"bookworm", "/tmp/d/rootfs.tar",
 		"deb http://archive.example/debian bookworm main",

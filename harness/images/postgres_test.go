@@ -30,6 +30,12 @@ func TestPostgresSpec(t *testing.T) {
 			t.Errorf("expected the entrypoint to mention %q", want)
 		}
 	}
+	// The cluster every container starts from is made at build time, for
+	// the user and database named for it, and none other.
+	if len(s.Prepare) != 1 || !slices.Equal(s.Prepare[0].Args, []string{"/bin/sh", PostgresEntrypoint, "--template"}) ||
+		!slices.Contains(s.Prepare[0].Env, "POSTGRES_USER="+PostgresTemplateUser) || !slices.Contains(s.Prepare[0].Env, "POSTGRES_DB="+PostgresTemplateDatabase) {
+		t.Errorf("expected the template made by the entrypoint for %s and %s, got %+v", PostgresTemplateUser, PostgresTemplateDatabase, s.Prepare)
+	}
 	d1, _ := debianDigest(s, "amd64", "")
 	s.Files[0].Body += "# changed\n"
 	if d2, _ := debianDigest(s, "amd64", ""); d1 == d2 {

@@ -23,16 +23,20 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/meshbus/mesh/harness/images"
 )
 
 // Port is PostgreSQL's port in the container, the one mapped to the host.
 const Port = "5432/tcp"
 
-// Defaults of the user, password and database Run makes.
+// Defaults of the user, password and database Run makes. The user and
+// database are those of the cluster our image carries, so that a
+// container run for them starts from it rather than running initdb.
 const (
-	DefaultUsername = "mesh"
+	DefaultUsername = images.PostgresTemplateUser
 	DefaultPassword = "mesh"
-	DefaultDatabase = "mesh"
+	DefaultDatabase = images.PostgresTemplateDatabase
 )
 
 // DefaultStartupTimeout bounds the wait for the server to take a

@@ -20,10 +20,12 @@ import (
 )
 
 // TestPostgres ensures the image (ours, unless MESH_POSTGRES_IMAGE names
-// another), starts a server with a user and database of the test's, and
+// another), starts servers with a user and database of the test's, and
 // checks what the controller's store relies on: the user connects with
 // its password from this host and owns the database, a wrong password is
-// refused, and a stopped and started container keeps its data.
+// refused, and a stopped and started container keeps its data. Once for
+// the default user and database, which our image starts from the cluster
+// it carries, and once for others, for which it makes its own.
 func TestPostgres(t *testing.T) {
 	cli := testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
@@ -44,8 +46,21 @@ func TestPostgres(t *testing.T) {
 	if err != nil {
 		t.Logf("reap the leftovers of dead test runs: %v", err)
 	}
-	start = time.Now()
-	c, err := Run(ctx, image, WithUsername("ctl"), WithPassword("s3cret pw"), WithDatabase("mesh-state"), testcontainers.WithLabels(labels))
+	for _, tc := range []struct{ name, user, password, db string }{
+		{"the image's cluster", DefaultUsername, "it's a s3cret", DefaultDatabase},
+		{"a cluster of its own", "ctl", "s3cret pw", "mesh-state"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			serves(ctx, t, image, labels, tc.user, tc.password, tc.db)
+		})
+	}
+}
+
+// serves runs a server from image for user, password and db, and checks
+// it as TestPostgres says.
+func serves(ctx context.Context, t *testing.T, image string, labels map[string]string, user, password, db string) {
+	start := time.Now()
+	c, err := Run(ctx, image, WithUsername(user), WithPassword(password), WithDatabase(db), testcontainers.WithLabels(labels))
 	if c != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -76,12 +91,13 @@ func TestPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect as ctl: %v", err)
 	}
-	var user, db, method string
-	if err := conn.QueryRow(ctx, `SELECT current_user, current_database(), (SELECT auth_method FROM pg_hba_file_rules WHERE type = 'host' LIMIT 1)`).Scan(&user, &db, &method); err != nil {
+	var gotUser, gotDB, method, dbOwner string
+	if err := conn.QueryRow(ctx, `SELECT current_user, current_database(), (SELECT auth_method FROM pg_hba_file_rules WHERE type = 'host' LIMIT 1),
+		(SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database())`).Scan(&gotUser, &gotDB, &method, &dbOwner); err != nil {
 		t.Fatal(err)
 	}
-	if user != "ctl" || db != "mesh-state" || method != "scram-sha-256" {
-		t.Errorf("expected ctl on mesh-state through scram-sha-256, got %s on %s through %s", user, db, method)
+	if gotUser != user || gotDB != db || method != "scram-sha-256" || dbOwner != user {
+		t.Errorf("expected %s on %s, owned by %s, through scram-sha-256, got %s on %s, owned by %s, through %s", user, db, user, gotUser, gotDB, dbOwner, method)
 	}
 	if _, err := conn.Exec(ctx, `CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before the restart')`); err != nil {
 		t.Fatal(err)
@@ -93,7 +109,7 @@ func TestPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pe *pgconn.PgError
-	if _, err := pgx.Connect(ctx, URL(addr, "ctl", "wrong", "mesh-state")); !errors.As(err, &pe) || pe.Code != "28P01" {
+	if _, err := pgx.Connect(ctx, URL(addr, user, "wrong", db)); !errors.As(err, &pe) || pe.Code != "28P01" {
 		t.Errorf("expected a wrong password refused with 28P01 (invalid_password), got %v", err)
 	}
 
