@@ -19,6 +19,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	dockernet "github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 
@@ -295,7 +296,7 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	clock.done("mint")
 
 	q := regexp.QuoteMeta(amqpObserverQueue)
-	opts := c.s.common(RoleAMQP)
+	var broker []rabbitmq.Option
 	if c.topology.Has(topology.KindPredecessor) {
 		// The predecessor's user and virtual host are the broker's
 		// operator's, there before the mesh: the mesh neither mints nor
@@ -306,13 +307,13 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 			return nil, fmt.Errorf("raise the predecessor's client: the description declares no compatibility broker (a module with compat:) naming its user and virtual host")
 		}
 		c.predecessor = predecessorOf{user: compat.Compat.Users[0], vhost: compat.Compat.Vhosts[0], password: rand.Text()}
-		opts = append(opts,
+		broker = append(broker,
 			rabbitmq.WithUser(c.predecessor.user, c.predecessor.password),
 			rabbitmq.WithVhost(c.predecessor.vhost),
 			rabbitmq.WithPermissions(c.predecessor.user, c.predecessor.vhost, ".*", ".*", ".*"),
 		)
 	}
-	opts = append(opts,
+	broker = append(broker,
 		// The observer is the harness's, in the boot definitions, so it is
 		// there before any principal of the mesh may log in; the
 		// controller's live changes leave alone a user it did not tag
@@ -329,40 +330,26 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 			"ssl_options.verify = verify_none",
 			"ssl_options.fail_if_no_peer_cert = false",
 		),
-		testcontainers.WithFiles(
-			testcontainers.ContainerFile{Reader: bytes.NewReader(certPEM), ContainerFilePath: amqpCertFile, FileMode: 0o644},
-			testcontainers.ContainerFile{Reader: bytes.NewReader(keyPEM), ContainerFilePath: amqpKeyFile, FileMode: 0o644},
-			testcontainers.ContainerFile{Reader: bytes.NewReader(doc), ContainerFilePath: amqpDefinitions, FileMode: 0o644},
-		),
-		network.WithNetworkName([]string{AliasAMQP}, c.networks[Private]),
-		// The TLS listener is published on this host's loopback too, for
-		// the steps, which observe the broker as its principals do; so is
-		// the management API, for the witness, which reads it as the
-		// harness's administrator.
-		testcontainers.WithExposedPorts(amqpTLSPort+"/tcp", rabbitmq.ManagementPort),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings[dockernet.MustParsePort(amqpTLSPort+"/tcp")] = []dockernet.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
-			hc.PortBindings[dockernet.MustParsePort(rabbitmq.ManagementPort)] = []dockernet.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
-		}),
-		rabbitmq.WithStartupTimeout(amqpReadyWithin),
-		// The broker runs as the image's own user: its Erlang cookie and
-		// data must belong to the user rabbitmqctl runs as. Nothing of it
-		// is bound from this host, so the run's uid is not needed.
-		testcontainers.WithConfigModifier(func(cfg *container.Config) { cfg.User = "" }),
 	)
-	ctr, runErr := rabbitmq.Run(ctx, image, opts...)
-	var got started
-	if ctr != nil {
-		got = ctr
+	files := func() []testcontainers.ContainerFile {
+		return []testcontainers.ContainerFile{
+			{Reader: bytes.NewReader(certPEM), ContainerFilePath: amqpCertFile, FileMode: 0o644},
+			{Reader: bytes.NewReader(keyPEM), ContainerFilePath: amqpKeyFile, FileMode: 0o644},
+			{Reader: bytes.NewReader(doc), ContainerFilePath: amqpDefinitions, FileMode: 0o644},
+		}
 	}
-	h, err := c.s.adopt(ctx, RoleAMQP, "", 0, got, runErr)
-	if h != nil {
-		c.setRole(RoleAMQP, h)
-	}
+	ctr, err := c.recycledBroker(ctx, broker, files)
 	if err != nil {
 		return nil, err
 	}
-	clock.done("broker")
+	if ctr != nil {
+		clock.done("broker (recycled)")
+	} else {
+		if ctr, err = c.bootBroker(ctx, image, broker, files()); err != nil {
+			return nil, err
+		}
+		clock.done("broker")
+	}
 	// The record of connections is kept from before the mesh's users
 	// exist. A broker without the event exchange (an image named by
 	// rabbitmq.EnvImage may lack the plugin) raises all the same; only
@@ -402,6 +389,110 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 	}
 	c.setAMQP(bus)
 	return bus, nil
+}
+
+// bootBroker boots the cluster's broker with opts and files, on the
+// private network as AliasAMQP. With the run's pool of brokers, the
+// broker is the pool's (its name and labels), and the session hands it
+// back at its Close.
+func (c *Cluster) bootBroker(ctx context.Context, image string, broker []rabbitmq.Option, files []testcontainers.ContainerFile) (*rabbitmq.RabbitMQContainer, error) {
+	opts := c.s.common(RoleAMQP)
+	pool := c.s.brokers
+	var name string
+	if pool != nil {
+		var labels map[string]string
+		name, labels = pool.newBroker()
+		opts = append(opts, testcontainers.WithName(name), testcontainers.WithLabels(labels))
+	}
+	for _, o := range broker {
+		opts = append(opts, o)
+	}
+	opts = append(opts,
+		testcontainers.WithFiles(files...),
+		network.WithNetworkName([]string{AliasAMQP}, c.networks[Private]),
+		// The TLS listener is published on this host's loopback too, for
+		// the steps, which observe the broker as its principals do; so is
+		// the management API, for the witness, which reads it as the
+		// harness's administrator.
+		testcontainers.WithExposedPorts(amqpTLSPort+"/tcp", rabbitmq.ManagementPort),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings[dockernet.MustParsePort(amqpTLSPort+"/tcp")] = []dockernet.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+			hc.PortBindings[dockernet.MustParsePort(rabbitmq.ManagementPort)] = []dockernet.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+		}),
+		rabbitmq.WithStartupTimeout(amqpReadyWithin),
+		// The broker runs as the image's own user: its Erlang cookie and
+		// data must belong to the user rabbitmqctl runs as. Nothing of it
+		// is bound from this host, so the run's uid is not needed.
+		testcontainers.WithConfigModifier(func(cfg *container.Config) { cfg.User = "" }),
+	)
+	ctr, runErr := rabbitmq.Run(ctx, image, opts...)
+	var got started
+	if ctr != nil {
+		got = ctr
+	}
+	h, err := c.s.adopt(ctx, RoleAMQP, "", 0, got, runErr)
+	if h != nil {
+		c.setRole(RoleAMQP, h)
+		if pool != nil {
+			h.name = name
+			// The pool's labels: the session's Close must hand it back,
+			// or remove it; one that failed to boot is not handed on.
+			if err != nil {
+				h.disturbed.Store(true)
+			}
+			c.s.setPooled(ctr, h)
+		}
+	} else if pool != nil && ctr != nil {
+		_ = pool.remove(ctx, ctr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ctr, nil
+}
+
+// recycledBroker is a broker of the run's pool, connected to the private
+// network as AliasAMQP and started with opts and files (rabbitmq.Reuse),
+// or nil when the pool has none to give. A broker that cannot be reused
+// is removed, and the next one tried.
+func (c *Cluster) recycledBroker(ctx context.Context, broker []rabbitmq.Option, files func() []testcontainers.ContainerFile) (*rabbitmq.RabbitMQContainer, error) {
+	pool := c.s.brokers
+	if pool == nil {
+		return nil, nil
+	}
+	for {
+		ctr := pool.take()
+		if ctr == nil {
+			return nil, nil
+		}
+		since := time.Now()
+		_, err := c.s.docker.NetworkConnect(ctx, c.networks[Private], client.NetworkConnectOptions{
+			Container: ctr.GetContainerID(), EndpointConfig: &dockernet.EndpointSettings{Aliases: []string{AliasAMQP}},
+		})
+		if err == nil {
+			err = ctr.Reuse(ctx, files(), broker...)
+		}
+		if err != nil {
+			c.s.narrate("a recycled broker could not be reused, removed: %v", err)
+			_ = pool.remove(ctx, ctr)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		h, err := c.s.track(ctx, RoleAMQP, ctr.GetContainerID(), "", 0)
+		if err != nil {
+			_ = pool.remove(ctx, ctr)
+			return nil, err
+		}
+		h.since = since
+		if ins, err := ctr.Inspect(ctx); err == nil {
+			h.name = strings.TrimPrefix(ins.Name, "/")
+		}
+		c.setRole(RoleAMQP, h)
+		c.s.setPooled(ctr, h)
+		return ctr, nil
+	}
 }
 
 func (c *Cluster) setAMQP(bus *AMQPBus) {

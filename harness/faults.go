@@ -171,6 +171,7 @@ func (c *Cluster) Inject(ctx context.Context, member, fault string) (time.Durati
 	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
 	defer cancel()
 	start := time.Now()
+	h.disturbed.Store(true)
 	c.s.narrate("fault: %s on %s …", f.Name(), member)
 	if err := f.Inject(ctx, h); err != nil {
 		// Half applied is still applied: keep it, so Undo and teardown

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -34,6 +35,13 @@ type Handle struct {
 	// and Restart wait for one more occurrence of it. Empty for one-shots.
 	ready        string
 	readyTimeout time.Duration
+	// since is when the session took the container, if another had it
+	// before (a broker recycled, Brokers): its logs are this session's
+	// from then on.
+	since time.Time
+	// disturbed says a step stopped, started, killed, paused, moved or
+	// faulted the container: a recycled broker that was is not handed on.
+	disturbed atomic.Bool
 }
 
 // State is what Docker says about a container.
@@ -149,6 +157,7 @@ func parseTop(titles []string, rows [][]string) ([]Process, error) {
 
 // Stop stops the container (SIGTERM, then SIGKILL after a grace period).
 func (c *Handle) Stop(ctx context.Context) error {
+	c.disturbed.Store(true)
 	t := int(stopTimeout / time.Second)
 	if _, err := c.docker.ContainerStop(ctx, c.id, client.ContainerStopOptions{Timeout: &t}); err != nil {
 		return infra("stop "+c.role, err)
@@ -159,6 +168,7 @@ func (c *Handle) Stop(ctx context.Context) error {
 // Start starts a stopped container and waits until it says it is ready
 // again.
 func (c *Handle) Start(ctx context.Context) error {
+	c.disturbed.Store(true)
 	return c.untilReadyAgain(ctx, func() error {
 		if _, err := c.docker.ContainerStart(ctx, c.id, client.ContainerStartOptions{}); err != nil {
 			return infra("start "+c.role, err)
@@ -171,6 +181,7 @@ func (c *Handle) Start(ctx context.Context) error {
 // again. A restart gives the container a new start time and new
 // processes; a reload must not.
 func (c *Handle) Restart(ctx context.Context) error {
+	c.disturbed.Store(true)
 	return c.untilReadyAgain(ctx, func() error {
 		t := int(stopTimeout / time.Second)
 		if _, err := c.docker.ContainerRestart(ctx, c.id, client.ContainerRestartOptions{Timeout: &t}); err != nil {

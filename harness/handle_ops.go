@@ -18,6 +18,7 @@ import (
 // Kill sends the container's first process sig (a name: KILL, TERM …).
 // KILL ends the container at once, with no chance to clean up.
 func (c *Handle) Kill(ctx context.Context, sig string) error {
+	c.disturbed.Store(true)
 	if _, err := c.docker.ContainerKill(ctx, c.id, client.ContainerKillOptions{Signal: sig}); err != nil {
 		return infra("kill "+c.role+" with "+sig, err)
 	}
@@ -27,6 +28,7 @@ func (c *Handle) Kill(ctx context.Context, sig string) error {
 // Pause freezes every process of the container (the cgroup freezer): it
 // holds its connections open and answers nothing, as a machine that hangs.
 func (c *Handle) Pause(ctx context.Context) error {
+	c.disturbed.Store(true)
 	if _, err := c.docker.ContainerPause(ctx, c.id, client.ContainerPauseOptions{}); err != nil {
 		return infra("pause "+c.role, err)
 	}
@@ -35,6 +37,7 @@ func (c *Handle) Pause(ctx context.Context) error {
 
 // Unpause thaws a paused container.
 func (c *Handle) Unpause(ctx context.Context) error {
+	c.disturbed.Store(true)
 	if _, err := c.docker.ContainerUnpause(ctx, c.id, client.ContainerUnpauseOptions{}); err != nil {
 		return infra("unpause "+c.role, err)
 	}
@@ -140,6 +143,7 @@ func (c *Handle) Networks(ctx context.Context) (map[string][]string, error) {
 // Disconnect takes the container off a Docker network: nothing on it
 // reaches the container any more, nor it them.
 func (c *Handle) Disconnect(ctx context.Context, net string) error {
+	c.disturbed.Store(true)
 	if _, err := c.docker.NetworkDisconnect(ctx, net, client.NetworkDisconnectOptions{Container: c.id, Force: true}); err != nil {
 		return infra("disconnect "+c.role+" from "+net, err)
 	}
@@ -148,6 +152,7 @@ func (c *Handle) Disconnect(ctx context.Context, net string) error {
 
 // Connect attaches the container to a Docker network under aliases.
 func (c *Handle) Connect(ctx context.Context, net string, aliases []string) error {
+	c.disturbed.Store(true)
 	if _, err := c.docker.NetworkConnect(ctx, net, client.NetworkConnectOptions{
 		Container: c.id, EndpointConfig: &network.EndpointSettings{Aliases: aliases},
 	}); err != nil {

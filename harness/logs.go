@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -38,7 +39,11 @@ func (c *Handle) stdout(ctx context.Context) (string, error) {
 }
 
 func (c *Handle) copyLogs(ctx context.Context, stdout, stderr io.Writer) error {
-	rc, err := c.docker.ContainerLogs(ctx, c.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true}
+	if !c.since.IsZero() {
+		opts.Since = c.since.Format(time.RFC3339Nano)
+	}
+	rc, err := c.docker.ContainerLogs(ctx, c.id, opts)
 	if err != nil {
 		return infra("read logs of "+c.role, err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/harness/owner"
+	"github.com/meshbus/mesh/harness/rabbitmq"
 )
 
 // Labels on everything a session creates: package owner's, which find
@@ -57,6 +58,10 @@ type SessionOptions struct {
 	// cluster of a run checks its images against the checkout (and builds
 	// what is missing or stale), the later ones take them as they are.
 	Images *images.Ensured
+	// Brokers, when set, is the run's pool of RabbitMQ brokers: a cluster
+	// takes a recycled one rather than booting its own, and its Close
+	// hands it back. Nil: every cluster boots its broker and removes it.
+	Brokers *Brokers
 }
 
 // Session is one run of the harness: its id, its labels, its directories,
@@ -74,6 +79,7 @@ type Session struct {
 	tcLog   tclog.Logger
 	tcFile  *os.File
 	builder *images.Builder
+	brokers *Brokers
 
 	closeMu sync.Mutex // serialises Close, so a signal's Close and a deferred one do not race
 
@@ -81,6 +87,9 @@ type Session struct {
 	closed     bool
 	containers []*Handle
 	roles      map[string]int
+	// pooled is the broker the session has of Brokers, if any: its Close
+	// hands it back or removes it, since its labels are the pool's.
+	pooled *pooledBroker
 	// execs are the outputs of the commands run in running containers
 	// (docker exec), by the role a one-shot container running the same
 	// command would have had, for SaveLogs.
@@ -100,10 +109,11 @@ func NewSession(ctx context.Context, opts SessionOptions) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{
-		id:     newRunID(),
-		out:    opts.Out,
-		docker: docker,
-		roles:  map[string]int{},
+		id:      newRunID(),
+		out:     opts.Out,
+		docker:  docker,
+		roles:   map[string]int{},
+		brokers: opts.Brokers,
 	}
 	if s.out == nil {
 		s.out = io.Discard
@@ -195,6 +205,11 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 
 	var result *multierror.Error
+	if p := s.takePooled(); p != nil {
+		if err := s.brokers.giveBack(ctx, p.ctr, p.h, s.narrate); err != nil {
+			result = multierror.Append(result, err)
+		}
+	}
 	if err := owner.Remove(ctx, s.docker, LabelRun+"="+s.id); err != nil {
 		result = multierror.Append(result, err)
 	}
@@ -235,6 +250,28 @@ func (s *Session) CloseOnCancel(ctx context.Context) (release func() bool) {
 		}
 		fmt.Fprintf(s.out, "run %s: cancelled; containers and networks removed\n", s.id)
 	})
+}
+
+// pooledBroker is a broker of Brokers and the session's handle on it.
+type pooledBroker struct {
+	ctr *rabbitmq.RabbitMQContainer
+	h   *Handle
+}
+
+// setPooled records the session's broker of Brokers.
+func (s *Session) setPooled(ctr *rabbitmq.RabbitMQContainer, h *Handle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pooled = &pooledBroker{ctr: ctr, h: h}
+}
+
+// takePooled takes the session's broker of Brokers, once.
+func (s *Session) takePooled() *pooledBroker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pooled
+	s.pooled = nil
+	return p
 }
 
 // isClosed reports whether Close has begun.

@@ -65,6 +65,11 @@ type World struct {
 	// images are those the run has made sure of: its first cluster checks
 	// them against the checkout, the later ones take them as they are.
 	images images.Ensured
+	// brokers are the run's RabbitMQ brokers, recycled from one cluster
+	// to the next (harness.Brokers); made at the first raise, none with
+	// Keep or FailFast, whose kept clusters keep their brokers.
+	brokers    *harness.Brokers
+	brokersErr error
 
 	// installRecords are the installation's records the rows of @install
 	// noted, by bus, for the scenario that compares them; noted is
@@ -189,7 +194,7 @@ func (w *World) acquire(ctx context.Context, meshFile string, top topology.Topol
 		return r, nil
 	}
 	start := time.Now()
-	r, err := raise(ctx, w.opts, &w.images, meshFile, top, logDir)
+	r, err := raise(ctx, w.opts, &w.images, w.brokerPool(ctx), meshFile, top, logDir)
 	beds.SpentRaising(ctx, time.Since(start))
 	if err != nil {
 		return nil, err
@@ -205,6 +210,24 @@ func (w *World) acquire(ctx context.Context, meshFile string, top topology.Topol
 type evidence struct {
 	r        *raised
 	scenario string // the scenario that failed, for a person
+}
+
+// brokerPool is the run's pool of brokers, made at its first call; nil
+// with Keep or FailFast, or when it could not be made (each cluster then
+// boots its own broker).
+func (w *World) brokerPool(ctx context.Context) *harness.Brokers {
+	if w.opts.Keep || w.opts.FailFast {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.brokers == nil && w.brokersErr == nil {
+		w.brokers, w.brokersErr = harness.NewBrokers(ctx)
+		if w.brokersErr != nil {
+			fmt.Fprintf(w.opts.Out, "brokers are not recycled in this run: %v\n", w.brokersErr)
+		}
+	}
+	return w.brokers
 }
 
 // release ends a scenario's lease of a cluster. With FailFast, the cluster
@@ -265,6 +288,13 @@ func (w *World) Close(ctx context.Context) error {
 		}
 	} else {
 		errs = multierror.Append(errs, closeAll(ctx, all))
+	}
+	w.mu.Lock()
+	brokers := w.brokers
+	w.brokers = nil
+	w.mu.Unlock()
+	if brokers != nil {
+		errs = multierror.Append(errs, brokers.Close(ctx))
 	}
 	for _, e := range kept {
 		fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s of the failed scenario %s (--fail-fast; raised from %s; later runs leave it alone):\n%s\n",

@@ -64,6 +64,8 @@ type RabbitMQContainer struct {
 	AdminPassword string
 
 	passwords map[string]string
+	// conf is the configuration the broker booted with, for Reuse.
+	conf []byte
 	// ctlOnly asks rabbitmqctl even where erl_call is to be had: what an
 	// image without erl_call does (a test of the fallback sets it).
 	ctlOnly bool
@@ -106,7 +108,7 @@ func Run(ctx context.Context, image string, opts ...testcontainers.ContainerCust
 	ctr, err := testcontainers.Run(ctx, image, all...)
 	var c *RabbitMQContainer
 	if ctr != nil {
-		c = &RabbitMQContainer{DockerContainer: ctr, AdminUsername: s.admin.name, AdminPassword: s.admin.password, passwords: s.passwords()}
+		c = &RabbitMQContainer{DockerContainer: ctr, AdminUsername: s.admin.name, AdminPassword: s.admin.password, passwords: s.passwords(), conf: conf}
 	}
 	if err != nil {
 		return c, fmt.Errorf("run rabbitmq: %w", err)

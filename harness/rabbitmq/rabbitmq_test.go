@@ -152,6 +152,96 @@ func TestRabbitMQ(t *testing.T) {
 
 	t.Run("the broker's own calls through erl_call", func(t *testing.T) { brokersOwnCalls(t, ctx, c, false) })
 	t.Run("the same through rabbitmqctl alone", func(t *testing.T) { brokersOwnCalls(t, ctx, c, true) })
+	// Last: it takes the broker's users and virtual hosts away.
+	t.Run("recycled and reused, it holds nothing of before", func(t *testing.T) { recycled(t, ctx, c) })
+}
+
+// recycled leaves a durable queue with a persistent message and a user
+// behind, recycles the broker and reuses it for another user and virtual
+// host, and expects only those: the users, the virtual hosts, no queue,
+// the old user refused, the new one routing.
+func recycled(t *testing.T, ctx context.Context, c *RabbitMQContainer) {
+	url, err := c.AmqpURLFor(ctx, "mesh-a", "mesh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("kept", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.PublishWithContext(ctx, "", "kept", false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if err := c.AddUser(ctx, "left-behind", "pw"); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.Recycle(ctx); err != nil {
+		t.Fatalf("recycle: %v", err)
+	}
+	if err := c.Reuse(ctx, nil, WithConfig("heartbeat = 5")); !errors.Is(err, ErrNotReusable) {
+		t.Errorf("expected another configuration refused with ErrNotReusable, got %v", err)
+	}
+	if err := c.Reuse(ctx, nil, WithUser("mesh-b", "pw-b"), WithVhost("other"), WithPermissions("mesh-b", "other", ".*", ".*", ".*")); err != nil {
+		t.Fatalf("reuse: %v", err)
+	}
+
+	users, err := c.Ctl(ctx, "list_users", "--quiet", "--no-table-headers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vhosts, err := c.Ctl(ctx, "list_vhosts", "--quiet", "--no-table-headers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := firstWords(users), []string{"admin", "mesh-b"}; !slices.Equal(got, want) {
+		t.Errorf("expected users %q after the reuse, got %q", want, got)
+	}
+	if got, want := firstWords(vhosts), []string{"/", "other"}; !slices.Equal(got, want) {
+		t.Errorf("expected virtual hosts %q after the reuse, got %q", want, got)
+	}
+	for _, vhost := range []string{"/", "other"} {
+		queues, err := c.ListQueues(ctx, vhost, "name")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(queues)) != "[]" {
+			t.Errorf("expected no queue on %s after the reuse, got %s", vhost, queues)
+		}
+	}
+	addr, err := c.Address(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *amqp.Error
+	if _, err := amqp.Dial(URL(addr, "mesh-a", "pw-a", "mesh")); !errors.As(err, &ae) || ae.Code != amqp.AccessRefused {
+		t.Errorf("expected mesh-a, of before the reuse, refused, got %v", err)
+	}
+	url, err = c.AmqpURLFor(ctx, "mesh-b", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeOne(t, ctx, url)
+}
+
+// firstWords is the sorted first word of each line of out.
+func firstWords(out string) []string {
+	var words []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			words = append(words, f[0])
+		}
+	}
+	slices.Sort(words)
+	return words
 }
 
 // routeOne declares a topic exchange, binds a private queue to a
