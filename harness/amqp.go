@@ -461,7 +461,7 @@ func (c *Cluster) recycledBroker(ctx context.Context, broker []rabbitmq.Option, 
 		return nil, nil
 	}
 	for {
-		ctr := pool.take()
+		ctr := pool.take(ctx)
 		if ctr == nil {
 			return nil, nil
 		}

@@ -42,12 +42,14 @@ type Brokers struct {
 	// names itself after it, no longer reaches the node.
 	parking string
 
-	mu       sync.Mutex
-	idle     []*rabbitmq.RabbitMQContainer
-	closed   bool
-	made     int
-	recycled int
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	idle      []*rabbitmq.RabbitMQContainer
+	recycling int           // brokers being stopped and reset
+	changed   chan struct{} // closed and made anew when idle or recycling change
+	closed    bool
+	made      int
+	recycled  int
+	wg        sync.WaitGroup
 }
 
 // NewBrokers makes an empty pool. Close removes what it holds.
@@ -57,7 +59,7 @@ func NewBrokers(ctx context.Context) (*Brokers, error) {
 		return nil, err
 	}
 	id := newRunID()
-	b := &Brokers{docker: docker, id: id, labels: owner.Labels(id), parking: "mesh-" + id + "-brokers"}
+	b := &Brokers{docker: docker, id: id, labels: owner.Labels(id), parking: "mesh-" + id + "-brokers", changed: make(chan struct{})}
 	labels := b.Labels()
 	labels[LabelRole] = "network-brokers"
 	if _, err := docker.NetworkCreate(ctx, b.parking, client.NetworkCreateOptions{Driver: "bridge", Labels: labels}); err != nil {
@@ -86,17 +88,49 @@ func (b *Brokers) newBroker() (name string, labels map[string]string) {
 	return "mesh-" + b.id + "-amqp-" + strconv.Itoa(b.made), labels
 }
 
-// take is an idle broker, recycled, or nil.
-func (b *Brokers) take() *rabbitmq.RabbitMQContainer {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || len(b.idle) == 0 {
-		return nil
+// recycleWait bounds how long a raise waits for a broker being recycled
+// rather than boot one: a recycling takes about 6 s, most of it the stop
+// waiting for the management agent, a boot 9 s and 6.5 core-seconds.
+const recycleWait = 10 * time.Second
+
+// take is an idle broker, recycled, or nil when none is idle and none is
+// being recycled, or none became idle within recycleWait.
+func (b *Brokers) take(ctx context.Context) *rabbitmq.RabbitMQContainer {
+	deadline := time.NewTimer(recycleWait)
+	defer deadline.Stop()
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil
+		}
+		if n := len(b.idle); n > 0 {
+			ctr := b.idle[n-1]
+			b.idle = b.idle[:n-1]
+			b.recycled++
+			b.mu.Unlock()
+			return ctr
+		}
+		if b.recycling == 0 {
+			b.mu.Unlock()
+			return nil
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
 	}
-	ctr := b.idle[len(b.idle)-1]
-	b.idle = b.idle[:len(b.idle)-1]
-	b.recycled++
-	return ctr
+}
+
+// notify wakes the raises waiting in take; b.mu is held.
+func (b *Brokers) notify() {
+	close(b.changed)
+	b.changed = make(chan struct{})
 }
 
 // idleCount is how many brokers wait, recycled, for a raise.
@@ -158,21 +192,24 @@ func (b *Brokers) giveBack(ctx context.Context, ctr *rabbitmq.RabbitMQContainer,
 		return b.remove(ctx, ctr)
 	}
 	b.wg.Add(1)
+	b.recycling++
 	b.mu.Unlock()
 	go func() {
 		defer b.wg.Done()
 		rctx, cancel := context.WithTimeout(context.Background(), recycleTimeout)
 		defer cancel()
-		if err := ctr.Recycle(rctx); err != nil {
+		err := ctr.Recycle(rctx)
+		if err != nil {
 			narrate("broker %s removed, not recycled: %v", h.name, err)
 			_ = b.remove(rctx, ctr)
-			return
 		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if !b.closed { // else Close removes it, once this is done
+		b.recycling--
+		if err == nil && !b.closed { // else Close removes it, once this is done
 			b.idle = append(b.idle, ctr)
 		}
+		b.notify()
 	}()
 	return nil
 }
@@ -189,8 +226,11 @@ func (b *Brokers) remove(ctx context.Context, ctr *rabbitmq.RabbitMQContainer) e
 // the pool. Idempotent.
 func (b *Brokers) Close(ctx context.Context) error {
 	b.mu.Lock()
-	b.closed = true
-	b.idle = nil
+	if !b.closed {
+		b.closed = true
+		b.idle = nil
+		b.notify()
+	}
 	b.mu.Unlock()
 	b.wg.Wait()
 	if err := owner.Remove(ctx, b.docker, LabelRun+"="+b.id); err != nil {
