@@ -294,6 +294,8 @@ func (w *World) Close(ctx context.Context) error {
 	w.brokers = nil
 	w.mu.Unlock()
 	if brokers != nil {
+		booted, recycled := brokers.Counts()
+		fmt.Fprintf(w.opts.Out, "brokers: %d booted, %d raises given a recycled one\n", booted, recycled)
 		errs = multierror.Append(errs, brokers.Close(ctx))
 	}
 	for _, e := range kept {
