@@ -78,7 +78,8 @@ func (b *Brokers) Labels() map[string]string {
 	return labels
 }
 
-// name is the container name of the pool's next broker, and its labels.
+// newBroker is the container name of the pool's next broker, and its
+// labels.
 func (b *Brokers) newBroker() (name string, labels map[string]string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -140,8 +141,8 @@ func (b *Brokers) idleCount() int {
 	return len(b.idle)
 }
 
-// Counts are how many brokers the pool booted and how many raises it gave
-// a recycled one.
+// Counts are how many brokers the pool booted and how many times a raise
+// took a recycled one (one that Reuse then refused, and removed, counts).
 func (b *Brokers) Counts() (booted, recycled int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -295,7 +295,7 @@ func (w *World) Close(ctx context.Context) error {
 	w.mu.Unlock()
 	if brokers != nil {
 		booted, recycled := brokers.Counts()
-		fmt.Fprintf(w.opts.Out, "brokers: %d booted, %d raises given a recycled one\n", booted, recycled)
+		fmt.Fprintf(w.opts.Out, "brokers: %d booted, %d taken recycled\n", booted, recycled)
 		errs = multierror.Append(errs, brokers.Close(ctx))
 	}
 	for _, e := range kept {
