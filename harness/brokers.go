@@ -161,7 +161,7 @@ func (b *Brokers) giveBack(ctx context.Context, ctr *rabbitmq.RabbitMQContainer,
 	case h.disturbed.Load():
 		narrate("broker %s removed, not recycled: a step stopped, killed, paused, moved or faulted it", h.name)
 		return b.remove(ctx, ctr)
-	case !st.Running:
+	case !st.Running || st.Status != "running":
 		narrate("broker %s removed, not recycled: it is %s", h.name, st.Status)
 		return b.remove(ctx, ctr)
 	}

@@ -16,8 +16,8 @@ import (
 // TestABrokerIsRecycledUnlessDisturbed raises a mesh on AMQP twice with
 // one pool of brokers: the second cluster takes the first one's broker,
 // recycled, and its controller comes up on it with the second genesis's
-// certificate and users; a broker a step stopped is not handed on but
-// removed.
+// certificate and users; a broker a step paused (and unpaused) is not
+// handed on but removed.
 func TestABrokerIsRecycledUnlessDisturbed(t *testing.T) {
 	cli := testutil.DockerClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -91,16 +91,20 @@ func TestABrokerIsRecycledUnlessDisturbed(t *testing.T) {
 		t.Errorf("expected the second cluster's logs of the broker to start at its lease (one start), got %d starts", n)
 	}
 
-	if err := second.Stop(ctx); err != nil {
+	// Paused and unpaused, it runs as before, and is still not handed on.
+	if err := second.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Unpause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := s2.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := pool.idleCount(); n != 0 {
-		t.Errorf("expected a stopped broker not handed on, %d idle", n)
+		t.Errorf("expected a broker a step paused not handed on, %d idle", n)
 	}
 	if _, err := cli.ContainerInspect(ctx, second.ID(), client.ContainerInspectOptions{}); err == nil {
-		t.Errorf("expected the stopped broker %s removed", second.ID())
+		t.Errorf("expected the broker %s a step paused removed", second.ID())
 	}
 }
