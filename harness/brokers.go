@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -60,8 +61,7 @@ func NewBrokers(ctx context.Context) (*Brokers, error) {
 	}
 	id := newRunID()
 	b := &Brokers{docker: docker, id: id, labels: owner.Labels(id), parking: "mesh-" + id + "-brokers", changed: make(chan struct{})}
-	labels := b.Labels()
-	labels[LabelRole] = "network-brokers"
+	labels := b.labelsAs("network-brokers")
 	if _, err := docker.NetworkCreate(ctx, b.parking, client.NetworkCreateOptions{Driver: "bridge", Labels: labels}); err != nil {
 		docker.Close()
 		return nil, infra("create network "+b.parking, err)
@@ -69,12 +69,11 @@ func NewBrokers(ctx context.Context) (*Brokers, error) {
 	return b, nil
 }
 
-// Labels are the pool's labels, on its brokers and its network.
-func (b *Brokers) Labels() map[string]string {
-	labels := make(map[string]string, len(b.labels)+1)
-	for k, v := range b.labels {
-		labels[k] = v
-	}
+// labelsAs are the pool's labels, on its brokers and its network, with
+// role.
+func (b *Brokers) labelsAs(role string) map[string]string {
+	labels := maps.Clone(b.labels)
+	labels[LabelRole] = role
 	return labels
 }
 
@@ -84,9 +83,7 @@ func (b *Brokers) newBroker() (name string, labels map[string]string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.made++
-	labels = b.Labels()
-	labels[LabelRole] = RoleAMQP
-	return "mesh-" + b.id + "-amqp-" + strconv.Itoa(b.made), labels
+	return "mesh-" + b.id + "-amqp-" + strconv.Itoa(b.made), b.labelsAs(RoleAMQP)
 }
 
 // recycleWait bounds how long a raise waits for a broker being recycled

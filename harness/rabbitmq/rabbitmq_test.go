@@ -141,12 +141,7 @@ func TestRabbitMQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, line := range strings.Split(strings.TrimSpace(users), "\n") {
-		names = append(names, strings.Fields(line)[0])
-	}
-	slices.Sort(names)
-	if !slices.Equal(names, []string{"admin", "mesh-a"}) {
+	if names := firstWords(users); !slices.Equal(names, []string{"admin", "mesh-a"}) {
 		t.Errorf("expected users admin and mesh-a only, rabbitmqctl lists %q", names)
 	}
 
