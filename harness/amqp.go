@@ -19,7 +19,6 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	dockernet "github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 
@@ -392,18 +391,12 @@ func (c *Cluster) RaiseAMQP(ctx context.Context) (AMQPBroker, error) {
 }
 
 // bootBroker boots the cluster's broker with opts and files, on the
-// private network as AliasAMQP. With the run's pool of brokers, the
-// broker is the pool's (its name and labels), and the session hands it
-// back at its Close.
+// private network as AliasAMQP. With the run's pool, the broker is the
+// pool's (its name and labels), and the session hands it back at its
+// Close.
 func (c *Cluster) bootBroker(ctx context.Context, image string, broker []rabbitmq.Option, files []testcontainers.ContainerFile) (*rabbitmq.RabbitMQContainer, error) {
-	opts := c.s.common(RoleAMQP)
-	pool := c.s.brokers
-	var name string
-	if pool != nil {
-		var labels map[string]string
-		name, labels = pool.newBroker()
-		opts = append(opts, testcontainers.WithName(name), testcontainers.WithLabels(labels))
-	}
+	name, pooled := c.pooledOpts(RoleAMQP)
+	opts := append(c.s.common(RoleAMQP), pooled...)
 	for _, o := range broker {
 		opts = append(opts, o)
 	}
@@ -431,19 +424,11 @@ func (c *Cluster) bootBroker(ctx context.Context, image string, broker []rabbitm
 		got = ctr
 	}
 	h, err := c.s.adopt(ctx, RoleAMQP, "", 0, got, runErr)
+	if ctr != nil {
+		c.keepPooled(ctx, RoleAMQP, name, ctr, h, err)
+	}
 	if h != nil {
 		c.setRole(RoleAMQP, h)
-		if pool != nil {
-			h.name = name
-			// The pool's labels: the session's Close must hand it back,
-			// or remove it; one that failed to boot is not handed on.
-			if err != nil {
-				h.disturbed.Store(true)
-			}
-			c.s.setPooled(ctr, h)
-		}
-	} else if pool != nil && ctr != nil {
-		_ = pool.remove(ctx, ctr)
 	}
 	if err != nil {
 		return nil, err
@@ -453,46 +438,15 @@ func (c *Cluster) bootBroker(ctx context.Context, image string, broker []rabbitm
 
 // recycledBroker is a broker of the run's pool, connected to the private
 // network as AliasAMQP and started with opts and files (rabbitmq.Reuse),
-// or nil when the pool has none to give. A broker that cannot be reused
-// is removed, and the next one tried.
+// or nil when the pool has none to give.
 func (c *Cluster) recycledBroker(ctx context.Context, broker []rabbitmq.Option, files func() []testcontainers.ContainerFile) (*rabbitmq.RabbitMQContainer, error) {
-	pool := c.s.brokers
-	if pool == nil {
-		return nil, nil
+	m, err := c.leaseRecycled(ctx, RoleAMQP, AliasAMQP, "", 0, func(m recyclable) error {
+		return m.(*rabbitmq.RabbitMQContainer).Reuse(ctx, files(), broker...)
+	})
+	if m == nil || err != nil {
+		return nil, err
 	}
-	for {
-		ctr := pool.take(ctx)
-		if ctr == nil {
-			return nil, nil
-		}
-		since := time.Now()
-		_, err := c.s.docker.NetworkConnect(ctx, c.networks[Private], client.NetworkConnectOptions{
-			Container: ctr.GetContainerID(), EndpointConfig: &dockernet.EndpointSettings{Aliases: []string{AliasAMQP}},
-		})
-		if err == nil {
-			err = ctr.Reuse(ctx, files(), broker...)
-		}
-		if err != nil {
-			c.s.narrate("a recycled broker could not be reused, removed: %v", err)
-			_ = pool.remove(ctx, ctr)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			continue
-		}
-		h, err := c.s.track(ctx, RoleAMQP, ctr.GetContainerID(), "", 0)
-		if err != nil {
-			_ = pool.remove(ctx, ctr)
-			return nil, err
-		}
-		h.since = since
-		if ins, err := ctr.Inspect(ctx); err == nil {
-			h.name = strings.TrimPrefix(ins.Name, "/")
-		}
-		c.setRole(RoleAMQP, h)
-		c.s.setPooled(ctr, h)
-		return ctr, nil
-	}
+	return m.(*rabbitmq.RabbitMQContainer), nil
 }
 
 func (c *Cluster) setAMQP(bus *AMQPBus) {

@@ -36,11 +36,11 @@ type Handle struct {
 	ready        string
 	readyTimeout time.Duration
 	// since is when the session took the container, if another had it
-	// before (a broker recycled, Brokers): its logs are this session's
-	// from then on.
+	// before (a broker or a store recycled, Pool): its logs are this
+	// session's from then on.
 	since time.Time
 	// disturbed says a step stopped, started, killed, paused, moved or
-	// faulted the container: a recycled broker that was is not handed on.
+	// faulted the container: a pooled member that was is not handed on.
 	disturbed atomic.Bool
 }
 

@@ -21,7 +21,6 @@ import (
 
 	"github.com/meshbus/mesh/harness/images"
 	"github.com/meshbus/mesh/harness/owner"
-	"github.com/meshbus/mesh/harness/rabbitmq"
 )
 
 // Labels on everything a session creates: package owner's, which find
@@ -58,10 +57,11 @@ type SessionOptions struct {
 	// cluster of a run checks its images against the checkout (and builds
 	// what is missing or stale), the later ones take them as they are.
 	Images *images.Ensured
-	// Brokers, when set, is the run's pool of RabbitMQ brokers: a cluster
-	// takes a recycled one rather than booting its own, and its Close
-	// hands it back. Nil: every cluster boots its broker and removes it.
-	Brokers *Brokers
+	// Pool, when set, is the run's pool of recycled brokers and stores: a
+	// cluster takes a recycled one rather than starting its own, and its
+	// Close hands it back. Nil: every cluster starts its own and removes
+	// them.
+	Pool *Pool
 }
 
 // Session is one run of the harness: its id, its labels, its directories,
@@ -79,7 +79,7 @@ type Session struct {
 	tcLog   tclog.Logger
 	tcFile  *os.File
 	builder *images.Builder
-	brokers *Brokers
+	pool    *Pool
 
 	closeMu sync.Mutex // serialises Close, so a signal's Close and a deferred one do not race
 
@@ -87,9 +87,9 @@ type Session struct {
 	closed     bool
 	containers []*Handle
 	roles      map[string]int
-	// pooled is the broker the session has of Brokers, if any: its Close
-	// hands it back or removes it, since its labels are the pool's.
-	pooled *pooledBroker
+	// pooled are the members the session has of the Pool: its Close hands
+	// them back or removes them, since their labels are the pool's.
+	pooled []pooledMember
 	// execs are the outputs of the commands run in running containers
 	// (docker exec), by the role a one-shot container running the same
 	// command would have had, for SaveLogs.
@@ -109,11 +109,11 @@ func NewSession(ctx context.Context, opts SessionOptions) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{
-		id:      newRunID(),
-		out:     opts.Out,
-		docker:  docker,
-		roles:   map[string]int{},
-		brokers: opts.Brokers,
+		id:     newRunID(),
+		out:    opts.Out,
+		docker: docker,
+		roles:  map[string]int{},
+		pool:   opts.Pool,
 	}
 	if s.out == nil {
 		s.out = io.Discard
@@ -205,8 +205,8 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 
 	var result *multierror.Error
-	if p := s.takePooled(); p != nil {
-		if err := s.brokers.giveBack(ctx, p.ctr, p.h, s.narrate); err != nil {
+	for _, p := range s.takePooled() {
+		if err := s.pool.giveBack(ctx, p.role, p.m, p.h, s.narrate); err != nil {
 			result = multierror.Append(result, err)
 		}
 	}
@@ -252,21 +252,23 @@ func (s *Session) CloseOnCancel(ctx context.Context) (release func() bool) {
 	})
 }
 
-// pooledBroker is a broker of Brokers and the session's handle on it.
-type pooledBroker struct {
-	ctr *rabbitmq.RabbitMQContainer
-	h   *Handle
+// pooledMember is a member of the Pool, its role, and the session's
+// handle on it.
+type pooledMember struct {
+	role string
+	m    recyclable
+	h    *Handle
 }
 
-// setPooled records the session's broker of Brokers.
-func (s *Session) setPooled(ctr *rabbitmq.RabbitMQContainer, h *Handle) {
+// setPooled records a member the session has of the Pool.
+func (s *Session) setPooled(role string, m recyclable, h *Handle) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pooled = &pooledBroker{ctr: ctr, h: h}
+	s.pooled = append(s.pooled, pooledMember{role: role, m: m, h: h})
 }
 
-// takePooled takes the session's broker of Brokers, once.
-func (s *Session) takePooled() *pooledBroker {
+// takePooled takes the session's members of the Pool, once.
+func (s *Session) takePooled() []pooledMember {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pooled

@@ -33,17 +33,37 @@ const (
 
 // startStore raises the store before genesis, with a password made for
 // this run, and keeps the URL every controller container is given
-// (--store) on the private network.
+// (--store) on the private network. With the run's pool, the store is a
+// recycled one when the pool has one (postgres.Reuse: its database new
+// and empty, this password), else one started for the pool.
 func (c *Cluster) startStore(ctx context.Context, m topology.Member) error {
-	image, err := postgres.EnsureImage(ctx, c.s.builder, os.Getenv(postgres.EnvImage), images.DebianFromEnv(os.Getenv))
-	if err != nil {
-		return infra("ensure the postgres image", err)
-	}
 	password, err := newPassword()
 	if err != nil {
 		return err
 	}
-	opts := append(c.s.common(RoleStore),
+	ctr, err := c.recycledStore(ctx, password)
+	if err != nil {
+		return err
+	}
+	if ctr == nil {
+		if ctr, err = c.bootStore(ctx, password); err != nil {
+			return err
+		}
+	}
+	c.store = ctr
+	c.storeURL = postgres.URL(AliasStore+":"+storePort, ctr.Username, ctr.Password, ctr.Database)
+	return nil
+}
+
+// bootStore starts a store of its own for the cluster, or for the run's
+// pool, on the private network as AliasStore.
+func (c *Cluster) bootStore(ctx context.Context, password string) (*postgres.PostgresContainer, error) {
+	image, err := postgres.EnsureImage(ctx, c.s.builder, os.Getenv(postgres.EnvImage), images.DebianFromEnv(os.Getenv))
+	if err != nil {
+		return nil, infra("ensure the postgres image", err)
+	}
+	name, pooled := c.pooledOpts(RoleStore)
+	opts := append(append(c.s.common(RoleStore), pooled...),
 		postgres.WithPassword(password),
 		network.WithNetworkName([]string{AliasStore}, c.networks[Private]),
 		postgres.WithStartupTimeout(c.readyTimeout),
@@ -57,15 +77,29 @@ func (c *Cluster) startStore(ctx context.Context, m topology.Member) error {
 		got = ctr
 	}
 	h, err := c.s.adopt(ctx, RoleStore, storeReadyLog, c.readyTimeout, got, runErr)
+	if ctr != nil {
+		c.keepPooled(ctx, RoleStore, name, ctr, h, err)
+	}
 	if h != nil {
 		c.setRole(RoleStore, h)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.store = ctr
-	c.storeURL = postgres.URL(AliasStore+":"+storePort, ctr.Username, ctr.Password, ctr.Database)
-	return nil
+	return ctr, nil
+}
+
+// recycledStore is a store of the run's pool, connected to the private
+// network as AliasStore and given password (postgres.Reuse), or nil when
+// the pool has none to give.
+func (c *Cluster) recycledStore(ctx context.Context, password string) (*postgres.PostgresContainer, error) {
+	m, err := c.leaseRecycled(ctx, RoleStore, AliasStore, storeReadyLog, c.readyTimeout, func(m recyclable) error {
+		return m.(*postgres.PostgresContainer).Reuse(ctx, postgres.WithPassword(password))
+	})
+	if m == nil || err != nil {
+		return nil, err
+	}
+	return m.(*postgres.PostgresContainer), nil
 }
 
 // QueryStore runs one SQL statement with psql inside the store's

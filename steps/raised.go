@@ -79,14 +79,14 @@ type session interface {
 
 // raise raises a cluster from the description; if that fails, the
 // containers' logs are saved into logDir (when set) before teardown.
-func raise(ctx context.Context, opts Options, ensured *images.Ensured, brokers *harness.Brokers, meshFile string, top topology.Topology, logDir string) (*raised, error) {
+func raise(ctx context.Context, opts Options, ensured *images.Ensured, pool *harness.Pool, meshFile string, top topology.Topology, logDir string) (*raised, error) {
 	m, err := meshdesc.Load(meshFile)
 	if err != nil {
 		return nil, err
 	}
 	narration := &relay{fallback: opts.Out}
 	narration.to(beds.Narration(ctx))
-	s, err := harness.NewSession(ctx, harness.SessionOptions{Root: opts.Root, Out: narration, Images: ensured, Brokers: brokers})
+	s, err := harness.NewSession(ctx, harness.SessionOptions{Root: opts.Root, Out: narration, Images: ensured, Pool: pool})
 	if err != nil {
 		return nil, err
 	}

@@ -65,11 +65,11 @@ type World struct {
 	// images are those the run has made sure of: its first cluster checks
 	// them against the checkout, the later ones take them as they are.
 	images images.Ensured
-	// brokers are the run's RabbitMQ brokers, recycled from one cluster
-	// to the next (harness.Brokers); made at the first raise, none with
-	// Keep or FailFast, whose kept clusters keep their brokers.
-	brokers    *harness.Brokers
-	brokersErr error
+	// pool is the run's brokers and stores, recycled from one cluster to
+	// the next (harness.Pool); made at the first raise, none with Keep or
+	// FailFast, whose kept clusters keep theirs.
+	pool    *harness.Pool
+	poolErr error
 
 	// installRecords are the installation's records the rows of @install
 	// noted, by bus, for the scenario that compares them; noted is
@@ -194,7 +194,7 @@ func (w *World) acquire(ctx context.Context, meshFile string, top topology.Topol
 		return r, nil
 	}
 	start := time.Now()
-	r, err := raise(ctx, w.opts, &w.images, w.brokerPool(ctx), meshFile, top, logDir)
+	r, err := raise(ctx, w.opts, &w.images, w.recycled(ctx), meshFile, top, logDir)
 	beds.SpentRaising(ctx, time.Since(start))
 	if err != nil {
 		return nil, err
@@ -212,22 +212,22 @@ type evidence struct {
 	scenario string // the scenario that failed, for a person
 }
 
-// brokerPool is the run's pool of brokers, made at its first call; nil
-// with Keep or FailFast, or when it could not be made (each cluster then
-// boots its own broker).
-func (w *World) brokerPool(ctx context.Context) *harness.Brokers {
+// recycled is the run's pool of brokers and stores, made at its first
+// call; nil with Keep or FailFast, or when it could not be made (each
+// cluster then starts its own).
+func (w *World) recycled(ctx context.Context) *harness.Pool {
 	if w.opts.Keep || w.opts.FailFast {
 		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.brokers == nil && w.brokersErr == nil {
-		w.brokers, w.brokersErr = harness.NewBrokers(ctx)
-		if w.brokersErr != nil {
-			fmt.Fprintf(w.opts.Out, "brokers are not recycled in this run: %v\n", w.brokersErr)
+	if w.pool == nil && w.poolErr == nil {
+		w.pool, w.poolErr = harness.NewPool(ctx)
+		if w.poolErr != nil {
+			fmt.Fprintf(w.opts.Out, "brokers and stores are not recycled in this run: %v\n", w.poolErr)
 		}
 	}
-	return w.brokers
+	return w.pool
 }
 
 // release ends a scenario's lease of a cluster. With FailFast, the cluster
@@ -290,13 +290,12 @@ func (w *World) Close(ctx context.Context) error {
 		errs = multierror.Append(errs, closeAll(ctx, all))
 	}
 	w.mu.Lock()
-	brokers := w.brokers
-	w.brokers = nil
+	pool := w.pool
+	w.pool = nil
 	w.mu.Unlock()
-	if brokers != nil {
-		booted, recycled := brokers.Counts()
-		fmt.Fprintf(w.opts.Out, "brokers: %d booted, %d taken recycled\n", booted, recycled)
-		errs = multierror.Append(errs, brokers.Close(ctx))
+	if pool != nil {
+		fmt.Fprintf(w.opts.Out, "%s\n", pool.Summary())
+		errs = multierror.Append(errs, pool.Close(ctx))
 	}
 	for _, e := range kept {
 		fmt.Fprintf(w.opts.Out, "\nkept cluster run=%s of the failed scenario %s (--fail-fast; raised from %s; later runs leave it alone):\n%s\n",

@@ -54,6 +54,83 @@ func TestPostgres(t *testing.T) {
 			serves(ctx, t, image, labels, tc.user, tc.password, tc.db)
 		})
 	}
+	t.Run("recycled and reused, it holds nothing of before", func(t *testing.T) {
+		recycles(ctx, t, image, labels)
+	})
+}
+
+// recycles runs a server, leaves a table in its database, recycles it and
+// reuses it with another password: the table is gone, the database is
+// the user's, the old password is refused and the new one taken. Reuse
+// for another user, and a recycling of a server holding a role of its
+// own, are refused with ErrNotReusable.
+func recycles(ctx context.Context, t *testing.T, image string, labels map[string]string) {
+	c, err := Run(ctx, image, WithPassword("first's"), testcontainers.WithLabels(labels))
+	if c != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				logContainer(t, c)
+			}
+			if err := c.Terminate(context.Background()); err != nil {
+				t.Errorf("terminate: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	connect := func(password string) (*pgx.Conn, error) {
+		addr, err := c.Address(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pgx.Connect(ctx, URL(addr, c.Username, password, c.Database))
+	}
+	conn, err := connect("first's")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE left_behind (v text); INSERT INTO left_behind VALUES ('the first user''s')`); err != nil {
+		t.Fatal(err)
+	}
+	// An open connection does not keep the database from being dropped.
+	defer conn.Close(context.Background())
+
+	start := time.Now()
+	if err := c.Recycle(ctx); err != nil {
+		t.Fatalf("recycle: %v", err)
+	}
+	if err := c.Reuse(ctx, WithPassword("second's")); err != nil {
+		t.Fatalf("reuse: %v", err)
+	}
+	t.Logf("recycled and reused in %s", time.Since(start).Round(time.Millisecond))
+	var pe *pgconn.PgError
+	if _, err := connect("first's"); !errors.As(err, &pe) || pe.Code != "28P01" {
+		t.Errorf("expected the first password refused with 28P01, got %v", err)
+	}
+	second, err := connect("second's")
+	if err != nil {
+		t.Fatalf("connect with the second password: %v", err)
+	}
+	defer second.Close(context.Background())
+	var gone bool
+	var dbOwner string
+	if err := second.QueryRow(ctx, `SELECT to_regclass('left_behind') IS NULL, (SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database())`).Scan(&gone, &dbOwner); err != nil {
+		t.Fatal(err)
+	}
+	if !gone || dbOwner != c.Username {
+		t.Errorf("expected the table left behind gone and the database %s's, got gone=%v, owned by %s", c.Username, gone, dbOwner)
+	}
+
+	if err := c.Reuse(ctx, WithUsername("other"), WithPassword("x")); !errors.Is(err, ErrNotReusable) {
+		t.Errorf("expected reuse for another user refused with ErrNotReusable, got %v", err)
+	}
+	if _, err := second.Exec(ctx, `CREATE ROLE stray`); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Recycle(ctx); !errors.Is(err, ErrNotReusable) || !strings.Contains(err.Error(), "role stray") {
+		t.Errorf("expected a server holding a role of its own refused with ErrNotReusable, naming it, got %v", err)
+	}
 }
 
 // serves runs a server from image for user, password and db, and checks
