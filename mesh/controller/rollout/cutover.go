@@ -216,8 +216,17 @@ func composeStep(ctx context.Context, m *meshdesc.Mesh, st store.Store, o Option
 }
 
 // loginAll logs every document in, loginsAtOnce at a time, and names
-// every user refused.
+// every user refused. The controller's own user goes first, alone: where
+// it is not let in (a server that does not answer, a configuration not
+// yet loaded) the others would not be either, and trying them would only
+// add a login's timeout per loginsAtOnce principals before the cutover
+// says why it waits.
 func loginAll(ctx context.Context, b CutoverBuses, docs map[string][]byte) error {
+	if doc, ok := docs[wire.ControllerUser]; ok {
+		if err := b.Login(ctx, doc); err != nil {
+			return fmt.Errorf("the controller's own user cannot log in to the new bus, so the other %d principals were not tried: %s: %v", len(docs)-1, wire.ControllerUser, err)
+		}
+	}
 	var (
 		mu      sync.Mutex
 		refused []string
@@ -225,6 +234,9 @@ func loginAll(ctx context.Context, b CutoverBuses, docs map[string][]byte) error
 		slots   = make(chan struct{}, loginsAtOnce)
 	)
 	for u, doc := range docs {
+		if u == wire.ControllerUser {
+			continue
+		}
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {

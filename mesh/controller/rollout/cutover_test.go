@@ -29,6 +29,7 @@ import (
 type fakeCutoverBuses struct {
 	mu         sync.Mutex
 	refuse     string // a user whose login is refused, as if its account were not composed
+	logins     int    // the logins tried
 	kept       [][]wire.Declaration
 	reconnects int
 	moves      int
@@ -44,6 +45,7 @@ func (f *fakeCutoverBuses) Login(ctx context.Context, doc []byte) error {
 	}
 	f.mu.Lock()
 	refuse := f.refuse
+	f.logins++
 	f.mu.Unlock()
 	if cred.User() == refuse {
 		return errAuthorization
@@ -211,6 +213,35 @@ func TestComposeWaitsForEveryPrincipalToLogIn(t *testing.T) {
 	cb.buses.refuse = ""
 	if c = cb.step(t); c.Phase != store.CutoverPrepare || c.Blocked != "" {
 		t.Fatalf("expected prepare once every principal logs in, got %s: %q", c.Phase, c.Blocked)
+	}
+}
+
+// TestComposeTriesTheControllerFirst: where the controller's own user is
+// not let in, compose says so and tries no other principal (a server that
+// does not answer would make each wait out a login's timeout); let in, it
+// tries every one.
+func TestComposeTriesTheControllerFirst(t *testing.T) {
+	cb := newCutoverBed(t)
+	cb.buses.refuse = wire.ControllerUser
+	cb.begin(t, time.Minute)
+	c := cb.step(t)
+	if c.Phase != store.CutoverCompose || !strings.Contains(c.Blocked, "the controller's own user cannot log in") || !strings.Contains(c.Blocked, "nats: authorization violation") {
+		t.Fatalf("expected compose held, naming the controller's user refused, got %s: %q", c.Phase, c.Blocked)
+	}
+	if cb.buses.logins != 1 {
+		t.Fatalf("expected the controller's login alone tried, got %d logins", cb.buses.logins)
+	}
+	cb.buses.refuse = ""
+	cb.buses.logins = 0
+	if c = cb.step(t); c.Phase != store.CutoverPrepare || c.Blocked != "" {
+		t.Fatalf("expected prepare once the controller logs in, got %s: %q", c.Phase, c.Blocked)
+	}
+	users, err := cb.st.Credentials(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cb.buses.logins < 2 || cb.buses.logins > len(users) {
+		t.Fatalf("expected every principal but tokens' tried once, got %d logins of %d users", cb.buses.logins, len(users))
 	}
 }
 
