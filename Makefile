@@ -14,7 +14,7 @@ images: ## Build every image the beds use (ours, the drivers, the sample modules
 	$(GO) run ./cmd/build-images
 
 test: ## Run every test: unit, integration, and the beds (skipped without Docker): the README's test command.
-	$(GO) test -timeout 30m ./...
+	$(GO) test ./...
 
 beds: ## Run every bed against real containers (bedrun all).
 	$(GO) run ./cmd/bedrun all
