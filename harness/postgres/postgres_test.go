@@ -65,20 +65,7 @@ func TestPostgres(t *testing.T) {
 // for another user, and a recycling of a server holding a role of its
 // own, are refused with ErrNotReusable.
 func recycles(ctx context.Context, t *testing.T, image string, labels map[string]string) {
-	c, err := Run(ctx, image, WithPassword("first's"), testcontainers.WithLabels(labels))
-	if c != nil {
-		t.Cleanup(func() {
-			if t.Failed() {
-				logContainer(t, c)
-			}
-			if err := c.Terminate(context.Background()); err != nil {
-				t.Errorf("terminate: %v", err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	c := runServer(ctx, t, image, labels, WithPassword("first's"))
 	connect := func(password string) (*pgx.Conn, error) {
 		addr, err := c.Address(ctx)
 		if err != nil {
@@ -137,20 +124,7 @@ func recycles(ctx context.Context, t *testing.T, image string, labels map[string
 // it as TestPostgres says.
 func serves(ctx context.Context, t *testing.T, image string, labels map[string]string, user, password, db string) {
 	start := time.Now()
-	c, err := Run(ctx, image, WithUsername(user), WithPassword(password), WithDatabase(db), testcontainers.WithLabels(labels))
-	if c != nil {
-		t.Cleanup(func() {
-			if t.Failed() {
-				logContainer(t, c)
-			}
-			if err := c.Terminate(context.Background()); err != nil {
-				t.Errorf("terminate: %v", err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	c := runServer(ctx, t, image, labels, WithUsername(user), WithPassword(password), WithDatabase(db))
 	t.Logf("server ready in %s", time.Since(start).Round(100*time.Millisecond))
 	ins, err := c.Inspect(ctx)
 	if err != nil {
@@ -229,4 +203,25 @@ func logContainer(t *testing.T, c *PostgresContainer) {
 	defer r.Close()
 	b, _ := io.ReadAll(r)
 	t.Logf("postgres logs:\n%s", strings.TrimSpace(string(b)))
+}
+
+// runServer runs a server from image with opts and the test's labels,
+// terminated when the test ends (its logs shown if the test failed).
+func runServer(ctx context.Context, t *testing.T, image string, labels map[string]string, opts ...testcontainers.ContainerCustomizer) *PostgresContainer {
+	t.Helper()
+	c, err := Run(ctx, image, append(opts, testcontainers.WithLabels(labels))...)
+	if c != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				logContainer(t, c)
+			}
+			if err := c.Terminate(context.Background()); err != nil {
+				t.Errorf("terminate: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return c
 }
