@@ -189,44 +189,16 @@ func pooledNoun(role string) string {
 	return role
 }
 
-// giveBack takes the member of role off every network it is on and
-// recycles it in the background, or removes it when h says it was
-// disturbed or it is not running.
+// giveBack takes the member of role off every network but the pool's and
+// recycles it in the background, or removes it when it cannot be handed
+// on (park says why).
 func (p *Pool) giveBack(ctx context.Context, role string, m recyclable, h *Handle, narrate func(string, ...any)) error {
-	noun := pooledNoun(role)
-	st, err := h.Inspect(ctx)
-	switch {
-	case err != nil:
-		narrate("%s %s removed, not recycled: %v", noun, h.name, err)
-		return p.remove(ctx, m)
-	case h.disturbed.Load():
-		narrate("%s %s removed, not recycled: a step stopped, killed, paused, moved or faulted it", noun, h.name)
-		return p.remove(ctx, m)
-	case !st.Running || st.Status != "running":
-		narrate("%s %s removed, not recycled: it is %s", noun, h.name, st.Status)
+	removed := func(ctx context.Context, why string) error {
+		narrate("%s %s removed, not recycled: %s", pooledNoun(role), h.name, why)
 		return p.remove(ctx, m)
 	}
-	ins, err := p.docker.ContainerInspect(ctx, m.GetContainerID(), client.ContainerInspectOptions{})
-	if err != nil {
-		narrate("%s %s removed, not recycled: %v", noun, h.name, err)
-		return p.remove(ctx, m)
-	}
-	if _, parked := ins.Container.NetworkSettings.Networks[p.parking]; !parked {
-		if _, err := p.docker.NetworkConnect(ctx, p.parking, client.NetworkConnectOptions{Container: m.GetContainerID()}); err != nil {
-			narrate("%s %s removed, not recycled: %v", noun, h.name, err)
-			return p.remove(ctx, m)
-		}
-	}
-	if ins.Container.NetworkSettings != nil {
-		for net := range ins.Container.NetworkSettings.Networks {
-			if net == p.parking {
-				continue
-			}
-			if _, err := p.docker.NetworkDisconnect(ctx, net, client.NetworkDisconnectOptions{Container: m.GetContainerID(), Force: true}); err != nil {
-				narrate("%s %s removed, not recycled: %v", noun, h.name, err)
-				return p.remove(ctx, m)
-			}
-		}
+	if why := p.park(ctx, m, h); why != "" {
+		return removed(ctx, why)
 	}
 	p.mu.Lock()
 	if p.closed {
@@ -242,8 +214,7 @@ func (p *Pool) giveBack(ctx context.Context, role string, m recyclable, h *Handl
 		defer cancel()
 		err := m.Recycle(rctx)
 		if err != nil {
-			narrate("%s %s removed, not recycled: %v", noun, h.name, err)
-			_ = p.remove(rctx, m)
+			_ = removed(rctx, err.Error())
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -254,6 +225,42 @@ func (p *Pool) giveBack(ctx context.Context, role string, m recyclable, h *Handl
 		p.notify()
 	}()
 	return nil
+}
+
+// park leaves m, which h tracks, on the pool's network alone, or says why
+// it cannot be handed on: a step disturbed it, it is not running, or the
+// engine refused.
+func (p *Pool) park(ctx context.Context, m recyclable, h *Handle) string {
+	if h.disturbed.Load() {
+		return "a step stopped, killed, paused, moved or faulted it"
+	}
+	ins, err := p.docker.ContainerInspect(ctx, m.GetContainerID(), client.ContainerInspectOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	if st := ins.Container.State; st == nil {
+		return "the engine gave no state of it"
+	} else if !st.Running || st.Status != "running" {
+		return "it is " + string(st.Status)
+	}
+	var networks map[string]*dockernet.EndpointSettings
+	if ns := ins.Container.NetworkSettings; ns != nil {
+		networks = ns.Networks
+	}
+	if _, parked := networks[p.parking]; !parked {
+		if _, err := p.docker.NetworkConnect(ctx, p.parking, client.NetworkConnectOptions{Container: m.GetContainerID()}); err != nil {
+			return err.Error()
+		}
+	}
+	for net := range networks {
+		if net == p.parking {
+			continue
+		}
+		if _, err := p.docker.NetworkDisconnect(ctx, net, client.NetworkDisconnectOptions{Container: m.GetContainerID(), Force: true}); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
 }
 
 // remove removes the member and its volumes.
