@@ -267,11 +267,18 @@ func TestMalformedRequestIsTerminated(t *testing.T) {
 	ctx := buildtest.Context(t)
 	js := bed.JetStream()
 	advisories := make(chan *nats.Msg, 4)
-	sub, err := bed.Dial(buildtest.Controller).ChanSubscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+wire.StreamBuilds+"."+wire.BuildsConsumer, advisories)
+	ctl := bed.Dial(buildtest.Controller)
+	sub, err := ctl.ChanSubscribe(wire.TerminatedAdvisoryOn(wire.StreamBuilds, wire.BuildsConsumer), advisories)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// The server sends an advisory only to interest it already holds: the
+	// builder terms within a millisecond of starting, so the subscription
+	// must have reached the server before the request is published.
+	if err := ctl.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	buildtest.Repository(t, bed, map[string]string{"sensor@r1": "v1"}, 0)
 	startBuilder(t, bed, "builder-a", buildtest.Toolchain(t, program, "sensor"))
 	bad := wire.BuildRequest{ID: "forged", Repo: buildtest.Repo, Module: "sensor", Revision: "r1"}

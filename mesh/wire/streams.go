@@ -1,7 +1,5 @@
 package wire
 
-import "strings"
-
 // Stream names (design 25 §3). The controller is their only writer.
 const (
 	StreamControl = "CONTROL"
@@ -76,7 +74,13 @@ const TerminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + Str
 // TerminatedAdvisory is the subject of consumer's MSG_TERMINATED
 // advisories on EVENTS.
 func TerminatedAdvisory(consumer string) string {
-	return strings.TrimSuffix(TerminatedAdvisories, "*") + consumer
+	return TerminatedAdvisoryOn(StreamEvents, consumer)
+}
+
+// TerminatedAdvisoryOn is the subject of the MSG_TERMINATED advisories of
+// consumer on stream.
+func TerminatedAdvisoryOn(stream, consumer string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + stream + "." + consumer
 }
 
 // DirectGetLast is the JetStream API subject that answers with the last

@@ -198,7 +198,9 @@ func TestACredentialRequestUnansweredIsMadeAgain(t *testing.T) {
 		}
 		_ = m.Respond([]byte(`{"sealed":{}}`))
 	})
-	if err != nil {
+	// Flushed: the host asks on a connection of its own, and a request
+	// that reaches the server before this subscription has no responders.
+	if err != nil || js.Conn().Flush() != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
