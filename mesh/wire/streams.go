@@ -69,7 +69,9 @@ const JetStreamAPI = "$JS.API.>"
 // RefusalReason), one subject per consumer under it. The server sends it
 // only while someone listens, and only the controller's user in the mesh
 // account may.
-const TerminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + StreamEvents + ".*"
+const TerminatedAdvisories = terminatedAdvisory + StreamEvents + ".*"
+
+const terminatedAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."
 
 // TerminatedAdvisory is the subject of consumer's MSG_TERMINATED
 // advisories on EVENTS.
@@ -80,7 +82,7 @@ func TerminatedAdvisory(consumer string) string {
 // TerminatedAdvisoryOn is the subject of the MSG_TERMINATED advisories of
 // consumer on stream.
 func TerminatedAdvisoryOn(stream, consumer string) string {
-	return "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + stream + "." + consumer
+	return terminatedAdvisory + stream + "." + consumer
 }
 
 // DirectGetLast is the JetStream API subject that answers with the last

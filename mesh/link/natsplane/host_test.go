@@ -198,9 +198,12 @@ func TestACredentialRequestUnansweredIsMadeAgain(t *testing.T) {
 		}
 		_ = m.Respond([]byte(`{"sealed":{}}`))
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Flushed: the host asks on a connection of its own, and a request
 	// that reaches the server before this subscription has no responders.
-	if err != nil || js.Conn().Flush() != nil {
+	if err := js.Conn().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
