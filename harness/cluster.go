@@ -142,7 +142,7 @@ func (s *Session) RaiseGenesis(ctx context.Context, opts GenesisOptions) (*Clust
 	}
 	// The store first: genesis keeps the state it mints there.
 	for _, m := range c.topology.OfKind(topology.KindPostgres) {
-		waves = append(waves, []phase{{m.Name, func(ctx context.Context) error { return c.startStore(ctx, m) }}})
+		waves = append(waves, []phase{{m.Name, c.startStore}})
 	}
 	waves = append(waves, []phase{{"genesis", c.genesis}})
 	waves = append(waves, c.memberWaves()...)

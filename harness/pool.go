@@ -167,7 +167,7 @@ func (p *Pool) Counts(role string) (started, recycled int) {
 	return p.made[role], p.recycled[role]
 }
 
-// Summary is the pool's counts in a line: "brokers: 3 booted, 18 taken
+// Summary is the pool's counts in a line: "brokers: 3 started, 18 taken
 // recycled; stores: …".
 func (p *Pool) Summary() string {
 	var parts []string

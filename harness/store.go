@@ -36,7 +36,7 @@ const (
 // (--store) on the private network. With the run's pool, the store is a
 // recycled one when the pool has one (postgres.Reuse: its database new
 // and empty, this password), else one started for the pool.
-func (c *Cluster) startStore(ctx context.Context, m topology.Member) error {
+func (c *Cluster) startStore(ctx context.Context) error {
 	password, err := newPassword()
 	if err != nil {
 		return err

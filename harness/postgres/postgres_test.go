@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -192,33 +191,13 @@ func serves(ctx context.Context, t *testing.T, image string, labels map[string]s
 	}
 }
 
-func logContainer(t *testing.T, c *PostgresContainer) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := c.Logs(ctx)
-	if err != nil {
-		t.Logf("postgres logs: %v", err)
-		return
-	}
-	defer r.Close()
-	b, _ := io.ReadAll(r)
-	t.Logf("postgres logs:\n%s", strings.TrimSpace(string(b)))
-}
-
 // runServer runs a server from image with opts and the test's labels,
 // terminated when the test ends (its logs shown if the test failed).
 func runServer(ctx context.Context, t *testing.T, image string, labels map[string]string, opts ...testcontainers.ContainerCustomizer) *PostgresContainer {
 	t.Helper()
 	c, err := Run(ctx, image, append(opts, testcontainers.WithLabels(labels))...)
 	if c != nil {
-		t.Cleanup(func() {
-			if t.Failed() {
-				logContainer(t, c)
-			}
-			if err := c.Terminate(context.Background()); err != nil {
-				t.Errorf("terminate: %v", err)
-			}
-		})
+		testutil.TerminateAtCleanup(t, c)
 	}
 	if err != nil {
 		t.Fatalf("run: %v", err)

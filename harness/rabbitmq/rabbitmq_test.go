@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -81,16 +80,7 @@ func TestRabbitMQ(t *testing.T) {
 		network.WithNetwork([]string{"amqp"}, nw),
 	)
 	if c != nil {
-		// Registered before the error check: a container that failed its
-		// wait is removed too, after its logs are shown.
-		t.Cleanup(func() {
-			if t.Failed() {
-				logContainer(t, c)
-			}
-			if err := c.Terminate(context.Background()); err != nil {
-				t.Errorf("terminate: %v", err)
-			}
-		})
+		testutil.TerminateAtCleanup(t, c)
 	}
 	if err != nil {
 		t.Fatalf("run: %v", err)
@@ -309,16 +299,4 @@ func routeOne(t *testing.T, ctx context.Context, url string) {
 	for d := range deliveries {
 		t.Fatalf("expected no other delivery, got key %q", d.RoutingKey)
 	}
-}
-
-func logContainer(t *testing.T, c *RabbitMQContainer) {
-	t.Helper()
-	r, err := c.Logs(context.Background())
-	if err != nil {
-		t.Logf("no logs: %v", err)
-		return
-	}
-	defer r.Close()
-	b, _ := io.ReadAll(r)
-	t.Logf("container logs:\n%s", b)
 }

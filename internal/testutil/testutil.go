@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -81,4 +82,27 @@ func DeadPID(t testing.TB) int {
 	}
 	t.Fatal("found no dead pid")
 	return 0
+}
+
+// TerminateAtCleanup removes c when the test ends, showing its logs first
+// if the test failed. Call it before checking the error of the run that
+// made c: a container that failed its wait is removed too.
+func TerminateAtCleanup(t testing.TB, c testcontainers.Container) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if r, err := c.Logs(ctx); err != nil {
+				t.Logf("no logs of container %s: %v", c.GetContainerID(), err)
+			} else {
+				b, _ := io.ReadAll(r)
+				_ = r.Close()
+				t.Logf("logs of container %s:\n%s", c.GetContainerID(), bytes.TrimSpace(b))
+			}
+		}
+		if err := c.Terminate(context.Background()); err != nil {
+			t.Errorf("terminate container %s: %v", c.GetContainerID(), err)
+		}
+	})
 }
